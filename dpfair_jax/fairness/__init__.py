@@ -1,0 +1,1 @@
+"""dpfair_jax.fairness."""
