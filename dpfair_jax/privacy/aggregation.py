@@ -1,0 +1,337 @@
+"""Privatized aggregation: clip, sum, add Gaussian noise, then normalize.
+
+Pure functions and optax ``GradientTransformation``s over *per-example* gradient pytrees (leaves
+``[B, ...]``). Two flavours:
+
+* one noise scale: ``noisy sum = sum_i clip(g_i) + N(0, (sigma C)^2 I)``, divided by a public
+  denominator (the expected batch size under Poisson sampling, the fixed batch size otherwise);
+* group-weighted noise: per-group clipped sums ``S_k = sum_{i: s_i = k} clip(g_i)`` via
+  ``jax.ops.segment_sum`` over integer group ids, each with its own noise std ``sigma_k C``, then
+  recombined with public weights ``sum_k w_k (S_k + noise_k) / n_k``.
+
+Everything after the noise is post-processing. Noise scales, clip norms and weights may be traced
+arrays (a whole grid under one ``jit(vmap(...))``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from dpfair_jax import _validation as v
+from dpfair_jax.privacy import clipping as _clip
+from dpfair_jax.privacy import mechanisms as _mech
+
+__all__ = [
+    "noisy_sum",
+    "private_sum",
+    "private_mean",
+    "group_clipped_sums",
+    "group_counts",
+    "group_weighted_noisy_sums",
+    "combine_group_means",
+    "group_weighted_private_mean",
+    "DPAggregateState",
+    "dp_aggregate",
+    "group_weighted_dp_aggregate",
+]
+
+PyTree = Any
+
+
+def noisy_sum(key: jax.Array, sum_tree: PyTree, std: Any) -> PyTree:
+    """``sum_tree + N(0, std^2 I)`` leaf-wise (the Gaussian mechanism on a clipped sum).
+
+    Privacy: with ``std = noise_multiplier * clip_norm`` and a clipped sum of sensitivity
+    ``clip_norm`` (add/remove-one), this is the Gaussian mechanism with that noise multiplier.
+    """
+    return _mech.gaussian_mechanism(key, sum_tree, std)
+
+
+def _check_common(clip_norm, noise_multiplier, per_example_tree, mask) -> None:
+    v.check_clip_norm(clip_norm)
+    v.check_noise_multiplier(noise_multiplier)
+    leaves = jax.tree_util.tree_leaves(per_example_tree)
+    if not leaves:
+        raise ValueError("per_example_tree has no leaves.")
+    v.check_same_length(**{f"per_example_tree leaf {i}": l for i, l in enumerate(leaves)}, mask=mask)
+    v.check_finite("per_example_tree", per_example_tree)
+
+
+def private_sum(
+    key: jax.Array,
+    per_example_tree: PyTree,
+    *,
+    clip_norm: Any,
+    noise_multiplier: Any,
+    mask: jax.Array | None = None,
+) -> tuple[PyTree, jax.Array]:
+    """Clip each example to ``clip_norm``, sum (masked rows dropped), add ``N(0, (sigma C)^2)``.
+
+    Returns ``(noisy_sum_tree, unclipped_norms [B])``.
+
+    Privacy: Gaussian mechanism with noise multiplier ``noise_multiplier`` w.r.t. add/remove-one
+    neighbours (sensitivity ``clip_norm``); for replace-one the effective multiplier is halved.
+    """
+    _check_common(clip_norm, noise_multiplier, per_example_tree, mask)
+    norms = _clip.per_example_norms(per_example_tree)
+    w = _clip.clip_factors(norms, clip_norm)
+    if mask is not None:
+        w = w * jnp.asarray(mask, w.dtype)
+    total = _clip.weighted_sum(per_example_tree, w)
+    std = jnp.asarray(noise_multiplier, norms.dtype) * jnp.asarray(clip_norm, norms.dtype)
+    return noisy_sum(key, total, std), norms
+
+
+def private_mean(
+    key: jax.Array,
+    per_example_tree: PyTree,
+    *,
+    clip_norm: Any,
+    noise_multiplier: Any,
+    denominator: Any,
+    mask: jax.Array | None = None,
+) -> PyTree:
+    """Clip, sum, add noise, divide by the public ``denominator``: DP-SGD's gradient estimate.
+
+    Use the *expected* batch size ``q n`` under Poisson sampling (dividing by the realized size
+    would leak it) and the fixed batch size under fixed-size sampling.
+
+    Privacy: as :func:`private_sum` (the division is post-processing).
+    """
+    v.check_positive("denominator", denominator)
+    total, _ = private_sum(
+        key, per_example_tree, clip_norm=clip_norm, noise_multiplier=noise_multiplier, mask=mask
+    )
+    return jax.tree_util.tree_map(lambda t: t / jnp.asarray(denominator, t.dtype), total)
+
+
+# ------------------------------------------------------------------------------------------------
+# Group-weighted noise
+# ------------------------------------------------------------------------------------------------
+def _check_groups(s, num_groups: int, n: int | None = None) -> None:
+    v.check_int("num_groups", num_groups, minimum=1)
+    v.check_shape("s", s, ndim=1)
+    if n is not None and jnp.shape(s)[0] != n:
+        raise ValueError(f"s has {jnp.shape(s)[0]} rows but the per-example tree has {n}.")
+    v.check_group_ids(s, num_groups, "s")
+
+
+def group_clipped_sums(
+    per_example_tree: PyTree,
+    s: jax.Array,
+    num_groups: int,
+    clip_norm: Any,
+    mask: jax.Array | None = None,
+) -> PyTree:
+    """Per-group sums of clipped per-example values: leaves ``[num_groups, ...]``.
+
+    ``S_k = sum_{i: s_i = k} mask_i clip(g_i, C)`` via ``jax.ops.segment_sum`` (``num_groups`` static).
+    Empty groups give exact zeros.
+
+    Privacy: adding or removing one example changes one ``S_k`` by at most ``C`` in L2, so the
+    stacked sums have sensitivity ``C`` (add/remove-one). With group-weighted noise, the example's
+    own group's noise ``sigma_k`` determines its privacy (each group is its own Gaussian
+    mechanism; the guarantee for everyone is that of ``min_k sigma_k``).
+    """
+    leaves = jax.tree_util.tree_leaves(per_example_tree)
+    if not leaves:
+        raise ValueError("per_example_tree has no leaves.")
+    _check_groups(s, num_groups, jnp.shape(leaves[0])[0])
+    v.check_clip_norm(clip_norm)
+    v.check_same_length(s=s, mask=mask)
+    clipped, _ = _clip.clip_per_example(per_example_tree, clip_norm)
+    if mask is not None:
+        m = jnp.asarray(mask)
+        clipped = jax.tree_util.tree_map(
+            lambda l: l * m.reshape((-1,) + (1,) * (l.ndim - 1)).astype(l.dtype), clipped
+        )
+    s = jnp.asarray(s, jnp.int32)
+    return jax.tree_util.tree_map(
+        lambda l: jax.ops.segment_sum(l, s, num_segments=num_groups), clipped
+    )
+
+
+def group_counts(s: jax.Array, num_groups: int, mask: jax.Array | None = None) -> jax.Array:
+    """Number of (unmasked) rows per group ``[num_groups]`` (float32). Not private by itself."""
+    _check_groups(s, num_groups)
+    w = jnp.ones(jnp.shape(s), jnp.float32) if mask is None else jnp.asarray(mask, jnp.float32)
+    return jax.ops.segment_sum(w, jnp.asarray(s, jnp.int32), num_segments=num_groups)
+
+
+def group_weighted_noisy_sums(key: jax.Array, group_sums_tree: PyTree, stds: Any) -> PyTree:
+    """Add ``N(0, stds[k]^2)`` to row ``k`` of every leaf ``[K, ...]`` (one noise scale per group).
+
+    Privacy: row ``k`` is a Gaussian mechanism with noise multiplier ``stds[k] / C`` for the
+    members of group ``k`` (add/remove-one, sensitivity ``C`` of the clipped group sum).
+    """
+    v.check_threefry_key(key)
+    v.check_positive("stds", stds, allow_zero=True)
+    leaves, treedef = jax.tree_util.tree_flatten(group_sums_tree)
+    if not leaves:
+        raise ValueError("group_sums_tree has no leaves.")
+    k = jnp.shape(leaves[0])[0]
+    if jnp.ndim(stds) != 1 or jnp.shape(stds)[0] != k:
+        raise ValueError(f"stds must have shape [{k}] (one per group), got {jnp.shape(stds)}.")
+    keys = jax.random.split(key, len(leaves))
+    out = []
+    for kk, leaf in zip(keys, leaves):
+        sd = jnp.asarray(stds, leaf.dtype).reshape((-1,) + (1,) * (leaf.ndim - 1))
+        out.append(leaf + sd * jax.random.normal(kk, leaf.shape, leaf.dtype))
+    return treedef.unflatten(out)
+
+
+def combine_group_means(
+    noisy_group_sums: PyTree, group_weights: Any, denominators: Any
+) -> PyTree:
+    """``sum_k w_k S~_k / n_k`` with ``n_k`` public; groups with ``n_k == 0`` contribute 0 (no NaN)."""
+    w = jnp.asarray(group_weights)
+    den = jnp.asarray(denominators)
+
+    def comb(leaf):
+        dt = leaf.dtype
+        d = den.astype(dt)
+        coef = jnp.where(d > 0, w.astype(dt) / jnp.where(d > 0, d, 1.0), 0.0)
+        flat = leaf.reshape(leaf.shape[0], -1)
+        return (coef @ flat).reshape(leaf.shape[1:])
+
+    return jax.tree_util.tree_map(comb, noisy_group_sums)
+
+
+def group_weighted_private_mean(
+    key: jax.Array,
+    per_example_tree: PyTree,
+    s: jax.Array,
+    num_groups: int,
+    *,
+    clip_norm: Any,
+    noise_multipliers: Any,
+    group_weights: Any,
+    denominators: Any,
+    mask: jax.Array | None = None,
+) -> PyTree:
+    """Group-weighted private mean ``sum_k w_k (S_k + N(0, (sigma_k C)^2 I)) / n_k``.
+
+    ``noise_multipliers``, ``group_weights`` and ``denominators`` (public group sizes, e.g. expected
+    per-group batch sizes) have shape ``[num_groups]``. Empty groups (``n_k = 0``) are dropped from
+    the combination instead of producing NaN.
+
+    Privacy: each member of group ``k`` is protected by a Gaussian mechanism with noise multiplier
+    ``sigma_k`` (add/remove-one, sensitivity ``C``); the weights and denominators must be public.
+    """
+    v.check_noise_multiplier(noise_multipliers, "noise_multipliers")
+    for name, arr in (("group_weights", group_weights), ("denominators", denominators),
+                      ("noise_multipliers", noise_multipliers)):
+        if jnp.ndim(arr) != 1 or jnp.shape(arr)[0] != num_groups:
+            raise ValueError(f"{name} must have shape [{num_groups}] (one per group), got {jnp.shape(arr)}.")
+    v.check_positive("denominators", denominators, allow_zero=True)
+    v.check_finite("group_weights", group_weights)
+    sums = group_clipped_sums(per_example_tree, s, num_groups, clip_norm, mask)
+    stds = jnp.asarray(noise_multipliers, jnp.float32) * jnp.asarray(clip_norm, jnp.float32)
+    noisy = group_weighted_noisy_sums(key, sums, stds)
+    return combine_group_means(noisy, group_weights, denominators)
+
+
+# ------------------------------------------------------------------------------------------------
+# optax GradientTransformations
+# ------------------------------------------------------------------------------------------------
+class DPAggregateState(NamedTuple):
+    """State of the DP aggregators: the PRNG key for the next step's noise."""
+
+    key: jax.Array
+
+
+def _state_key(key: Any) -> jax.Array:
+    if isinstance(key, int):
+        return jax.random.key(key)
+    v.check_threefry_key(key)
+    return key
+
+
+def dp_aggregate(
+    *, clip_norm: Any, noise_multiplier: Any, key: Any, denominator: Any = None
+) -> optax.GradientTransformationExtraArgs:
+    """optax transformation: per-example gradients ``[B, ...]`` in, private mean gradient out.
+
+    ``update(per_example_grads, state, params=None, *, mask=None)`` splits the state key into
+    ``(next_key, noise_key)`` and returns :func:`private_mean` with ``noise_key`` and
+    ``denominator`` (default: the batch size ``B``, right for fixed-size batches; pass the expected
+    batch size for Poisson sampling). Chain it before any optax optimizer:
+    ``optax.chain(dp_aggregate(...), optax.adam(lr))``. Hyperparameters may be traced arrays.
+
+    Privacy: each update is a Gaussian mechanism with noise multiplier ``noise_multiplier``
+    (add/remove-one neighbours, sensitivity ``clip_norm``); account it with
+    ``accounting.dpsgd_event`` and the matching sampling scheme.
+    """
+    v.check_clip_norm(clip_norm)
+    v.check_noise_multiplier(noise_multiplier)
+    if denominator is not None:
+        v.check_positive("denominator", denominator)
+    key = _state_key(key)
+
+    def init_fn(params):
+        del params
+        return DPAggregateState(key=key)
+
+    def update_fn(updates, state, params=None, *, mask=None, **extra_args):
+        del params, extra_args
+        next_key, noise_key = jax.random.split(state.key)
+        den = denominator
+        if den is None:
+            den = jnp.shape(jax.tree_util.tree_leaves(updates)[0])[0]
+        out = private_mean(
+            noise_key, updates, clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+            denominator=den, mask=mask,
+        )
+        return out, DPAggregateState(key=next_key)
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def group_weighted_dp_aggregate(
+    *,
+    clip_norm: Any,
+    noise_multipliers: Any,
+    group_weights: Any,
+    num_groups: int,
+    key: Any,
+    denominators: Any = None,
+) -> optax.GradientTransformationExtraArgs:
+    """optax transformation with one noise scale per group (:func:`group_weighted_private_mean`).
+
+    ``update(per_example_grads, state, params=None, *, groups, mask=None)``: ``groups`` is the
+    int32 group id ``[B]`` of each example. ``denominators`` ``[num_groups]`` are the public group
+    denominators (e.g. expected per-group batch sizes); by default the realized (masked) group
+    counts of the batch, which is only private when group counts are public (fixed-size per-group
+    batches). The state key is split exactly as in :func:`dp_aggregate`.
+
+    Privacy: as :func:`group_weighted_private_mean`.
+    """
+    v.check_int("num_groups", num_groups, minimum=1)
+    v.check_clip_norm(clip_norm)
+    v.check_noise_multiplier(noise_multipliers, "noise_multipliers")
+    key = _state_key(key)
+
+    def init_fn(params):
+        del params
+        return DPAggregateState(key=key)
+
+    def update_fn(updates, state, params=None, *, groups=None, mask=None, **extra_args):
+        del params, extra_args
+        if groups is None:
+            raise ValueError("group_weighted_dp_aggregate.update needs groups= (int group id per example).")
+        next_key, noise_key = jax.random.split(state.key)
+        den = denominators
+        if den is None:
+            den = group_counts(groups, num_groups, mask)
+        out = group_weighted_private_mean(
+            noise_key, updates, groups, num_groups, clip_norm=clip_norm,
+            noise_multipliers=noise_multipliers, group_weights=group_weights,
+            denominators=den, mask=mask,
+        )
+        return out, DPAggregateState(key=next_key)
+
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -1,0 +1,342 @@
+"""Per-example gradients, L2 clipping (whole pytree and per layer) and ghost norms.
+
+Notation (Abadi et al. 2016; paper 001, Lemma 1): the clipped gradient of example ``i`` is
+``g_i * min(1, C / ||g_i||)``, where ``||g_i||`` is the L2 norm over the whole parameter pytree.
+Clipping bounds the L2 sensitivity of the *sum* of clipped gradients by ``C`` under add/remove-one
+neighbours (``2 C`` under replace-one), which is what the Gaussian noise is scaled to.
+
+Two ways to get per-example norms:
+
+* ``vmap(grad)`` (:func:`per_example_grads`): any loss, any pytree; materializes ``[B, ...]``.
+* ghost norms: exact norms without per-example gradients. For a dense layer with per-example input
+  row ``a_i`` and output gradient ``g_i = dl_i/dz_i``, the weight gradient is ``a_i^T g_i`` so
+  ``||a_i^T g_i||_F^2 = ||a_i||^2 ||g_i||^2`` (plus ``||g_i||^2`` for the bias). A GLM is one such
+  layer (:func:`glm_per_example_norms`, :func:`glm_clipped_grad_sum`); a dense MLP is a stack of
+  them (:func:`mlp_clipped_grad_sum`, "book-keeping" ghost clipping: one backward pass for the
+  output gradients of every layer, then the clipped sum is assembled from the stored activations,
+  with no second backward pass).
+
+All functions are pure and jit/vmap-able; ``clip_norm`` may be a traced scalar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from dpfair_jax import _validation as v
+
+__all__ = [
+    "per_example_grads",
+    "per_example_norms",
+    "clip_factors",
+    "clip_per_example",
+    "clip_per_layer",
+    "per_layer_sensitivity",
+    "weighted_sum",
+    "clipped_grad_sum",
+    "glm_per_example_norms",
+    "glm_clipped_grad_sum",
+    "dense_ghost_norm_sq",
+    "mlp_forward",
+    "mlp_clipped_grad_sum",
+]
+
+PyTree = Any
+
+
+# ------------------------------------------------------------------------------------------------
+# Generic (vmap) path
+# ------------------------------------------------------------------------------------------------
+def per_example_grads(loss_fn: Callable[..., jax.Array], params: PyTree, *batch: Any) -> PyTree:
+    """Per-example gradients ``[B, ...]`` of ``loss_fn(params, *example)`` (the loss of ONE example).
+
+    ``batch`` are arrays (or pytrees) with a leading batch axis; ``vmap(grad(loss_fn))`` over it.
+    """
+    if not batch:
+        raise ValueError("per_example_grads needs at least one batch array after params.")
+    v.check_same_length(**{f"batch[{i}]": jax.tree_util.tree_leaves(b)[0] for i, b in enumerate(batch)})
+    in_axes = (None,) + (0,) * len(batch)
+    return jax.vmap(jax.grad(loss_fn), in_axes=in_axes)(params, *batch)
+
+
+def _leaf_sq_norms(leaf: jax.Array) -> jax.Array:
+    leaf = jnp.asarray(leaf)
+    return jnp.sum(jnp.square(leaf.reshape(leaf.shape[0], -1)), axis=1)
+
+
+def per_example_norms(tree: PyTree) -> jax.Array:
+    """L2 norm of each example's slice of ``tree`` (leaves ``[B, ...]``) over the whole pytree: ``[B]``."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    if not leaves:
+        raise ValueError("tree has no leaves; pass per-example gradients with a leading batch axis.")
+    v.check_same_length(**{f"leaf{i}": leaf for i, leaf in enumerate(leaves)})
+    return jnp.sqrt(sum(_leaf_sq_norms(leaf) for leaf in leaves))
+
+
+def clip_factors(norms: jax.Array, clip_norm: Any) -> jax.Array:
+    """``min(1, C / norm)`` computed as ``C / max(norm, C)`` (no division by zero for zero norms)."""
+    norms = jnp.asarray(norms)
+    c = jnp.asarray(clip_norm, norms.dtype)
+    return c / jnp.maximum(norms, c)
+
+
+def _scale_rows(tree: PyTree, factors: jax.Array) -> PyTree:
+    def scale(leaf):
+        f = factors.reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
+        return leaf * f
+
+    return jax.tree_util.tree_map(scale, tree)
+
+
+def clip_per_example(tree: PyTree, clip_norm: Any) -> tuple[PyTree, jax.Array]:
+    """Clip every example of ``tree`` (leaves ``[B, ...]``) to L2 norm ``<= clip_norm`` over the pytree.
+
+    Returns ``(clipped_tree, norms)`` with the *unclipped* norms ``[B]``.
+
+    Privacy: the sum over examples of the clipped tree has L2 sensitivity ``clip_norm`` under
+    add/remove-one neighbours (``2 * clip_norm`` under replace-one).
+    """
+    v.check_clip_norm(clip_norm)
+    norms = per_example_norms(tree)
+    return _scale_rows(tree, clip_factors(norms, clip_norm)), norms
+
+
+def per_layer_sensitivity(clip_norms: PyTree) -> jax.Array:
+    """L2 sensitivity ``sqrt(sum_l C_l^2)`` of a per-layer clipped sum (one ``C_l`` per leaf)."""
+    leaves = [jnp.asarray(c) for c in jax.tree_util.tree_leaves(clip_norms)]
+    return jnp.sqrt(sum(jnp.square(c) for c in leaves))
+
+
+def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
+    """Clip each leaf of each example separately: leaf ``l`` to norm ``<= C_l``.
+
+    ``clip_norms`` is a pytree with the structure of ``tree`` holding one scalar per leaf, or a
+    single scalar used for every leaf. Returns ``(clipped_tree, norms_tree)`` (unclipped norms,
+    one ``[B]`` array per leaf).
+
+    Privacy: the sum of the clipped tree has L2 sensitivity ``sqrt(sum_l C_l^2)``
+    (:func:`per_layer_sensitivity`; with a scalar ``C`` and ``L`` leaves, ``C sqrt(L)``) under
+    add/remove-one neighbours; scale the noise to that.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    if jax.tree_util.tree_structure(clip_norms).num_leaves == 1 and jnp.ndim(
+        jax.tree_util.tree_leaves(clip_norms)[0]
+    ) == 0:
+        c_leaves = [jax.tree_util.tree_leaves(clip_norms)[0]] * len(leaves)
+    else:
+        c_tree_def = jax.tree_util.tree_structure(clip_norms)
+        if c_tree_def != treedef:
+            raise ValueError(
+                "clip_norms must be a scalar or a pytree with the structure of tree "
+                f"({treedef}), got {c_tree_def}."
+            )
+        c_leaves = jax.tree_util.tree_leaves(clip_norms)
+    for c in c_leaves:
+        v.check_clip_norm(c, "clip_norms")
+    norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]
+    clipped = [
+        leaf * clip_factors(n, c).reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
+        for leaf, n, c in zip(leaves, norms, c_leaves)
+    ]
+    return treedef.unflatten(clipped), treedef.unflatten(norms)
+
+
+def weighted_sum(tree: PyTree, weights: jax.Array) -> PyTree:
+    """``sum_i w_i tree_i`` for leaves ``[B, ...]``, as ``w @ leaf`` (a row-vector contraction)."""
+
+    def contract(leaf):
+        flat = leaf.reshape(leaf.shape[0], -1)
+        return (weights.astype(leaf.dtype) @ flat).reshape(leaf.shape[1:])
+
+    return jax.tree_util.tree_map(contract, tree)
+
+
+def _mask_weights(mask, n: int, dtype) -> jax.Array:
+    if mask is None:
+        return jnp.ones((n,), dtype)
+    return jnp.asarray(mask, dtype)
+
+
+def clipped_grad_sum(
+    loss_fn: Callable[..., jax.Array],
+    params: PyTree,
+    *batch: Any,
+    clip_norm: Any,
+    mask: jax.Array | None = None,
+) -> tuple[PyTree, jax.Array]:
+    """``sum_i mask_i * clip(grad loss_fn(params, *example_i), C)`` and the unclipped norms ``[B]``.
+
+    Per-example gradients via ``vmap(grad)``; the clip factor and the mask are folded into one
+    weight vector, so the sum is one contraction per leaf.
+
+    Privacy: L2 sensitivity ``clip_norm`` (add/remove-one; ``2 clip_norm`` for replace-one).
+    Padding rows (``mask == 0``) contribute nothing.
+    """
+    v.check_clip_norm(clip_norm)
+    grads = per_example_grads(loss_fn, params, *batch)
+    norms = per_example_norms(grads)
+    w = clip_factors(norms, clip_norm) * _mask_weights(mask, norms.shape[0], norms.dtype)
+    return weighted_sum(grads, w), norms
+
+
+# ------------------------------------------------------------------------------------------------
+# Ghost norms
+# ------------------------------------------------------------------------------------------------
+def _sq_rows(a: jax.Array) -> jax.Array:
+    return jnp.sum(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)
+
+
+def glm_per_example_norms(
+    x: jax.Array, dloss_dlogits: jax.Array, fit_intercept: bool = True
+) -> jax.Array:
+    """Exact per-example gradient norms of a GLM ``z_i = x_i W + b`` without per-example gradients.
+
+    ``grad_W l_i = x_i^T (dl/dz_i)`` so ``||grad_i||^2 = ||x_i||^2 ||dl/dz_i||^2`` (``+ ||dl/dz_i||^2``
+    for the intercept). ``dloss_dlogits`` is ``[B]`` (one output: linear, logistic) or ``[B, k]``
+    (multinomial). Returns ``[B]``.
+    """
+    v.check_shape("x", x, ndim=2)
+    v.check_same_length(x=x, dloss_dlogits=dloss_dlogits)
+    x = jnp.asarray(x)
+    g = jnp.asarray(dloss_dlogits)
+    g_sq = _sq_rows(g)
+    x_sq = jnp.sum(jnp.square(x), axis=1)
+    total = x_sq * g_sq + (g_sq if fit_intercept else 0.0)
+    return jnp.sqrt(total)
+
+
+def glm_clipped_grad_sum(
+    x: jax.Array,
+    dloss_dlogits: jax.Array,
+    clip_norm: Any,
+    mask: jax.Array | None = None,
+    fit_intercept: bool = True,
+) -> tuple[dict[str, jax.Array], jax.Array]:
+    """Sum of clipped per-example GLM gradients from ghost norms: ``({"w", "b"}, norms)``.
+
+    ``w`` has shape ``[d]`` (for ``[B]`` logit gradients) or ``[d, k]``; ``b`` is a scalar or ``[k]``
+    (zeros when ``fit_intercept`` is False). The per-example weight ``c_i = mask_i min(1, C/||g_i||)``
+    is folded into the logit gradients, so the sum is ``(c * dl/dz) @ x``: no ``[B, d]`` gradient
+    array is formed.
+
+    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
+    """
+    v.check_clip_norm(clip_norm)
+    norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept)
+    x = jnp.asarray(x)
+    g = jnp.asarray(dloss_dlogits, x.dtype)
+    c = clip_factors(norms, clip_norm) * _mask_weights(mask, norms.shape[0], norms.dtype)
+    if g.ndim == 1:
+        cg = c * g
+        w = cg @ x
+        b = jnp.sum(cg)
+    else:
+        cg = g * c[:, None]
+        w = (cg.T @ x).T  # [k, B] @ [B, d]: the fast "c @ x" form, then a small transpose
+        b = jnp.sum(cg, axis=0)
+    if not fit_intercept:
+        b = jnp.zeros_like(b)
+    return {"w": w, "b": b}, norms
+
+
+def dense_ghost_norm_sq(a: jax.Array, g: jax.Array) -> jax.Array:
+    """Per-example ``||A_i^T G_i||_F^2`` of a dense layer's weight gradient, without forming it.
+
+    ``a``: inputs ``[B, d_in]`` (one row per example: ``||a_i||^2 ||g_i||^2``) or ``[B, T, d_in]``
+    (sequences: ``<A_i A_i^T, G_i G_i^T>_F``); ``g``: output gradients ``[B, d_out]`` /
+    ``[B, T, d_out]``. Add ``||sum_t g_it||^2`` yourself for the bias.
+    """
+    a = jnp.asarray(a)
+    g = jnp.asarray(g)
+    if a.ndim == 2:
+        return jnp.sum(jnp.square(a), 1) * jnp.sum(jnp.square(g), 1)
+    if a.ndim == 3:
+        aa = jnp.einsum("bti,bsi->bts", a, a)
+        gg = jnp.einsum("bto,bso->bts", g, g)
+        return jnp.sum(aa * gg, axis=(1, 2))
+    raise ValueError(f"a must have shape [B, d_in] or [B, T, d_in], got {a.shape}.")
+
+
+def _check_mlp_params(params: Sequence[dict]) -> None:
+    if not isinstance(params, (list, tuple)) or not params:
+        raise ValueError("params must be a non-empty list of dense layers {'w': [in, out], 'b': [out]}.")
+    for i, layer in enumerate(params):
+        if not isinstance(layer, dict) or set(layer) != {"w", "b"}:
+            raise ValueError(f"params[{i}] must be a dict with keys 'w' and 'b'.")
+        if jnp.ndim(layer["w"]) != 2 or jnp.shape(layer["b"]) != jnp.shape(layer["w"])[1:]:
+            raise ValueError(
+                f"params[{i}] must have w [in, out] and b [out], got {jnp.shape(layer['w'])} "
+                f"and {jnp.shape(layer['b'])}."
+            )
+        if i and jnp.shape(params[i - 1]["w"])[1] != jnp.shape(layer["w"])[0]:
+            raise ValueError(f"params[{i}]['w'] input size does not match params[{i - 1}] output size.")
+
+
+def mlp_forward(
+    params: Sequence[dict],
+    x: jax.Array,
+    activation: Callable[[jax.Array], jax.Array] = jnp.tanh,
+    probes: Sequence[jax.Array] | None = None,
+) -> tuple[jax.Array, list[jax.Array]]:
+    """Dense MLP ``z_l = a_l W_l + b_l (+ probe_l)``, ``a_{l+1} = activation(z_l)``; linear output.
+
+    Returns the output ``z_L`` and the list of layer inputs ``[a_0 = x, a_1, ...]``.
+    """
+    a = x
+    inputs = []
+    for l, layer in enumerate(params):
+        inputs.append(a)
+        z = a @ layer["w"] + layer["b"]
+        if probes is not None:
+            z = z + probes[l]
+        a = activation(z) if l < len(params) - 1 else z
+    return a, inputs
+
+
+def mlp_clipped_grad_sum(
+    params: Sequence[dict],
+    x: jax.Array,
+    y: jax.Array,
+    output_loss: Callable[[jax.Array, jax.Array], jax.Array],
+    clip_norm: Any,
+    *,
+    activation: Callable[[jax.Array], jax.Array] = jnp.tanh,
+    mask: jax.Array | None = None,
+) -> tuple[list[dict], jax.Array, jax.Array]:
+    """Ghost clipping for a dense MLP: ``(clipped gradient sum, norms [B], losses [B])``.
+
+    ``params`` is a list of ``{"w": [in, out], "b": [out]}``; ``output_loss(outputs [B, out], y)``
+    returns the per-example losses ``[B]``. One backward pass, taken with respect to zero "probes"
+    added to every pre-activation, gives the per-example output gradients ``g_{l,i}`` of every layer
+    (example ``i``'s loss depends only on row ``i``). Then (dense-layer identity)
+    ``||grad_i||^2 = sum_l (||a_{l,i}||^2 + 1) ||g_{l,i}||^2`` and the clipped sum is
+    ``sum_i c_i a_{l,i}^T g_{l,i} = (c * g_l)^T a_l`` per layer, from stored activations.
+
+    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
+    """
+    v.check_clip_norm(clip_norm)
+    _check_mlp_params(params)
+    v.check_shape("x", x, ndim=2)
+    v.check_same_length(x=x, y=y, mask=mask)
+    x = jnp.asarray(x)
+    bsz = x.shape[0]
+    probes = [jnp.zeros((bsz, layer["w"].shape[1]), x.dtype) for layer in params]
+
+    def total_loss(pr):
+        out, inputs = mlp_forward(params, x, activation, pr)
+        losses = output_loss(out, y)
+        return jnp.sum(losses), (losses, inputs)
+
+    (_, (losses, inputs)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(probes)
+    sq = sum((jnp.sum(jnp.square(a), 1) + 1.0) * jnp.sum(jnp.square(g), 1) for a, g in zip(inputs, out_grads))
+    norms = jnp.sqrt(sq)
+    c = clip_factors(norms, clip_norm) * _mask_weights(mask, bsz, norms.dtype)
+    grads = []
+    for a, g in zip(inputs, out_grads):
+        cg = g * c[:, None]
+        grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
+    return grads, norms, losses
