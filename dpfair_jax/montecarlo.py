@@ -1,0 +1,492 @@
+"""Monte Carlo engine: many independent trials, and trials x a hyperparameter grid, as one program.
+
+``run_trials(fn, key, num_trials)`` evaluates ``fn(trial_key) -> pytree`` for ``num_trials``
+independent keys and stacks the results on a leading trial axis. ``sweep(fn, key, grid, num_trials)``
+does the same over the Cartesian product of array-valued hyperparameters, with the hyperparameters
+passed to ``fn`` as traced arrays, so a whole grid is one compiled program and changing the grid's
+values (same shapes) does not recompile.
+
+How it runs (one ``jit``):
+
+* The work items (trials, or grid points x trials) are flattened to one axis of length ``N`` and
+  identified by an int32 index. Item ``i`` of a sweep is grid point ``i // num_trials`` and trial
+  ``i % num_trials``; its key is ``trial_keys(key, num_trials)[i % num_trials]``.
+* The axis is split over the devices of ``mesh`` (``jax.shard_map``; the item axis is sharded over
+  *all* mesh axes), and on each device evaluated in chunks: the per-device items are reshaped to
+  ``[num_chunks, chunk]`` and ``lax.map`` runs ``vmap(fn)`` over one chunk at a time, which bounds
+  memory by one chunk's temporaries (plus the stacked outputs).
+* Padding instead of refusal: when ``N`` is not a multiple of ``devices x chunk``, the axis is
+  padded with copies of item ``N - 1`` whose results are discarded. ``chunk_size`` is an upper
+  bound: the engine uses ``ceil(m / ceil(m / chunk_size))`` items per chunk for ``m`` items per
+  device, so chunks are balanced and fewer than ``num_chunks`` padded items are computed per device
+  (``chunk_size=300`` with 1000 trials runs 4 chunks of 250, with no padding at all).
+* Results do not depend on the chunking or on the number of devices: each item sees the same key
+  and the same hyperparameters wherever it runs (tests check chunked == unchunked bitwise and 4 host
+  devices == 1 device).
+
+Common random numbers: in a sweep, trial ``t`` uses the same key at every grid point, so differences
+between grid points are not blurred by different noise draws (variance reduction for comparisons;
+the trials are still independent of each other). Use ``fold_in`` on the point inside ``fn`` if
+independent draws per grid point are wanted.
+
+Only threefry2x32 keys are accepted: with ``rbg`` keys, splitting and ``vmap`` can repeat
+randomness across trials.
+
+Multi-host: pass a mesh over ``jax.devices()`` of all processes; the outputs are then global arrays
+sharded on the item axis (gather them with ``jax.experimental.multihost_utils.process_allgather``
+before ``SweepResult.to_frame``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dpfair_jax import _validation as V
+
+__all__ = [
+    "SweepResult",
+    "Plan",
+    "estimate_trial_memory",
+    "plan_chunks",
+    "run_trials",
+    "summarize",
+    "sweep",
+    "trial_keys",
+    "trial_mesh",
+]
+
+PyTree = Any
+_RESERVED = ("key", "trial", "metric", "count", "mean", "sd", "se", "ci_low", "ci_high")
+
+
+# --------------------------------------------------------------------------------------------- keys
+
+
+def trial_keys(key: jax.Array, num_trials: int) -> jax.Array:
+    """Return ``num_trials`` independent threefry keys split from ``key`` (``jax.random.split``).
+
+    ``run_trials`` and ``sweep`` give trial ``t`` exactly ``trial_keys(key, num_trials)[t]``, so a
+    Python loop over these keys reproduces any single trial.
+    """
+    V.check_threefry_key(key)
+    num_trials = V.check_int("num_trials", num_trials, minimum=1)
+    return jax.random.split(_as_typed_key(key), num_trials)
+
+
+def _as_typed_key(key: jax.Array) -> jax.Array:
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    return jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32), impl="threefry2x32")
+
+
+def _check_scalar_key(key: Any) -> None:
+    V.check_threefry_key(key)
+    typed = jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key)
+    shape = tuple(np.shape(key))
+    if (typed and shape != ()) or (not typed and shape != (2,)):
+        raise ValueError(
+            f"key must be a single PRNG key (shape () typed, or (2,) raw), got shape {shape}; "
+            "pass jax.random.key(seed), not an array of keys."
+        )
+
+
+# --------------------------------------------------------------------------------------------- plan
+
+
+class Plan(NamedTuple):
+    """How ``num_items`` work items are laid out: ``devices x num_chunks x chunk`` (>= num_items)."""
+
+    num_items: int
+    devices: int
+    num_chunks: int
+    chunk: int
+
+    @property
+    def padded(self) -> int:
+        return self.devices * self.num_chunks * self.chunk
+
+    @property
+    def per_device(self) -> int:
+        return self.num_chunks * self.chunk
+
+
+def plan_chunks(num_items: int, devices: int = 1, chunk_size: int | None = None) -> Plan:
+    """Balanced layout of ``num_items`` over ``devices`` with at most ``chunk_size`` items per chunk.
+
+    ``chunk_size=None`` evaluates all of a device's items in one ``vmap``.
+    """
+    num_items = V.check_int("num_items", num_items, minimum=1)
+    devices = V.check_int("devices", devices, minimum=1)
+    per_device = -(-num_items // devices)
+    if chunk_size is None:
+        return Plan(num_items, devices, 1, per_device)
+    chunk_size = V.check_int("chunk_size", chunk_size, minimum=1)
+    num_chunks = -(-per_device // min(chunk_size, per_device))
+    chunk = -(-per_device // num_chunks)
+    return Plan(num_items, devices, num_chunks, chunk)
+
+
+def trial_mesh(devices: Any = None, axis_name: str = "trials") -> Mesh:
+    """A 1-D mesh over ``devices`` (default: all devices of all processes) for the trial axis."""
+    devs = list(jax.devices() if devices is None else devices)
+    if not devs:
+        raise ValueError("devices is empty; pass at least one device or None for all devices.")
+    return Mesh(np.asarray(devs), (axis_name,))
+
+
+# ------------------------------------------------------------------------------------------- engine
+
+
+@dataclasses.dataclass(frozen=True)
+class _Item:
+    """Item ``i`` -> ``fn(keys[i % T], **{name: grid[name][i // T]})`` (hashable by ``fn``)."""
+
+    fn: Callable[..., PyTree]
+    num_trials: int
+    swept: bool  # False: fn(key); True: fn(key, **point)
+
+    def __call__(self, i: jax.Array, keys: jax.Array, points: dict[str, jax.Array]) -> PyTree:
+        key = keys[i % self.num_trials]
+        if not self.swept:
+            return self.fn(key)
+        point = {name: values[i // self.num_trials] for name, values in points.items()}
+        return self.fn(key, **point)
+
+
+def _device_chunks(item: _Item, plan: Plan, idx: jax.Array, keys: jax.Array, points: dict) -> PyTree:
+    """Evaluate this device's ``plan.per_device`` items chunk by chunk (lax.map of vmap)."""
+    batched = jax.vmap(item, in_axes=(0, None, None))
+    if plan.num_chunks == 1:
+        return batched(idx, keys, points)
+    out = jax.lax.map(lambda c: batched(c, keys, points), idx.reshape(plan.num_chunks, plan.chunk))
+    return jax.tree.map(lambda a: a.reshape((plan.per_device,) + a.shape[2:]), out)
+
+
+@functools.partial(jax.jit, static_argnames=("item", "plan", "mesh"))
+def _engine(item: _Item, key_data: jax.Array, points: dict, *, plan: Plan, mesh: Mesh | None) -> PyTree:
+    keys = jax.random.split(jax.random.wrap_key_data(key_data, impl="threefry2x32"), item.num_trials)
+    # padded items repeat the last real item; their results are sliced off below
+    idx = jnp.minimum(jnp.arange(plan.padded, dtype=jnp.int32), plan.num_items - 1)
+    if mesh is None:
+        out = _device_chunks(item, plan, idx, keys, points)
+    else:
+        spec = PartitionSpec(tuple(mesh.axis_names))
+        idx = jax.lax.with_sharding_constraint(idx, NamedSharding(mesh, spec))
+        body = functools.partial(_device_chunks, item, plan)
+        out = jax.shard_map(
+            body,
+            mesh=mesh,
+            in_specs=(spec, PartitionSpec(), PartitionSpec()),
+            out_specs=spec,
+            check_vma=False,
+        )(idx, keys, points)
+    return jax.tree.map(lambda a: a[: plan.num_items], out)
+
+
+def _mesh_devices(mesh: Mesh | None) -> int:
+    if mesh is None:
+        return 1
+    if not isinstance(mesh, Mesh):
+        raise ValueError(
+            f"mesh must be a jax.sharding.Mesh (e.g. dpfair_jax.montecarlo.trial_mesh()), got {type(mesh).__name__}."
+        )
+    return int(mesh.devices.size)
+
+
+def _key_data(key: jax.Array) -> jax.Array:
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(key)
+    return jnp.asarray(key, jnp.uint32)
+
+
+# ----------------------------------------------------------------------------------- memory budget
+
+
+def estimate_trial_memory(fn: Callable[..., PyTree], key: jax.Array, points: Mapping[str, Any] | None = None) -> tuple[int, int]:
+    """Estimate ``(bytes_per_trial, fixed_bytes)`` of ``vmap(fn)`` from XLA's memory analysis.
+
+    Compiles the vmapped trial for 4 and 8 trials and takes the difference of
+    ``temp + output`` bytes (``Compiled.memory_analysis()``). Where the backend gives no analysis,
+    falls back to the output size of one trial from ``jax.eval_shape`` (a lower bound).
+    ``points`` (a dict of 1-D grid values) estimates a sweep item instead of a plain trial.
+    """
+    _check_scalar_key(key)
+    swept = points is not None
+    pts = {k: jnp.asarray(v) for k, v in (points or {}).items()}
+    item = _Item(fn, 8, swept)
+    keys = jax.random.split(_as_typed_key(key), 8)
+
+    def nbytes(b: int) -> int | None:
+        f = jax.jit(jax.vmap(item, in_axes=(0, None, None)))
+        idx = jnp.zeros((b,), jnp.int32)
+        try:
+            ma = f.lower(idx, keys, pts).compile().memory_analysis()
+        except Exception:  # noqa: BLE001 - backends without memory analysis
+            return None
+        if ma is None:
+            return None
+        return int(ma.temp_size_in_bytes + ma.output_size_in_bytes)
+
+    m4, m8 = nbytes(4), nbytes(8)
+    if m4 is None or m8 is None:
+        out = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32), keys, pts)
+        per = sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves(out))
+        return max(per, 1), 0
+    per = max((m8 - m4) // 4, 1)
+    return per, max(m4 - 4 * per, 0)
+
+
+def _chunk_from_budget(item_fn, key, points, budget: int, per_device: int) -> int:
+    budget = V.check_int("memory_budget_bytes", budget, minimum=1)
+    per, fixed = estimate_trial_memory(item_fn, key, points)
+    chunk = (budget - fixed) // per
+    if chunk < 1:
+        raise ValueError(
+            f"memory_budget_bytes={budget} is below what one trial needs (about {per + fixed} bytes); "
+            "raise the budget or pass chunk_size explicitly."
+        )
+    return int(min(chunk, per_device))
+
+
+# ---------------------------------------------------------------------------------------- run_trials
+
+
+def run_trials(
+    fn: Callable[[jax.Array], PyTree],
+    key: jax.Array,
+    num_trials: int,
+    *,
+    chunk_size: int | None = None,
+    mesh: Mesh | None = None,
+    memory_budget_bytes: int | None = None,
+) -> PyTree:
+    """Evaluate ``fn(k)`` for ``k in trial_keys(key, num_trials)`` as one compiled program.
+
+    Args:
+      fn: pure function of one threefry key returning a pytree of arrays (must be vmap-able).
+        Its identity keys the compile cache: pass the same function object to reuse the program.
+      key: a single threefry2x32 key.
+      num_trials: number of independent trials (>= 1).
+      chunk_size: at most this many trials are vmapped at once per device (``lax.map`` over
+        balanced chunks; need not divide ``num_trials``, see the module docstring). ``None``: one
+        vmap over all of a device's trials.
+      mesh: shard the trial axis over all devices of this ``jax.sharding.Mesh`` (padding to a
+        multiple of the device count). ``None``: the default device.
+      memory_budget_bytes: choose ``chunk_size`` so that one chunk's temporaries fit this many bytes
+        per device (estimated with ``estimate_trial_memory``); exclusive with ``chunk_size``.
+
+    Returns:
+      ``fn``'s pytree with a leading ``[num_trials]`` axis; row ``t`` is trial ``t``.
+    """
+    _check_scalar_key(key)
+    num_trials = V.check_int("num_trials", num_trials, minimum=1)
+    if not callable(fn):
+        raise ValueError(f"fn must be callable fn(key) -> pytree, got {type(fn).__name__}.")
+    devices = _mesh_devices(mesh)
+    if chunk_size is not None and memory_budget_bytes is not None:
+        raise ValueError("pass either chunk_size or memory_budget_bytes, not both.")
+    if chunk_size is not None:
+        V.check_int("chunk_size", chunk_size, minimum=1)
+    item = _Item(fn, num_trials, False)
+    if memory_budget_bytes is not None:
+        chunk_size = _chunk_from_budget(fn, key, None, memory_budget_bytes, -(-num_trials // devices))
+    plan = plan_chunks(num_trials, devices, chunk_size)
+    return _engine(item, _key_data(key), {}, plan=plan, mesh=mesh)
+
+
+# --------------------------------------------------------------------------------------------- sweep
+
+
+def _check_grid(grid: Any) -> dict[str, np.ndarray]:
+    if not isinstance(grid, Mapping):
+        raise ValueError(f"grid must be a dict name -> 1-D array of values, got {type(grid).__name__}.")
+    if len(grid) == 0:
+        raise ValueError("grid is empty; give at least one hyperparameter, or use run_trials for plain trials.")
+    out: dict[str, np.ndarray] = {}
+    for name, values in grid.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"grid names must be Python identifiers (they become keyword arguments), got {name!r}.")
+        if name in _RESERVED:
+            raise ValueError(f"grid name {name!r} is reserved (used for result columns); rename it.")
+        arr = np.asarray(values)
+        if arr.ndim != 1:
+            raise ValueError(f"grid[{name!r}] must be 1-D (a list of values), got shape {arr.shape}; flatten it or split it into several names.")
+        if arr.size == 0:
+            raise ValueError(f"grid[{name!r}] is empty; give at least one value.")
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"grid[{name!r}] must hold numbers (they are traced), got dtype {arr.dtype}.")
+        out[name] = arr
+    return out
+
+
+def sweep(
+    fn: Callable[..., Mapping[str, Any]],
+    key: jax.Array,
+    grid: Mapping[str, Any],
+    num_trials: int,
+    *,
+    chunk_size: int | None = None,
+    mesh: Mesh | None = None,
+    memory_budget_bytes: int | None = None,
+) -> "SweepResult":
+    """Trials x the Cartesian product of ``grid``, as one jitted program.
+
+    ``fn(key, **point) -> dict[str, scalar or array]`` receives each hyperparameter as a traced
+    0-d array (float32 for floats, int32 for integers), so the grid's values can change without
+    recompiling and ``fn`` is traced once for the whole sweep. Grid point x trial items are flattened
+    to one axis and evaluated like ``run_trials`` (chunks of at most ``chunk_size`` items per
+    device, sharded over ``mesh``).
+
+    Common random numbers: trial ``t`` gets ``trial_keys(key, num_trials)[t]`` at every grid point.
+
+    Returns:
+      ``SweepResult`` whose ``values[name]`` has shape ``[*grid_shape, num_trials, *metric_shape]``
+      with the grid axes in the order of ``grid``'s keys.
+    """
+    _check_scalar_key(key)
+    num_trials = V.check_int("num_trials", num_trials, minimum=1)
+    if not callable(fn):
+        raise ValueError(f"fn must be callable fn(key, **point) -> dict, got {type(fn).__name__}.")
+    g = _check_grid(grid)
+    devices = _mesh_devices(mesh)
+    if chunk_size is not None and memory_budget_bytes is not None:
+        raise ValueError("pass either chunk_size or memory_budget_bytes, not both.")
+    if chunk_size is not None:
+        V.check_int("chunk_size", chunk_size, minimum=1)
+    names = list(g)
+    grid_shape = tuple(len(v) for v in g.values())
+    mesh_axes = np.meshgrid(*g.values(), indexing="ij")
+    points = {n: jnp.asarray(a.ravel()) for n, a in zip(names, mesh_axes)}
+    item = _Item(fn, num_trials, True)
+
+    # check fn's output on the host before compiling the whole sweep
+    out_shape = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32),
+                               jax.ShapeDtypeStruct((num_trials,), jax.random.key(0).dtype), points)
+    if not isinstance(out_shape, Mapping) or not all(isinstance(k, str) for k in out_shape):
+        raise ValueError("fn must return a dict mapping metric names (str) to scalars or arrays, "
+                         f"got {type(out_shape).__name__}.")
+    for k, v in out_shape.items():
+        if not hasattr(v, "shape"):
+            raise ValueError(f"metric {k!r} returned by fn must be an array or scalar, got a nested {type(v).__name__}.")
+        if k in names or k == "trial":
+            raise ValueError(f"metric name {k!r} clashes with a grid name or a result column; rename it.")
+
+    num_items = math.prod(grid_shape) * num_trials
+    if memory_budget_bytes is not None:
+        chunk_size = _chunk_from_budget(fn, key, points, memory_budget_bytes, -(-num_items // devices))
+    plan = plan_chunks(num_items, devices, chunk_size)
+    flat = _engine(item, _key_data(key), points, plan=plan, mesh=mesh)
+    values = {k: v.reshape(grid_shape + (num_trials,) + v.shape[1:]) for k, v in flat.items()}
+    return SweepResult(values=values, grid=g, num_trials=num_trials)
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+def _t_quantile(confidence: float, dof: np.ndarray) -> np.ndarray:
+    from scipy import stats
+
+    with np.errstate(invalid="ignore"):
+        return stats.t.ppf(0.5 + confidence / 2.0, np.where(dof >= 1, dof, np.nan))
+
+
+def summarize(samples: Any, confidence: float = 0.95, axis: int = 0) -> dict[str, np.ndarray]:
+    """Mean, sd (ddof=1), se, and the Student-t interval ``mean +- t_{(1+c)/2, n-1} se`` over ``axis``.
+
+    NaN entries are ignored (``count`` is the number of the others); with ``count < 2``, sd, se and the interval
+    are NaN.
+    """
+    c = V.as_float("confidence", confidence)
+    if not 0.0 < c < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
+    x = np.asarray(samples, dtype=np.float64)
+    ok = ~np.isnan(x)
+    n = ok.sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(ok, x, 0.0).sum(axis=axis) / n
+        dev = np.where(ok, x - np.expand_dims(mean, axis), 0.0)
+        sd = np.sqrt((dev**2).sum(axis=axis) / np.where(n >= 2, n - 1, np.nan))
+        se = sd / np.sqrt(n)
+    half = _t_quantile(c, n - 1) * se
+    return {"count": n, "mean": mean, "sd": sd, "se": se, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def _metric_columns(name: str, arr: np.ndarray, lead: int) -> list[tuple[str, np.ndarray]]:
+    """Split a [lead..., *shape] metric into (column name, [lead...]) pieces: ``name[i,j]``."""
+    shape = arr.shape[lead:]
+    if not shape:
+        return [(name, arr)]
+    cols = []
+    for idx in np.ndindex(*shape):
+        cols.append((f"{name}[{','.join(map(str, idx))}]", arr[(Ellipsis,) + idx]))
+    return cols
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """Result of ``sweep``.
+
+    Attributes:
+      values: metric name -> array ``[*grid_shape, num_trials, *metric_shape]``.
+      grid: hyperparameter name -> 1-D NumPy array of its values (axis order of ``values``).
+      num_trials: trials per grid point.
+
+    Array-valued metrics are *expanded*: a metric ``w`` of shape ``(2,)`` gives columns ``w[0]``
+    and ``w[1]`` in ``to_frame()`` and metrics ``w[0]``, ``w[1]`` in ``summary()``.
+    """
+
+    values: dict[str, Any]
+    grid: dict[str, np.ndarray]
+    num_trials: int
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(len(v) for v in self.grid.values())
+
+    def _columns(self) -> list[tuple[str, np.ndarray]]:
+        lead = len(self.grid) + 1
+        cols: list[tuple[str, np.ndarray]] = []
+        for name, v in self.values.items():
+            cols.extend(_metric_columns(name, np.asarray(v), lead))
+        return cols
+
+    def to_frame(self):
+        """Tidy ``pandas.DataFrame``: one row per grid point and trial (row-major over the grid, trial
+        fastest); columns: the grid names, ``trial``, then the metrics (array metrics expanded)."""
+        import pandas as pd
+
+        shape = self.grid_shape + (self.num_trials,)
+        index = np.indices(shape).reshape(len(shape), -1)
+        data: dict[str, np.ndarray] = {}
+        for d, (name, vals) in enumerate(self.grid.items()):
+            data[name] = vals[index[d]]
+        data["trial"] = index[-1]
+        for name, arr in self._columns():
+            data[name] = arr.reshape(-1)
+        return pd.DataFrame(data)
+
+    def summary(self, confidence: float = 0.95):
+        """Per grid point and metric: ``count, mean, sd, se, ci_low, ci_high`` (Student-t interval at
+        ``confidence``) as a long ``pandas.DataFrame`` with columns grid names, ``metric``, stats."""
+        import pandas as pd
+
+        k = len(self.grid)
+        cols = self._columns()
+        pts = np.indices(self.grid_shape).reshape(k, -1)
+        frames = []
+        for name, arr in cols:
+            st = summarize(arr, confidence, axis=k)
+            row: dict[str, Any] = {g: vals[pts[d]] for d, (g, vals) in enumerate(self.grid.items())}
+            row["metric"] = name
+            row.update({s: np.reshape(v, -1) for s, v in st.items()})
+            frames.append(pd.DataFrame(row))
+        return pd.concat(frames, ignore_index=True)
