@@ -1,0 +1,653 @@
+"""Group-aware privacy budget tailoring: DPSE and DPNoSE (paper 000).
+
+"Privacy Budget Tailoring in Private Data Analysis" splits a total zCDP budget ``rho = tau + mu``:
+
+* **Stage 1** (Algorithm 1, ``tau``-zCDP): a private pooled OLS fit from noisy sufficient statistics
+  (Lemma C.1, Analyze-Gauss), then a noisy clipped residual sum per group, giving per-group
+  standard errors ``s_k`` normalised to ``sum_k s_k^2 = 1``.
+* **Stage 2** (Algorithm 2 with the fairness Lagrangian ``h = f(l) + G max(0, g(l))``, eqs. 1-2, or
+  Algorithm 3 without it, ``mu``-zCDP): projected gradient descent on per-group clipped gradient
+  (and loss) sums, where group ``k`` gets the share ``mu s_k^2 / T`` of the budget per iteration,
+  so groups with larger standard errors receive *less* noise (group-weighted Gaussian noise).
+
+DPSE is stage 1 followed by stage 2. The baselines are DPNoSE, "standard DP gradient descent with
+the whole budget rho" (``method="pooled"``: pooled clipped-sum gradient, one noise draw), the equal
+split ``s_k = 1/sqrt(K)`` with the whole budget (``method="equal"``) and the same descent without
+noise (``method="nonprivate"``), plus closed-form least squares (:func:`least_squares`).
+
+Everything is a pure function of ``(key, data, hyperparameters)``: :class:`Hyperparams` holds the
+traced (sweepable) quantities, :class:`Config` the static choices. The hot loop keeps one vector per
+feature (``xs: [d, n]``), forms per-example gradients as one scalar per example times ``x``
+(squared and logistic loss are generalized linear models), clips with the exact per-example norm
+``|dloss| * ||x||`` and forms group sums with one matmul against the one-hot group matrix.
+
+Departures from the paper (corrected default, literal behaviour behind an option):
+
+* ``scaling="group_mean"`` (default): noise is calibrated to the *clipped sum* (sensitivity
+  ``Delta`` for gradients, ``Delta^2`` for losses) and the noisy sum is then divided by the public
+  group size ``n_k`` (post-processing), so ``f = sum_k`` (group-mean loss). ``scaling="paper"``:
+  Algorithm 2 lines 10-14 literally (group *mean* gradient plus noise of std ``Delta/sqrt(2 mu_T)``,
+  loss ``(1/n) * clipped group sum`` plus noise), and Algorithm 3 line 8-12 literally (noisy sum,
+  no normalisation). For ``method="pooled"`` the default divides by ``n`` after noise.
+* Algorithm 1 line 17 clips squared residuals to ``[0, Delta]`` but adds noise of variance
+  ``Delta^4 / (2 tau_k)``; the default clips to ``[0, Delta^2]`` (``stage1_clip="delta_sq"``), the
+  literal ``[0, Delta]`` is ``stage1_clip="paper"`` (same noise, so both are private).
+* Standard error denominator: ``n_k`` (Algorithm 1, line 21, default) or ``n_k - d`` (text),
+  ``se_denominator="n_minus_d"``.
+* Lemma C.1's noise scale ``U^2`` assumes ``||x|| <= U`` and ``|y| <= U``; here the rows of ``X``
+  are clipped to norm ``stats_bound_x`` and ``y`` to ``[-stats_bound_y, stats_bound_y]`` before the
+  statistics are formed, with sensitivities ``U_x^2`` (``X^T X``) and ``U_x U_y`` (``X^T y``).
+* ``g = max_k l_k`` (section 6) is always >= 0 for squared losses, so the indicator in eq. (2) is
+  always on. The default ``g="bgl"`` is ``max_k (l_k - eta_k)`` with thresholds ``eta_k``
+  (``Hyperparams.thresholds``); with thresholds 0 it is the paper's ``g``.
+
+Privacy (whole DPSE run): ``rho``-zCDP with ``rho = tau + mu`` by composition (Lemma D.1), for the
+neighbouring relation ``neighbour``: ``"add_remove"`` (one record added or removed; sensitivities
+``Delta``, ``Delta^2``, ``U^2``) or ``"swap"`` (one record replaced; every sensitivity doubled).
+Group sizes ``n_k`` and ``n`` are treated as public, as in the paper. The per-group charges of
+stage 2 are summed over groups (the paper's accounting, Lemmas B.2-B.3); as the groups are disjoint
+this is an upper bound. :func:`budget_ledger` itemises the charges and checks they add up to rho.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpfair_jax import _validation as v
+from dpfair_jax.data.dataset import Dataset
+
+__all__ = [
+    "Config",
+    "Hyperparams",
+    "Diagnostics",
+    "METHODS",
+    "fit",
+    "fit_arrays",
+    "stage1_standard_errors",
+    "stage2_descent",
+    "group_noise_stds",
+    "least_squares",
+    "population_mspe",
+    "group_mspe",
+    "budget_ledger",
+    "privacy",
+    "zcdp_to_epsilon",
+    "epsilon_to_rho",
+    "BudgetLedger",
+]
+
+METHODS = ("dpse", "equal", "pooled", "nonprivate")
+_F_NAMES = ("sum", "mean", "max")
+_G_NAMES = ("bgl", "max")
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Static choices of a budget-tailoring run (shapes and branches; hashable, not traced).
+
+    Attributes:
+      method: ``"dpse"`` (stage 1 + stage 2), ``"equal"`` (DPNoSE equal split ``s_k = 1/sqrt K``,
+        whole budget to stage 2), ``"pooled"`` (DPNoSE as standard DP-GD with the whole budget on
+        the pooled clipped gradient sum; Algorithm 3 only), ``"nonprivate"`` (same descent, no
+        noise, equal weights).
+      fairness: ``True`` runs Algorithm 2 (Lagrangian with noisy group losses), ``False``
+        Algorithm 3.
+      steps: number of gradient iterations ``T``.
+      loss: ``"squared"`` (OLS, the paper) or ``"logistic"`` (Appendix A; labels in {0, 1}).
+      f, g: group-agnostic and group-deviation losses of eq. (1): names (``f`` in
+        ``"sum" | "mean" | "max"``, ``g`` in ``"bgl" | "max"``) or callables ``f(l)`` and
+        ``g(l, thresholds)`` of the K group losses (differentiated with ``jax.grad``).
+      scaling: ``"group_mean"`` (default, noise on clipped sums then divide by ``n_k``) or
+        ``"paper"`` (Algorithm 2 lines 10-14 / Algorithm 3 line 8 literally).
+      neighbour: ``"add_remove"`` or ``"swap"`` (doubles every sensitivity).
+      stage1_clip: ``"delta_sq"`` (clip squared residuals to ``[0, Delta^2]``) or ``"paper"``
+        (``[0, Delta]``, Algorithm 1 line 17 literally).
+      se_denominator: ``"n"`` (Algorithm 1 line 21) or ``"n_minus_d"`` (the text).
+      fit_intercept: append a constant feature (it counts in ``||x||`` for clipping).
+      box: projection onto ``[-box, box]^P`` (the paper's ``C_P = [-5, 5]^P``); ``inf`` for none.
+    """
+
+    method: str = "dpse"
+    fairness: bool = False
+    steps: int = 50
+    loss: str = "squared"
+    f: str | Callable = "sum"
+    g: str | Callable = "bgl"
+    scaling: str = "group_mean"
+    neighbour: str = "add_remove"
+    stage1_clip: str = "delta_sq"
+    se_denominator: str = "n"
+    fit_intercept: bool = False
+    box: float = 5.0
+
+    def validate(self) -> "Config":
+        v.check_choice("method", self.method, METHODS)
+        v.check_int("steps", self.steps, minimum=1)
+        v.check_choice("loss", self.loss, ("squared", "logistic"))
+        if not callable(self.f):
+            v.check_choice("f", self.f, _F_NAMES)
+        if not callable(self.g):
+            v.check_choice("g", self.g, _G_NAMES)
+        v.check_choice("scaling", self.scaling, ("group_mean", "paper"))
+        v.check_choice("neighbour", self.neighbour, ("add_remove", "swap"))
+        v.check_choice("stage1_clip", self.stage1_clip, ("delta_sq", "paper"))
+        v.check_choice("se_denominator", self.se_denominator, ("n", "n_minus_d"))
+        v.check_positive("box", self.box, allow_inf=True)
+        if self.fairness and self.method == "pooled":
+            raise ValueError(
+                "method='pooled' has no group losses, so it cannot run the fairness Lagrangian "
+                "(fairness=True); use method='equal' as the DPNoSE baseline with fairness."
+            )
+        return self
+
+
+class Hyperparams(NamedTuple):
+    """Traced (sweepable) hyperparameters; every field may be a JAX array under ``vmap``.
+
+    ``rho``: total zCDP budget (``inf`` allowed: no noise). ``tau_fraction``: share of rho spent by
+    stage 1 (paper: 0.2). ``learning_rate``: constant step ``eta_t``. ``clip``: ``Delta``, the
+    per-example gradient norm bound (losses are clipped to ``[0, Delta^2]``). ``fairness_weight``:
+    ``G``. ``thresholds``: BGL thresholds ``eta_k`` (scalar or ``[K]``). ``stats_bound_x`` and
+    ``stats_bound_y``: ``U`` of Lemma C.1 for the rows of X and for y.
+    """
+
+    rho: Any = 1.0
+    tau_fraction: Any = 0.2
+    learning_rate: Any = 0.1
+    clip: Any = 2.0
+    fairness_weight: Any = 1.0
+    thresholds: Any = 0.0
+    stats_bound_x: Any = 3.0
+    stats_bound_y: Any = 30.0
+
+
+class Diagnostics(NamedTuple):
+    """What a run reports besides the parameters (all arrays; traced-friendly)."""
+
+    se: jax.Array  # [K] normalised standard errors used for the allocation
+    fallback: jax.Array  # bool: stage 1 returned the equal allocation
+    beta_stage1: jax.Array  # [P] private pooled OLS of stage 1 (zeros when stage 1 is skipped)
+    noise_std: jax.Array  # [K] std of the noise added to each group's gradient sum
+    rho_stage1: jax.Array  # zCDP spent by stage 1
+    rho_stage2: jax.Array  # zCDP spent by stage 2 (sum of the per-group charges)
+    fraction_clipped: jax.Array  # mean fraction of clipped per-example gradients over the run
+
+
+# --------------------------------------------------------------------------------------------
+# Small zCDP helpers (closed forms, Bun & Steinke 2016)
+# --------------------------------------------------------------------------------------------
+
+
+def zcdp_to_epsilon(rho: Any, delta: float) -> np.ndarray:
+    """epsilon = rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3; paper section 2)."""
+    v.check_rho(rho, allow_inf=True)
+    v.check_delta(delta)
+    rho = np.asarray(rho, dtype=np.float64)
+    return rho + 2.0 * np.sqrt(rho * math.log(1.0 / delta))
+
+
+def epsilon_to_rho(epsilon: Any) -> np.ndarray:
+    """The paper's budget convention ``rho = epsilon^2 / 2`` (pure epsilon-DP => zCDP)."""
+    v.check_epsilon(epsilon)
+    return np.asarray(epsilon, dtype=np.float64) ** 2 / 2.0
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces shared by the stages
+# --------------------------------------------------------------------------------------------
+
+
+def _sens_mult(neighbour: str) -> float:
+    return 2.0 if neighbour == "swap" else 1.0
+
+
+def _dloss_and_loss(pred: jax.Array, y: jax.Array, loss: str) -> tuple[jax.Array, jax.Array]:
+    """Per-example d loss / d prediction and loss (both [n]); gradient wrt theta is dloss * x."""
+    if loss == "squared":
+        r = pred - y
+        return 2.0 * r, r * r
+    # logistic with labels in {0, 1}: loss = softplus(pred) - y pred
+    return jax.nn.sigmoid(pred) - y, jax.nn.softplus(pred) - y * pred
+
+
+def _resolve_f(f):
+    if callable(f):
+        return f
+    return {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}[f]
+
+
+def _resolve_g(g):
+    if callable(g):
+        return g
+    if g == "max":
+        return lambda l, thresholds: jnp.max(l)
+    return lambda l, thresholds: jnp.max(l - thresholds)
+
+
+def group_noise_stds(se: Any, mu: Any, steps: int, clip: Any, *, fairness: bool = False,
+                     neighbour: str = "add_remove") -> tuple[jax.Array, jax.Array]:
+    """Per-group Gaussian noise stds on the clipped gradient and loss sums (Algorithms 2 and 3).
+
+    Algorithm 3 gives group k the budget ``mu_T = mu s_k^2 / T`` per iteration, so the gradient
+    noise std is ``Delta / sqrt(2 mu_T) = Delta sqrt(T / (2 mu s_k^2))``. Algorithm 2 halves it
+    between gradient and loss (``mu_T = mu s_k^2 / (2T)`` each): std ``Delta sqrt(T/(mu s_k^2))``
+    and ``Delta^2 sqrt(T/(mu s_k^2))``. Swap neighbours double both. Returns (grad_std, loss_std).
+
+    Privacy: per iteration these are ``sum_k mu s_k^2 / T = mu / T``-zCDP (Gaussian mechanism,
+    Bun & Steinke Lemma 2.5), so ``mu``-zCDP over T iterations when ``sum_k s_k^2 = 1``.
+    """
+    se = jnp.asarray(se)
+    m = _sens_mult(neighbour)
+    share = jnp.asarray(mu) * se**2 / steps  # mu_T per group, both halves together
+    per_release = share / 2.0 if fairness else share
+    inv = jnp.where(per_release > 0, 1.0 / jnp.sqrt(2.0 * per_release), jnp.inf)
+    grad_std = m * clip * inv
+    loss_std = m * clip**2 * inv
+    return grad_std, loss_std
+
+
+def _prepare(x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int, weights: jax.Array | None,
+             fit_intercept: bool):
+    """Structure-of-arrays view: xs [P, n], row norms [n], one-hot [n, K] (masked), n_k [K]."""
+    xs = jnp.asarray(x, jnp.float32).T
+    if fit_intercept:
+        xs = jnp.concatenate([xs, jnp.ones((1, xs.shape[1]), xs.dtype)], axis=0)
+    y = jnp.asarray(y, xs.dtype)
+    onehot = jax.nn.one_hot(s, num_groups, dtype=xs.dtype)
+    if weights is not None:
+        onehot = onehot * jnp.asarray(weights, xs.dtype)[:, None]
+    n_k = jnp.sum(onehot, axis=0)
+    xnorm = jnp.sqrt(jnp.sum(xs * xs, axis=0))
+    return xs, y, onehot, n_k, xnorm
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: Algorithm 1
+# --------------------------------------------------------------------------------------------
+
+
+def _stage1(key, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config):
+    """Algorithm 1 on structure-of-arrays inputs. Returns (se [K], fallback, beta [P])."""
+    p = xs.shape[0]
+    k_groups = onehot.shape[1]
+    m = _sens_mult(cfg.neighbour)
+    tau_k = tau / (k_groups + 1)  # line 7
+    k_xx, k_xy, k_res = jax.random.split(key, 3)
+    # Lemma C.1 on bounded rows: clip ||x|| <= U_x, |y| <= U_y.
+    a = 1.0 / jnp.maximum(1.0, xnorm / hp.stats_bound_x)
+    xa = xs * a
+    yc = jnp.clip(y, -hp.stats_bound_y, hp.stats_bound_y)
+    w = jnp.sum(onehot, axis=1)  # row weights (mask)
+    xtx = (xa * w) @ xa.T
+    xty = (xa * w) @ yc
+    # Lines 8-9: budget tau_k / 2 each, std = sens / sqrt(2 * tau_k / 2) = sens / sqrt(tau_k).
+    std_xx = m * hp.stats_bound_x**2 / jnp.sqrt(tau_k)
+    std_xy = m * hp.stats_bound_x * hp.stats_bound_y / jnp.sqrt(tau_k)
+    z = jax.random.normal(k_xx, (p, p), xs.dtype)
+    z = jnp.triu(z) + jnp.triu(z, 1).T  # symmetric: upper triangle i.i.d., mirrored
+    xtx_n = xtx + std_xx * z
+    xty_n = xty + std_xy * jax.random.normal(k_xy, (p,), xs.dtype)
+    lam_min = jnp.linalg.eigvalsh(xtx_n)[0]  # line 11
+    beta = jnp.linalg.solve(xtx_n, xty_n)  # line 15
+    r2 = (beta @ xs - y) ** 2
+    upper = hp.clip if cfg.stage1_clip == "paper" else hp.clip**2
+    r2c = jnp.clip(r2, 0.0, upper)
+    # Line 17: sensitivity Delta^2 (noise variance Delta^4 / (2 tau_k)).
+    std_res = m * hp.clip**2 / jnp.sqrt(2.0 * tau_k)
+    s_sum = r2c @ onehot + std_res * jax.random.normal(k_res, (k_groups,), xs.dtype)
+    denom = n_k - p if cfg.se_denominator == "n_minus_d" else n_k
+    se = jnp.sqrt(jnp.maximum(s_sum, 0.0) / jnp.maximum(denom, 1.0))
+    se = se / jnp.sqrt(jnp.sum(se**2))  # line 23
+    fallback = (lam_min <= 0) | jnp.any(s_sum <= 0) | ~jnp.all(jnp.isfinite(se))  # lines 11, 18
+    equal = jnp.full((k_groups,), 1.0 / math.sqrt(k_groups), xs.dtype)
+    se = jnp.where(fallback, equal, se)
+    beta = jnp.where(jnp.all(jnp.isfinite(beta)), beta, 0.0)
+    return se, fallback, beta
+
+
+def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
+                           config: Config = Config()) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Algorithm 1: ``tau``-zCDP per-group standard errors, ``tau = tau_fraction * rho``.
+
+    Noisy ``X^T X`` (symmetric noise) and ``X^T y`` with ``tau_k/2`` each (Lemma C.1), ``tau_k =
+    tau/(K+1)``; the pooled fit ``beta = (X^T X)^-1 X^T y``; per group the clipped residual sum plus
+    ``N(0, Delta^4/(2 tau_k))`` noise; ``s_k = sqrt(S_k/n_k)`` normalised to ``sum s_k^2 = 1``. The
+    fallbacks (``lambda_min <= 0`` or some ``S_k <= 0``: return ``1/sqrt(K)``) are ``jnp.where``.
+    Returns ``(se [K], fallback, beta [P])``.
+
+    Privacy: ``tau``-zCDP (Lemma 4.1/B.1) under ``config.neighbour``; group sizes are public.
+    """
+    _check_inputs(key, data, hparams, config)
+    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
+                                         config.fit_intercept)
+    tau = jnp.asarray(hparams.rho) * hparams.tau_fraction
+    return _stage1(key, xs, y, onehot, n_k, xnorm, tau, hparams, config)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 2: Algorithms 2 and 3 (and the pooled DPNoSE baseline)
+# --------------------------------------------------------------------------------------------
+
+
+def _stage2(key, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config):
+    """Projected noisy GD. Returns (theta [P], grad noise std [K], mean fraction clipped)."""
+    p = xs.shape[0]
+    k_groups = onehot.shape[1]
+    n = jnp.sum(n_k)
+    pooled = cfg.method == "pooled"
+    private = cfg.method != "nonprivate"
+    m = _sens_mult(cfg.neighbour)
+    if pooled:
+        # DPNoSE (standard DP-GD): budget rho/T per iteration on the pooled clipped sum.
+        grad_std = m * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), xs.dtype)
+        loss_std = jnp.zeros((1,), xs.dtype)
+    else:
+        grad_std, loss_std = group_noise_stds(se, mu, cfg.steps, hp.clip, fairness=cfg.fairness,
+                                              neighbour=cfg.neighbour)
+    if not private:
+        grad_std = jnp.zeros_like(grad_std)
+        loss_std = jnp.zeros_like(loss_std)
+    no_noise = jnp.isinf(jnp.asarray(mu))  # rho = inf: the non-private limit
+    grad_std = jnp.where(no_noise, 0.0, grad_std)
+    loss_std = jnp.where(no_noise, 0.0, loss_std)
+    f_fn = _resolve_f(cfg.f)
+    g_fn = _resolve_g(cfg.g)
+    thresholds = jnp.broadcast_to(jnp.asarray(hp.thresholds, xs.dtype), (k_groups,))
+    paper = cfg.scaling == "paper"
+    box = cfg.box
+    cols = grad_std.shape[0]
+
+    def step(theta, key_t):
+        pred = theta @ xs
+        dl, loss = _dloss_and_loss(pred, y, cfg.loss)
+        gnorm = jnp.abs(dl) * xnorm
+        scale = 1.0 / jnp.maximum(1.0, gnorm / hp.clip)
+        u = dl * scale
+        gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
+        clipped = jnp.sum(jnp.sum(onehot, 1) * (gnorm > hp.clip)) / n
+        kg, kl = jax.random.split(key_t)
+        if pooled:
+            noise = grad_std * jax.random.normal(kg, (p, 1), xs.dtype)
+            total = jnp.sum(gsum, axis=1, keepdims=True) + noise
+            grad = (total if paper else total / n)[:, 0]
+        else:
+            noise = grad_std * jax.random.normal(kg, (p, cols), xs.dtype)
+            if paper and cfg.fairness:
+                m1 = gsum / n_k + noise  # Alg. 2 line 10-11: mean, noise for the sum
+            elif paper:
+                m1 = gsum + noise  # Alg. 3 line 8-9: noisy sum
+            else:
+                m1 = (gsum + noise) / n_k  # clip, sum, noise, then normalise
+            if cfg.fairness:
+                lsum = jnp.clip(loss, 0.0, hp.clip**2) @ onehot  # [K]
+                lnoise = loss_std * jax.random.normal(kl, (k_groups,), xs.dtype)
+                m2 = lsum / n + lnoise if paper else (lsum + lnoise) / n_k
+                wf = jax.grad(f_fn)(m2)
+                gval, wg = jax.value_and_grad(g_fn)(m2, thresholds)
+                w = wf + hp.fairness_weight * (gval >= 0) * wg  # eq. (1)-(2), line 17
+                grad = m1 @ w
+            else:
+                grad = jnp.sum(m1, axis=1)  # M 1_K
+        theta = theta - hp.learning_rate * grad
+        if math.isfinite(box):
+            theta = jnp.clip(theta, -box, box)
+        return theta, clipped
+
+    theta0 = jnp.zeros((p,), xs.dtype)
+    theta, clipped = jax.lax.scan(step, theta0, jax.random.split(key, cfg.steps))
+    std_out = jnp.broadcast_to(grad_std, (k_groups,)) if pooled else grad_std
+    return theta, std_out, jnp.mean(clipped)
+
+
+def stage2_descent(key: jax.Array, data: Dataset, se: Any, hparams: Hyperparams,
+                   config: Config = Config()) -> jax.Array:
+    """Algorithm 2 (``config.fairness=True``) or 3: ``mu``-zCDP projected DP-GD, ``mu = (1 -
+    tau_fraction) rho`` (the whole ``rho`` for ``method`` ``"equal"``/``"pooled"``), with the
+    allocation ``se`` (``sum se^2 = 1``). Returns theta ``[P]``.
+
+    Privacy: ``mu``-zCDP (Lemmas B.2, B.3) under ``config.neighbour``, given public ``se`` (from
+    stage 1, a private release, or fixed).
+    """
+    _check_inputs(key, data, hparams, config)
+    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
+                                         config.fit_intercept)
+    mu = _mu(hparams, config)
+    theta, _, _ = _stage2(key, xs, y, onehot, n_k, xnorm, jnp.asarray(se, xs.dtype), mu, hparams,
+                          config)
+    return theta
+
+
+def _mu(hp: Hyperparams, cfg: Config):
+    rho = jnp.asarray(hp.rho)
+    return rho * (1.0 - hp.tau_fraction) if cfg.method == "dpse" else rho
+
+
+# --------------------------------------------------------------------------------------------
+# Whole method
+# --------------------------------------------------------------------------------------------
+
+
+def fit_arrays(key: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
+               hparams: Hyperparams, config: Config, weights: jax.Array | None = None
+               ) -> tuple[jax.Array, Diagnostics]:
+    """:func:`fit` on raw arrays without host validation (for use inside jit/vmap programs)."""
+    xs, yy, onehot, n_k, xnorm = _prepare(x, y, s, num_groups, weights, config.fit_intercept)
+    return _fit_soa(key, xs, yy, onehot, n_k, xnorm, hparams, config)
+
+
+def _fit_soa(key, xs, y, onehot, n_k, xnorm, hp: Hyperparams, cfg: Config):
+    k1, k2 = jax.random.split(key)
+    k_groups = onehot.shape[1]
+    rho = jnp.asarray(hp.rho, xs.dtype)
+    equal = jnp.full((k_groups,), 1.0 / math.sqrt(k_groups), xs.dtype)
+    if cfg.method == "dpse":
+        tau = rho * hp.tau_fraction
+        se, fallback, beta1 = _stage1(k1, xs, y, onehot, n_k, xnorm, tau, hp, cfg)
+        rho1 = tau
+    else:
+        se, fallback, beta1 = equal, jnp.array(False), jnp.zeros((xs.shape[0],), xs.dtype)
+        rho1 = jnp.zeros((), xs.dtype)
+    mu = _mu(hp, cfg)
+    theta, std, clipped = _stage2(k2, xs, y, onehot, n_k, xnorm, se, mu, hp, cfg)
+    private = cfg.method != "nonprivate"
+    rho2 = mu * (1.0 if cfg.method == "pooled" else jnp.sum(se**2)) if private else 0.0 * mu
+    diag = Diagnostics(se=se, fallback=fallback, beta_stage1=beta1, noise_std=std,
+                       rho_stage1=rho1 if private else 0.0 * rho1, rho_stage2=rho2,
+                       fraction_clipped=clipped)
+    return theta, diag
+
+
+def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
+    cfg.validate()
+    v.check_threefry_key(key)
+    if not isinstance(data, Dataset):
+        raise ValueError("data must be a dpfair_jax.data.Dataset (use make_dataset(x, y, s)).")
+    data.validate(min_group_size=1)
+    if cfg.loss == "squared" and data.num_classes:
+        raise ValueError("loss='squared' needs a regression dataset (num_classes=0); "
+                         "build it with make_dataset(..., num_classes=0) or use loss='logistic'.")
+    if cfg.loss == "logistic" and data.num_classes not in (0, 2):
+        raise ValueError("loss='logistic' needs binary labels in {0, 1}.")
+    v.check_rho(hp.rho, allow_inf=True)
+    tf = np.asarray(hp.tau_fraction) if not isinstance(hp.tau_fraction, jax.core.Tracer) else None
+    if tf is not None and (np.any(tf <= 0) or np.any(tf >= 1)):
+        raise ValueError(f"tau_fraction must lie in (0, 1), got {hp.tau_fraction!r} "
+                         "(the paper uses 0.2).")
+    v.check_positive("learning_rate", hp.learning_rate)
+    v.check_clip_norm(hp.clip, "clip")
+    v.check_positive("fairness_weight", hp.fairness_weight, allow_zero=True)
+    v.check_finite("thresholds", hp.thresholds)
+    th = np.shape(hp.thresholds)
+    if th not in ((), (data.num_groups,)):
+        raise ValueError(f"thresholds must be a scalar or have shape ({data.num_groups},), got {th}.")
+    v.check_positive("stats_bound_x", hp.stats_bound_x)
+    v.check_positive("stats_bound_y", hp.stats_bound_y)
+    if cfg.se_denominator == "n_minus_d":
+        p = data.d + int(cfg.fit_intercept)
+        if np.min(data.group_sizes()) <= p:
+            raise ValueError("se_denominator='n_minus_d' needs every group larger than the number "
+                             f"of parameters ({p}); use se_denominator='n'.")
+
+
+def fit(key: jax.Array, data: Dataset, hparams: Hyperparams = Hyperparams(),
+        config: Config = Config()) -> tuple[jax.Array, Diagnostics]:
+    """DPSE (``config.method="dpse"``) or a baseline on ``data``; returns ``(theta, diagnostics)``.
+
+    DPSE: Algorithm 1 with ``tau = tau_fraction * rho`` then Algorithm 2/3 with ``mu = rho - tau``.
+    ``theta`` has ``P = d (+1 with fit_intercept)`` entries (intercept last). Pure in ``key`` and
+    the traced fields of ``hparams``: ``jax.jit(jax.vmap(...))`` over keys and budgets works.
+
+    Privacy: ``rho``-zCDP (Lemmas 4.1, 4.2, B.3 and composition) under ``config.neighbour``
+    (``"add_remove"`` or ``"swap"``) with public group sizes; ``method="nonprivate"`` is not
+    private. Convert with :func:`zcdp_to_epsilon`; itemise with :func:`budget_ledger`.
+    """
+    _check_inputs(key, data, hparams, config)
+    return fit_arrays(key, data.x, data.y, data.s, data.num_groups, hparams, config, data.mask)
+
+
+# --------------------------------------------------------------------------------------------
+# References and metrics
+# --------------------------------------------------------------------------------------------
+
+
+def least_squares(data: Dataset, *, weighting: str = "pooled", fit_intercept: bool = False
+                  ) -> np.ndarray:
+    """Non-private (weighted) least squares, float64 on the host.
+
+    ``weighting="pooled"``: OLS over all rows (what DPNoSE approaches as rho -> inf);
+    ``"group_mean"``: weights ``1/n_k`` (minimiser of ``sum_k`` group-mean squared loss, what DPSE
+    and the equal split approach with the default scaling when clipping and projection are
+    inactive).
+    """
+    v.check_choice("weighting", weighting, ("pooled", "group_mean"))
+    x = np.asarray(data.x, np.float64)
+    if fit_intercept:
+        x = np.concatenate([x, np.ones((x.shape[0], 1))], axis=1)
+    y = np.asarray(data.y, np.float64)
+    s = np.asarray(data.s)
+    w = np.ones(len(y)) if data.mask is None else np.asarray(data.mask, np.float64)
+    if weighting == "group_mean":
+        sizes = data.group_sizes()
+        w = w / np.maximum(sizes[s], 1.0)
+    xw = x * w[:, None]
+    return np.linalg.solve(xw.T @ x, xw.T @ y)
+
+
+def population_mspe(theta: jax.Array, betas: jax.Array, noise_sd: jax.Array) -> jax.Array:
+    """Expected MSPE per group on fresh data ``x ~ N(0, I)``, ``y = x^T beta_k + N(0, sd_k^2)``:
+    ``||theta - beta_k||^2 + sd_k^2`` (the test protocol of the synthetic studies). ``betas`` is
+    ``[K, P]``."""
+    diff = theta[None, :] - betas
+    return jnp.sum(diff * diff, axis=-1) + noise_sd**2
+
+
+def group_mspe(theta: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
+               fit_intercept: bool = False) -> jax.Array:
+    """Empirical mean squared prediction error per group ([K]; 0 for an empty group)."""
+    xs = jnp.asarray(x).T
+    if fit_intercept:
+        xs = jnp.concatenate([xs, jnp.ones((1, xs.shape[1]), xs.dtype)], axis=0)
+    r2 = (theta @ xs - y) ** 2
+    onehot = jax.nn.one_hot(s, num_groups, dtype=r2.dtype)
+    n_k = jnp.sum(onehot, axis=0)
+    return (r2 @ onehot) / jnp.maximum(n_k, 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Accounting
+# --------------------------------------------------------------------------------------------
+
+
+class BudgetLedger:
+    """Named zCDP charges that must add up to a total (host side, float64, vectorised over runs).
+
+    A private stand-in with the interface of ``dpfair_jax.privacy.accounting.ZcdpLedger``
+    (``charge``, ``total``, ``assert_total``); charges may be arrays (one entry per run).
+    """
+
+    def __init__(self) -> None:
+        self.charges: dict[str, np.ndarray] = {}
+
+    def charge(self, name: str, rho: Any) -> None:
+        arr = np.asarray(rho, dtype=np.float64)
+        if np.any(arr < 0) or np.any(np.isnan(arr)):
+            raise ValueError(f"charge {name!r} must be >= 0, got {rho!r}.")
+        self.charges[name] = self.charges.get(name, 0.0) + arr
+
+    @property
+    def total(self) -> np.ndarray:
+        return sum(self.charges.values(), np.zeros(()))
+
+    def assert_total(self, rho: Any, *, rtol: float = 1e-5) -> None:
+        if not np.allclose(self.total, np.asarray(rho, np.float64), rtol=rtol, atol=0.0):
+            raise AssertionError(f"ledger charges add up to {self.total}, not rho = {rho}.")
+
+
+def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction: float = 0.2
+                  ) -> BudgetLedger:
+    """Itemise a run's zCDP spend from the released allocation ``se`` ([..., K]).
+
+    Stage 1: ``X^T X`` and ``X^T y`` get ``tau_k/2`` each and each group's SE ``tau_k``,
+    ``tau_k = tau/(K+1)``. Stage 2: per group ``mu s_k^2`` over the T iterations (split in halves
+    between gradient and loss for Algorithm 2). The result should sum to ``rho`` (checked with
+    ``assert_total``); with a wrong allocation (``sum s^2 != 1``) it does not.
+    """
+    config.validate()
+    v.check_rho(rho)
+    se = np.asarray(se, np.float64)
+    k = se.shape[-1]
+    rho = np.asarray(rho, np.float64)
+    led = BudgetLedger()
+    if config.method == "nonprivate":
+        raise ValueError("method='nonprivate' spends no privacy budget; nothing to itemise.")
+    if config.method == "dpse":
+        tau = tau_fraction * rho
+        tau_k = tau / (k + 1)
+        led.charge("stage1/xtx", tau_k / 2)
+        led.charge("stage1/xty", tau_k / 2)
+        for j in range(k):  # host-side bookkeeping, one entry per group
+            led.charge(f"stage1/se[{j}]", tau_k)
+        mu = rho - tau
+    else:
+        mu = rho
+    if config.method == "pooled":
+        led.charge("stage2/pooled_grad", mu)
+        return led
+    for j in range(k):
+        share = mu * se[..., j] ** 2
+        if config.fairness:
+            led.charge(f"stage2/grad[{j}]", share / 2)
+            led.charge(f"stage2/loss[{j}]", share / 2)
+        else:
+            led.charge(f"stage2/grad[{j}]", share)
+    return led
+
+
+def privacy(config: Config, rho: Any, delta: float = 1e-5) -> dict[str, Any]:
+    """What one run spends: ``rho`` (zCDP) and the implied ``(epsilon, delta)``, plus the relation.
+
+    Returns a dict with the fields of ``accounting.PrivacySpend``; the conversion is
+    ``epsilon = rho + 2 sqrt(rho log 1/delta)`` (Bun & Steinke 2016), as in the paper.
+    """
+    config.validate()
+    if config.method == "nonprivate":
+        return dict(epsilon=float("inf"), delta=delta, rho=float("inf"), relation=config.neighbour,
+                    unit="example", notes="non-private baseline")
+    v.check_rho(rho)
+    eps = zcdp_to_epsilon(rho, delta)
+    rel = "replace_one" if config.neighbour == "swap" else "add_remove"
+    return dict(epsilon=eps.tolist(), delta=delta, rho=np.asarray(rho, np.float64).tolist(),
+                relation=rel, unit="example",
+                notes=f"paper 000 {config.method}; zCDP, group sizes public")
