@@ -1,0 +1,339 @@
+"""``dpfair``: list, run and reproduce experiments, write the report, run benchmarks and audits.
+
+Usage::
+
+    dpfair list
+    dpfair run NAME [--quick] [--set key=value ...] [--out DIR] [--fresh]
+    dpfair reproduce [--quick] [--only PAPER] [--out DIR] [--fresh]
+    dpfair report [--out DIR]
+    dpfair bench [--quick] [--dir benchmarks]
+    dpfair audit [--quick] [--out DIR]
+
+Results go to ``--out``, else ``$DPFAIR_RESULTS``, else ``./results``. An interrupted ``run`` or
+``reproduce`` resumes where it stopped when run again (finished sweep chunks are kept); ``--fresh``
+discards them. Bad input exits with status 2 and a one-line message; a failed experiment or
+benchmark with status 1; Ctrl-C with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "collect_bench_results", "write_bench_table"]
+
+PROG = "dpfair"
+
+
+class CliError(Exception):
+    """A one-line error for the user; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage block
+        raise CliError(f"{message} (see '{self.prog} --help')", 2)
+
+
+def _add_out(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="results root (default: $DPFAIR_RESULTS or ./results)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dpfair`` argument parser."""
+    parser = _Parser(prog=PROG, description="dpfair_jax: differentially private and fair ML experiments.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("list", help="list experiments with their paper and description")
+
+    p = sub.add_parser("run", help="run one experiment")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--quick", action="store_true", help="use the quick config (default: full)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config entry; VALUE is parsed as JSON, else taken as a string")
+    p.add_argument("--fresh", action="store_true", help="discard saved chunks of an earlier run")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _add_out(p)
+
+    p = sub.add_parser("reproduce", help="run every experiment, then write the report")
+    p.add_argument("--quick", action="store_true", help="use the quick configs (default: full)")
+    p.add_argument("--only", default=None, metavar="PAPER", help="only this paper: 000..004 or kit")
+    p.add_argument("--fresh", action="store_true", help="discard saved chunks of earlier runs")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _add_out(p)
+
+    p = sub.add_parser("report", help="write report/REPORT.md under the results root")
+    _add_out(p)
+
+    p = sub.add_parser("bench", help="run benchmarks/*.py and tabulate benchmarks/results/*.json")
+    p.add_argument("--quick", action="store_true", help="pass --quick to every benchmark script")
+    p.add_argument("--dir", default="benchmarks", metavar="DIR", help="benchmarks directory (default: ./benchmarks)")
+
+    p = sub.add_parser("audit", help="run the empirical privacy audits (dpfair_jax.audit.run_audit)")
+    p.add_argument("--quick", action="store_true")
+    _add_out(p)
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _discover():
+    from dpfair_jax.experiments import registry
+
+    found = registry.discover()
+    for mod, err in found.errors.items():
+        print(f"{PROG}: warning: could not import {mod}: {err}", file=sys.stderr)
+    return found
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    return False if getattr(args, "no_progress", False) else None
+
+
+def _summary(result: Any) -> str:
+    n = len(result.claims)
+    ok = sum(c["passed"] for c in result.claims)
+    wall = result.meta.get("wall_seconds", 0.0)
+    return f"{result.name}: {result.status} in {wall:.1f} s; {ok}/{n} claims passed; {result.run_dir}"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    found = _discover()
+    exps = found.experiments
+    if not exps:
+        print("no experiments registered")
+        return 0
+    width = max(len(e.name) for e in exps)
+    for e in exps:
+        print(f"{e.name:<{width}}  {e.paper:<4}  {e.description}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dpfair_jax.experiments import context, registry
+
+    try:
+        overrides = registry.parse_overrides(args.overrides)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    found = _discover()
+    try:
+        exp = registry.get(args.name)
+    except ValueError as err:
+        hint = f" ({len(found.errors)} module(s) failed to import)" if found.errors else ""
+        raise CliError(f"{err}{hint}") from None
+    size = "quick" if args.quick else "full"
+    try:
+        registry.resolve_config(exp, size, overrides)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    result = context.run_experiment(exp, size=size, overrides=overrides, root=args.out, fresh=args.fresh,
+                                    progress=_progress(args), raise_errors=False)
+    if not result.ok:
+        raise CliError(f"experiment {exp.name} failed: {result.error} "
+                       f"(traceback in {result.run_dir / 'error.txt'})", 1)
+    for c in result.claims:
+        print(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['id']}: measured {json.dumps(c['measured'])}, "
+              f"target {json.dumps(c['target'])}")
+    print(_summary(result))
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from dpfair_jax.experiments import context, registry, report
+
+    only = None
+    if args.only is not None:
+        try:
+            only = registry.normalize_paper(args.only, "--only")
+        except ValueError as err:
+            raise CliError(str(err)) from None
+    found = _discover()
+    exps = [e for e in found.experiments if only is None or e.paper == only]
+    if not exps:
+        raise CliError(f"no experiments registered{'' if only is None else f' for paper {only}'}", 1)
+    size = "quick" if args.quick else "full"
+    failed = []
+    t0 = time.perf_counter()
+    for i, exp in enumerate(exps, 1):
+        if size not in exp.configs:
+            print(f"[{i}/{len(exps)}] {exp.name}: skipped (no {size!r} config)", file=sys.stderr)
+            continue
+        print(f"[{i}/{len(exps)}] {exp.name} ...", file=sys.stderr, flush=True)
+        result = context.run_experiment(exp, size=size, root=args.out, fresh=args.fresh,
+                                        progress=_progress(args), raise_errors=False)
+        print(f"[{i}/{len(exps)}] {_summary(result)}", flush=True)
+        if not result.ok:
+            failed.append(exp.name)
+            print(f"{PROG}: error: {exp.name} failed: {result.error}", file=sys.stderr)
+    path = report.build_report(args.out, import_errors=found.errors)
+    print(f"report: {path} ({time.perf_counter() - t0:.0f} s)")
+    if failed or found.errors:
+        parts = []
+        if failed:
+            parts.append(f"{len(failed)} experiment(s) failed: {', '.join(failed)}")
+        if found.errors:
+            parts.append(f"{len(found.errors)} module(s) failed to import: {', '.join(found.errors)}")
+        raise CliError("; ".join(parts), 1)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dpfair_jax.experiments import report, store
+
+    root = store.results_root(args.out)
+    if not (root / "runs").is_dir():
+        raise CliError(f"no runs under {root}; run 'dpfair reproduce --quick' first (or pass --out)", 1)
+    print(report.build_report(root))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmarks
+
+BENCH_COLUMNS = ("name", "machine", "baseline", "value", "unit", "ratio", "target", "met")
+_NOT_SCRIPTS = {"common.py", "conftest.py", "__init__.py"}
+
+
+def collect_bench_results(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """Rows from every ``*.json`` in ``results_dir``: a list of rows, ``{"rows": [...]}``, or one row."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(Path(results_dir).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            print(f"{PROG}: warning: skipping unreadable {path}: {err}", file=sys.stderr)
+            continue
+        if isinstance(data, dict):
+            data = data.get("rows", data.get("results", [data]))
+        for row in data if isinstance(data, list) else []:
+            if isinstance(row, dict):
+                rows.append({**row, "_file": path.name})
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value)
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def write_bench_table(rows: list[dict[str, Any]], path: str | os.PathLike) -> str:
+    """Write the Markdown table of ``rows`` (columns :data:`BENCH_COLUMNS`) to ``path``; return it."""
+    from dpfair_jax.experiments import store
+
+    lines = ["# Benchmark results", "",
+             "Collected by `dpfair bench` from `benchmarks/results/*.json`. `ratio` compares the kit "
+             "with `baseline`; `met` says whether `target` was reached.", "",
+             "| " + " | ".join(BENCH_COLUMNS) + " |", "|" + "---|" * len(BENCH_COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(c)) for c in BENCH_COLUMNS) + " |")
+    text = "\n".join(lines) + "\n"
+    store.atomic_write_text(path, text)
+    return text
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    bench_dir = Path(args.dir)
+    if not bench_dir.is_dir():
+        raise CliError(f"no benchmarks directory {bench_dir}; run from the repository root or pass --dir", 2)
+    scripts = sorted(p for p in bench_dir.glob("*.py") if p.name not in _NOT_SCRIPTS and not p.name.startswith("_"))
+    env = dict(os.environ)
+    # Same allocator settings for the kit and its baselines (see notes/performance_cpu.md).
+    env.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=2147483647:glibc.malloc.trim_threshold=4294967295")
+    failed = []
+    for script in scripts:
+        # From the directory above benchmarks/ (the repository root), as `python benchmarks/x.py`.
+        cmd = [sys.executable, str(script.resolve())] + (["--quick"] if args.quick else [])
+        print(f"{PROG} bench: {script} {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, cwd=bench_dir.resolve().parent, env=env)
+        if proc.returncode != 0:
+            failed.append(f"{script.name} (exit {proc.returncode})")
+    results = bench_dir / "results"
+    rows = collect_bench_results(results)
+    print(write_bench_table(rows, results / "README.md"))
+    if failed:
+        raise CliError(f"{len(failed)} benchmark(s) failed: {', '.join(failed)}", 1)
+    if not scripts:
+        print(f"{PROG}: warning: no benchmark scripts in {bench_dir}", file=sys.stderr)
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from dpfair_jax.experiments import store
+
+    try:
+        module = importlib.import_module("dpfair_jax.audit")
+    except ImportError as err:
+        raise CliError(f"audit is not available: dpfair_jax.audit does not import ({err})", 1) from None
+    run_audit = getattr(module, "run_audit", None)
+    if not callable(run_audit):
+        raise CliError("audit is not available: dpfair_jax.audit provides no run_audit(quick=..., out=...)", 1)
+    out = store.results_root(args.out) / "audit"
+    result = run_audit(quick=args.quick, out=out)
+    if result is not None:
+        print(result)
+    passed = _audit_passed(result)
+    if passed is False:
+        raise CliError(f"audit found failures; see {out}", 1)
+    return 0
+
+
+def _audit_passed(result: Any) -> bool | None:
+    if isinstance(result, bool):
+        return result
+    try:
+        import pandas as pd
+
+        if isinstance(result, pd.DataFrame) and "passed" in result.columns:
+            return bool(result["passed"].all())
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(result, list) and result and all(isinstance(r, dict) and "passed" in r for r in result):
+        return all(bool(r["passed"]) for r in result)
+    return None
+
+
+_COMMANDS = {"list": cmd_list, "run": cmd_run, "reproduce": cmd_reproduce, "report": cmd_report,
+             "bench": cmd_bench, "audit": cmd_audit}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dpfair`` (and ``python -m dpfair_jax``); returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return _COMMANDS[args.command](args)
+    except CliError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return err.code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; finished chunks are saved, rerun the same command to resume.",
+              file=sys.stderr)
+        return 130
+    except SystemExit as err:  # --help
+        return err.code if isinstance(err.code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,442 @@
+"""``RunContext``: what an experiment's ``run(config, ctx)`` writes through, and ``run_experiment``.
+
+The context owns one run directory (see :mod:`dpfair_jax.experiments.store`) and offers:
+
+- :meth:`RunContext.map_chunks` — a resumable sweep: each finished chunk is written at once
+  (atomically, with a SHA-256 sidecar); a restart after Ctrl-C or SIGKILL computes only the
+  missing chunks and returns the same table (chunks concatenated in the order given);
+- :meth:`RunContext.save_table`, :meth:`RunContext.save_figure`;
+- :meth:`RunContext.add_claim` (``claims.json``), :meth:`RunContext.record_privacy`
+  (``privacy.json``), :meth:`RunContext.record_compile_time` (``meta.json``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import math
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpfair_jax.experiments import store
+from dpfair_jax.experiments.registry import Experiment, normalize_paper, resolve_config
+
+__all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+#: Relations a privacy record may name (see docs/INTERFACES.md, ``PrivacySpend.relation``).
+RELATIONS = ("add_remove", "replace_one")
+
+
+def _utcnow() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages results depend on (None when absent)."""
+    out: dict[str, str | None] = {}
+    for dist in ("dpfair_jax", "jax", "jaxlib", "numpy", "dp-accounting", "flax", "optax", "scipy", "pandas"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def device_info() -> dict[str, Any]:
+    """JAX backend, device kind and count (imports JAX)."""
+    try:
+        import jax
+
+        devices = jax.devices()
+        return {
+            "backend": jax.default_backend(),
+            "device_kind": devices[0].device_kind if devices else None,
+            "device_count": len(devices),
+            "process_count": jax.process_count(),
+        }
+    except Exception as err:  # noqa: BLE001 - meta must not fail a run
+        return {"backend": None, "device_kind": None, "device_count": 0, "error": repr(err)}
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name) or name.startswith("."):
+        raise ValueError(
+            f"{kind} name {name!r} must be a non-empty string of letters, digits, '_', '-', '.' "
+            "(it names a file)."
+        )
+    return name
+
+
+class RunContext:
+    """Per-run services for an experiment (see module docstring).
+
+    Attributes:
+      experiment: the :class:`Experiment` being run (``name``, ``paper``).
+      config: the resolved config dict.
+      size: "quick" or "full".
+      workdir: the run directory ``<root>/runs/<name>/`` (also ``ctx.run_dir``).
+      seed: ``config["seed"]`` when present, else 0.
+      progress: show tqdm bars (None: only on a terminal).
+    """
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        config: Mapping[str, Any],
+        workdir: str | os.PathLike,
+        *,
+        size: str = "quick",
+        progress: bool | None = None,
+    ):
+        self.experiment = experiment
+        self.config = dict(config)
+        self.size = size
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        seed = self.config.get("seed", 0)
+        self.seed = int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else 0
+        self.progress = progress
+        self.claims: list[dict[str, Any]] = []
+        self.privacy: dict[str, Any] = {}
+        self.tables: list[str] = []
+        self.figures: list[str] = []
+        self.compile_seconds = 0.0
+        self.chunk_stats = {"computed": 0, "reused": 0, "corrupt": 0}
+        self.messages: list[str] = []
+        self._config_hash = store.stable_hash({"experiment": experiment.name, "config": self.config})
+        self._used_chunks: set[str] = set()
+
+    # ---------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.experiment.name
+
+    @property
+    def paper(self) -> str:
+        return self.experiment.paper
+
+    @property
+    def quick(self) -> bool:
+        return self.size == "quick"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.workdir
+
+    def log(self, message: str) -> None:
+        """Print ``message`` to stderr and keep it for ``meta.json``."""
+        self.messages.append(message)
+        print(f"[{self.name}] {message}", file=sys.stderr, flush=True)
+
+    # ---------------------------------------------------------------------------------------
+    def chunk_id(self, chunk: Mapping[str, Any], desc: str = "") -> str:
+        """Stable identity of ``chunk``: SHA-256 of its canonical JSON, ``desc`` and the run's config."""
+        return store.stable_hash({"config": self._config_hash, "stage": desc, "chunk": dict(chunk)})[:32]
+
+    def map_chunks(
+        self,
+        chunks: Sequence[Mapping[str, Any]],
+        compute: Callable[[dict], Any],
+        desc: str = "chunks",
+    ) -> Any:
+        """Resumable ``pandas.concat([compute(c) for c in chunks])``.
+
+        Each chunk is a JSON-serializable dict (e.g. a slice of a grid and a seed block); its
+        identity is the SHA-256 of its canonical JSON together with the experiment's config and
+        ``desc`` (which therefore also names the stage: two sweeps over equal chunk dicts in one
+        run need different ``desc``). Finished chunks are written at once, atomically, with a
+        SHA-256 sidecar; on a restart they are read back (after checking the checksum) and only
+        missing chunks are computed. A corrupt or partial chunk file is reported, deleted and
+        recomputed. The result concatenates the chunk frames in the order of ``chunks`` with a
+        fresh ``RangeIndex``, so an interrupted-then-resumed sweep returns the same table as an
+        uninterrupted one. A tqdm bar shows progress.
+        """
+        import pandas as pd
+        from tqdm.auto import tqdm
+
+        if isinstance(chunks, Mapping) or not isinstance(chunks, Sequence):
+            raise ValueError("chunks must be a list of dicts (one per chunk).")
+        if not callable(compute):
+            raise ValueError("compute must be callable as compute(chunk: dict) -> pandas.DataFrame.")
+        ids: list[str] = []
+        for i, chunk in enumerate(chunks):
+            if not isinstance(chunk, Mapping):
+                raise ValueError(f"chunks[{i}] must be a dict, got {type(chunk).__name__}.")
+            try:
+                ids.append(self.chunk_id(chunk, desc))
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"chunks[{i}] must be JSON-serializable: {err}") from None
+        if len(set(ids)) != len(ids):
+            raise ValueError("chunks contains duplicate entries; make each chunk dict distinct.")
+
+        self._used_chunks.update(ids)
+        cache = store.ChunkCache(self.workdir / "chunks")
+        frames: list[Any] = [None] * len(chunks)
+        todo: list[int] = []
+        for i, cid in enumerate(ids):
+            status = cache.status(cid)
+            if status.state == "ok":
+                try:
+                    frames[i] = cache.load(cid)
+                    self.chunk_stats["reused"] += 1
+                    continue
+                except Exception as err:  # noqa: BLE001 - unreadable: recompute
+                    status = store.ChunkStatus("corrupt", f"unreadable ({type(err).__name__}: {err})")
+            if status.state == "corrupt":
+                self.chunk_stats["corrupt"] += 1
+                self.log(f"{desc}: chunk {i} ({cid[:12]}) is corrupt: {status.reason}; recomputing it.")
+                cache.discard(cid)
+            todo.append(i)
+
+        disable = None if self.progress is None else not self.progress
+        bar = tqdm(total=len(chunks), initial=len(chunks) - len(todo), desc=f"{self.name}: {desc}",
+                   unit="chunk", disable=disable, leave=False)
+        try:
+            for i in todo:
+                t0 = time.perf_counter()
+                frame = compute(dict(chunks[i]))
+                if isinstance(frame, Mapping):
+                    frame = pd.DataFrame(frame)
+                if not isinstance(frame, pd.DataFrame):
+                    raise ValueError(
+                        f"compute returned {type(frame).__name__} for chunks[{i}]; return a pandas.DataFrame."
+                    )
+                cache.save(ids[i], frame, {"index": i, "stage": desc, "chunk": chunks[i],
+                                           "rows": len(frame), "seconds": time.perf_counter() - t0,
+                                           "written": _utcnow()})
+                frames[i] = frame
+                self.chunk_stats["computed"] += 1
+                bar.update(1)
+        except KeyboardInterrupt:
+            done = sum(f is not None for f in frames)
+            self.log(f"{desc}: interrupted; {done}/{len(chunks)} chunks saved, rerun to resume.")
+            raise
+        finally:
+            bar.close()
+        if not frames:
+            return pd.DataFrame()
+        return pd.concat(frames, ignore_index=True)
+
+    # ---------------------------------------------------------------------------------------
+    def save_table(self, df: Any, name: str = "results") -> Path:
+        """Write ``df`` as ``<name>.csv`` (exact floats) and a lossless copy; return the CSV path."""
+        _check_name("table", name)
+        store.write_table(df, self.workdir, name)
+        if name not in self.tables:
+            self.tables.append(name)
+        return self.workdir / f"{name}.csv"
+
+    def save_figure(self, fig: Any, name: str, *, dpi: int = 150) -> Path:
+        """Save a matplotlib figure as ``figures/<name>.png`` (atomically) and close it."""
+        _check_name("figure", name)
+        import io
+
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        path = self.workdir / "figures" / f"{name}.png"
+        store.atomic_write_bytes(path, buf.getvalue())
+        if "matplotlib.pyplot" in sys.modules:  # release figures made through pyplot
+            sys.modules["matplotlib.pyplot"].close(fig)
+        if name not in self.figures:
+            self.figures.append(name)
+        return path
+
+    def add_claim(
+        self,
+        id: str,  # noqa: A002 - the claims.json key
+        statement: str,
+        measured: Any,
+        target: Any,
+        passed: Any,
+        paper: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a claim check in ``claims.json`` (rewritten at once).
+
+        ``measured`` and ``target`` are numbers, strings or small JSON-able structures (NaN is
+        written as null); ``passed`` is coerced to a bool. ``paper`` defaults to the experiment's.
+        Ids must be unique within a run.
+        """
+        if not isinstance(id, str) or not id.strip():
+            raise ValueError("claim id must be a non-empty string, e.g. 'p000_dpse_beats_dpnose'.")
+        if any(c["id"] == id for c in self.claims):
+            raise ValueError(f"claim id {id!r} was already added in this run; use a distinct id.")
+        if not isinstance(statement, str) or not statement.strip():
+            raise ValueError(f"claim {id!r}: statement must be a non-empty string.")
+        paper = self.paper if paper is None else normalize_paper(paper, f"claim {id!r} paper")
+        try:
+            ok = bool(passed)
+        except Exception:  # noqa: BLE001 - e.g. a multi-element array
+            raise ValueError(f"claim {id!r}: passed must be a single boolean, got {passed!r}.") from None
+        if isinstance(passed, float) and math.isnan(passed):
+            ok = False
+        claim = {
+            "id": id,
+            "paper": paper,
+            "statement": statement,
+            "measured": store.to_jsonable(measured),
+            "target": store.to_jsonable(target),
+            "passed": ok,
+        }
+        self.claims.append(claim)
+        store.atomic_write_json(self.workdir / "claims.json", self.claims)
+        return claim
+
+    def record_privacy(self, name: str, spend: Any) -> dict[str, Any]:
+        """Record what the run spent under ``name`` in ``privacy.json``.
+
+        ``spend`` is a ``PrivacySpend`` (anything with ``to_dict()``) or a dict with at least
+        ``relation`` ("add_remove" or "replace_one") and one of ``epsilon``/``rho``.
+        """
+        _check_name("privacy record", name)
+        record = store.to_jsonable(spend)
+        if not isinstance(record, dict):
+            raise ValueError(
+                f"record_privacy({name!r}, ...) needs a PrivacySpend or a dict, got {type(spend).__name__}."
+            )
+        relation = record.get("relation")
+        if relation not in RELATIONS:
+            raise ValueError(
+                f"record_privacy({name!r}): 'relation' must be one of {', '.join(RELATIONS)} "
+                f"(the neighbouring relation), got {relation!r}."
+            )
+        if record.get("epsilon") is None and record.get("rho") is None:
+            raise ValueError(f"record_privacy({name!r}): give 'epsilon' (with 'delta') or 'rho'.")
+        self.privacy[name] = record
+        store.atomic_write_json(self.workdir / "privacy.json", self.privacy)
+        return record
+
+    def prune_chunks(self) -> int:
+        """Delete saved chunks this run did not use (stale configs); return how many. Called
+        by :func:`run_experiment` after a complete run only."""
+        directory = self.workdir / "chunks"
+        removed = 0
+        for path in directory.glob("*") if directory.exists() else ():
+            if path.stem not in self._used_chunks or path.name.startswith("."):
+                path.unlink()
+                removed += 1
+        return removed
+
+    def record_compile_time(self, seconds: float) -> None:
+        """Add ``seconds`` of compilation to ``meta.json``'s ``compile_seconds``."""
+        self.compile_seconds += float(seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class RunResult:
+    """Outcome of :func:`run_experiment`."""
+
+    def __init__(self, name: str, run_dir: Path, status: str, claims: list[dict], meta: dict,
+                 error: str | None = None):
+        self.name, self.run_dir, self.status = name, run_dir, status
+        self.claims, self.meta, self.error = claims, meta, error
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "complete"
+
+    def __repr__(self) -> str:
+        return f"RunResult(name={self.name!r}, status={self.status!r}, claims={len(self.claims)})"
+
+
+_OUTPUTS = ("claims.json", "privacy.json", "meta.json", "manifest.json", "error.txt")
+
+
+def _clear_outputs(directory: Path) -> None:
+    """Remove a previous run's outputs but keep ``chunks/`` (the resume cache)."""
+    for entry in directory.iterdir() if directory.exists() else ():
+        if entry.name == "chunks":
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        elif entry.suffix in (".csv", ".pkl", ".parquet") or entry.name in _OUTPUTS or entry.name == "config.json":
+            entry.unlink()
+
+
+def run_experiment(
+    exp: Experiment,
+    *,
+    size: str = "quick",
+    overrides: Mapping[str, Any] | None = None,
+    root: str | os.PathLike | None = None,
+    fresh: bool = False,
+    progress: bool | None = None,
+    raise_errors: bool = True,
+) -> RunResult:
+    """Run ``exp`` at ``size`` with ``overrides`` into ``<root>/runs/<exp.name>/``.
+
+    Finished sweep chunks of an earlier, interrupted run with the same config are reused unless
+    ``fresh``. Other outputs of the earlier run are replaced. ``meta.json`` records the status
+    ("complete", "failed" or "interrupted"); on failure the traceback goes to ``error.txt`` and the
+    exception is re-raised when ``raise_errors`` (KeyboardInterrupt always is).
+    """
+    config = resolve_config(exp, size, overrides)
+    directory = store.run_dir(store.results_root(root), exp.name)
+    if fresh and directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    _clear_outputs(directory)
+    store.atomic_write_json(directory / "config.json", {
+        "experiment": exp.name, "paper": exp.paper, "description": exp.description,
+        "size": size, "overrides": dict(overrides or {}), "config": config,
+    })
+    ctx = RunContext(exp, config, directory, size=size, progress=progress)
+    store.atomic_write_json(directory / "claims.json", [])
+    store.atomic_write_json(directory / "privacy.json", {})
+    start = _utcnow()
+    t0 = time.perf_counter()
+    status, error, exc = "complete", None, None
+    try:
+        returned = exp.run(config, ctx)
+        try:
+            import pandas as pd
+
+            if isinstance(returned, pd.DataFrame) and "results" not in ctx.tables:
+                ctx.save_table(returned, "results")
+        except ImportError:  # pragma: no cover - pandas is a dependency
+            pass
+    except KeyboardInterrupt as err:
+        status, error, exc = "interrupted", "KeyboardInterrupt", err
+    except Exception as err:  # noqa: BLE001
+        status, error, exc = "failed", f"{type(err).__name__}: {err}", err
+        store.atomic_write_text(directory / "error.txt", traceback.format_exc())
+    wall = time.perf_counter() - t0
+    if status == "complete":
+        ctx.prune_chunks()
+    meta = {
+        "experiment": exp.name,
+        "paper": exp.paper,
+        "size": size,
+        "seed": ctx.seed,
+        "status": status,
+        "error": error,
+        "start_time": start,
+        "end_time": _utcnow(),
+        "wall_seconds": wall,
+        "compile_seconds": ctx.compile_seconds if ctx.compile_seconds else None,
+        "chunks": ctx.chunk_stats,
+        "tables": ctx.tables,
+        "figures": ctx.figures,
+        "versions": package_versions(),
+        "devices": device_info(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "messages": ctx.messages,
+    }
+    store.atomic_write_json(directory / "meta.json", meta)
+    store.write_manifest(directory)
+    result = RunResult(exp.name, directory, status, ctx.claims, meta, error)
+    if exc is not None and (raise_errors or isinstance(exc, KeyboardInterrupt)):
+        raise exc
+    return result

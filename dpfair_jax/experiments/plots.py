@@ -1,0 +1,264 @@
+"""Figures in the papers' style: tradeoff curves with confidence bands, error vs budget, bars.
+
+All helpers take a tidy ``pandas.DataFrame`` (one row per grid point and seed), aggregate over
+the rows that share ``(panel, hue, x)`` (the seeds), and draw the mean with a band. They build
+``matplotlib.figure.Figure`` objects on the Agg canvas directly, so they neither need a display
+nor change the pyplot backend of a notebook. Save with ``ctx.save_figure(fig, name)``.
+
+Bands (``band=``): ``"ci95"`` (default) the 95% Student-t interval of the mean over seeds,
+``"se"`` +- one standard error, ``"sd"`` +- one standard deviation, ``None`` no band.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["STYLE", "error_vs_budget", "grouped_bars", "new_figure", "summarize", "tradeoff"]
+
+#: rc parameters applied to every figure (serif text, light grid, no top/right spines).
+STYLE: dict[str, Any] = {
+    "font.family": "serif",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linestyle": "-",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 4,
+    "savefig.dpi": 150,
+}
+
+_BANDS = ("ci95", "se", "sd", None)
+
+
+def _check_columns(df: Any, **cols: Any) -> None:
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df must be a pandas.DataFrame, got {type(df).__name__}.")
+    for arg, col in cols.items():
+        if col is None:
+            continue
+        if col not in df.columns:
+            raise ValueError(f"{arg}={col!r} is not a column of df; columns: {', '.join(map(str, df.columns))}.")
+
+
+def summarize(df: Any, by: Sequence[str], y: str, *, confidence: float = 0.95) -> Any:
+    """Mean, sd, n, se and the Student-t ``confidence`` interval of ``y`` per ``by`` group.
+
+    Returns columns ``[*by, "mean", "sd", "n", "se", "ci_low", "ci_high"]`` (sd/se/ci are NaN for
+    a group of one). NaN values of ``y`` are ignored.
+    """
+    from scipy import stats
+
+    by = list(by)
+    _check_columns(df, y=y, **{f"by[{i}]": c for i, c in enumerate(by)})
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
+    if by:
+        g = df.groupby(by, sort=True, dropna=False)[y]
+        out = g.agg(mean="mean", sd="std", n="count").reset_index()
+    else:
+        col = df[y]
+        out = __import__("pandas").DataFrame({"mean": [col.mean()], "sd": [col.std()], "n": [col.count()]})
+    n = out["n"].to_numpy(dtype=float)
+    out["se"] = out["sd"] / np.sqrt(n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tq = np.where(n > 1, stats.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)), np.nan)
+    out["ci_low"] = out["mean"] - tq * out["se"]
+    out["ci_high"] = out["mean"] + tq * out["se"]
+    return out
+
+
+def _band(stats_df: Any, band: str | None) -> tuple[np.ndarray, np.ndarray] | None:
+    m = stats_df["mean"].to_numpy(dtype=float)
+    if band is None:
+        return None
+    if band == "ci95":
+        return stats_df["ci_low"].to_numpy(dtype=float), stats_df["ci_high"].to_numpy(dtype=float)
+    width = stats_df["se" if band == "se" else "sd"].to_numpy(dtype=float)
+    return m - width, m + width
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, *, panel_size: tuple[float, float] = (3.4, 2.6),
+               sharey: bool = False) -> tuple[Any, np.ndarray]:
+    """An Agg-backed ``Figure`` with a grid of axes (returned as a flat array), in :data:`STYLE`."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
+    return fig, axes.ravel()
+
+
+def _levels(df: Any, col: str | None) -> list[Any]:
+    if col is None:
+        return [None]
+    return sorted(df[col].dropna().unique().tolist(), key=lambda v: (isinstance(v, str), v))
+
+
+def _fmt(col: str, value: Any) -> str:
+    if isinstance(value, float) and math.isinf(value):
+        value = "inf"
+    elif isinstance(value, float):
+        value = f"{value:g}"
+    return f"{col}={value}"
+
+
+def _log_axis(axis: Any, set_scale: Any) -> None:
+    """Log scale with plain-number major labels and unlabelled minor ticks."""
+    from matplotlib import ticker
+
+    set_scale("log")
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def tradeoff(
+    df: Any,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    panel: str | None = None,
+    band: str | None = "ci95",
+    *,
+    logx: bool = False,
+    logy: bool = False,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    reference: float | None = None,
+    markers: bool = True,
+) -> Any:
+    """Mean of ``y`` against ``x`` over seeds, one line per ``hue`` level, one panel per ``panel`` level.
+
+    The band is the seed-to-seed uncertainty of the mean (``band="ci95"``: 95% t-interval). A
+    horizontal dashed ``reference`` line (e.g. a non-private baseline) is drawn when given.
+    Returns the ``Figure``.
+    """
+    _check_columns(df, x=x, y=y, hue=hue, panel=panel)
+    if band not in _BANDS:
+        raise ValueError(f"band must be one of {_BANDS}, got {band!r}.")
+    import matplotlib
+
+    panels = _levels(df, panel)
+    hues = _levels(df, hue)
+    fig, axes = new_figure(ncols=len(panels))
+    with matplotlib.rc_context(STYLE):
+        colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+        marks = "osD^vP*X"
+        for ax, pval in zip(axes, panels):
+            sub = df if panel is None else df[df[panel] == pval]
+            for j, hval in enumerate(hues):
+                part = sub if hue is None else sub[sub[hue] == hval]
+                if part.empty:
+                    continue
+                s = summarize(part, [x], y)
+                xs = s[x].to_numpy(dtype=float)
+                color = colors[j % len(colors)]
+                ax.plot(xs, s["mean"].to_numpy(dtype=float), color=color,
+                        marker=marks[j % len(marks)] if markers else None,
+                        label=None if hue is None else _fmt(hue, hval))
+                lims = _band(s, band)
+                if lims is not None:
+                    ax.fill_between(xs, lims[0], lims[1], color=color, alpha=0.2, linewidth=0)
+            if reference is not None:
+                ax.axhline(reference, color="0.3", linestyle="--", linewidth=1.0)
+            if logx:
+                _log_axis(ax.xaxis, ax.set_xscale)
+            if logy:
+                _log_axis(ax.yaxis, ax.set_yscale)
+            ax.set_xlabel(xlabel or x)
+            ax.set_ylabel(ylabel or y)
+            if panel is not None:
+                ax.set_title(_fmt(panel, pval))
+            if hue is not None:
+                ax.legend()
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+def error_vs_budget(
+    df: Any,
+    budget: str = "epsilon",
+    error: str = "error",
+    hue: str | None = None,
+    panel: str | None = None,
+    band: str | None = "ci95",
+    *,
+    logy: bool = False,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    reference: float | None = None,
+) -> Any:
+    """Error against privacy budget on a log x axis (the papers' error-vs-epsilon plots).
+
+    Rows with a non-finite budget (epsilon = inf, the non-private limit) are drawn as the dashed
+    ``reference`` line (their mean) unless ``reference`` is given.
+    """
+    _check_columns(df, budget=budget, error=error, hue=hue, panel=panel)
+    b = df[budget].astype(float)
+    finite = np.isfinite(b.to_numpy())
+    if reference is None and not finite.all():
+        reference = float(df.loc[~finite, error].mean())
+    return tradeoff(df[finite], budget, error, hue, panel, band, logx=True, logy=logy,
+                    xlabel=xlabel or budget, ylabel=ylabel or error, title=title, reference=reference)
+
+
+def grouped_bars(
+    df: Any,
+    category: str,
+    value: str,
+    hue: str | None = None,
+    band: str | None = "ci95",
+    *,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+) -> Any:
+    """Mean of ``value`` per ``category`` (x groups) and ``hue`` (bars within a group), error bars per ``band``."""
+    _check_columns(df, category=category, value=value, hue=hue)
+    if band not in _BANDS:
+        raise ValueError(f"band must be one of {_BANDS}, got {band!r}.")
+    import matplotlib
+
+    cats = _levels(df, category)
+    hues = _levels(df, hue)
+    fig, axes = new_figure(panel_size=(max(3.4, 0.6 * len(cats) * max(1, len(hues)) + 1), 2.6))
+    ax = axes[0]
+    width = 0.8 / len(hues)
+    pos = np.arange(len(cats), dtype=float)
+    with matplotlib.rc_context(STYLE):
+        colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+        for j, hval in enumerate(hues):
+            part = df if hue is None else df[df[hue] == hval]
+            s = summarize(part, [category], value).set_index(category).reindex(cats)
+            means = s["mean"].to_numpy(dtype=float)
+            lims = _band(s, band)
+            yerr = None
+            if lims is not None:
+                yerr = np.nan_to_num(np.vstack([means - lims[0], lims[1] - means]), nan=0.0)
+            ax.bar(pos + (j - (len(hues) - 1) / 2) * width, means, width, yerr=yerr, capsize=2,
+                   color=colors[j % len(colors)], label=None if hue is None else _fmt(hue, hval))
+        ax.set_xticks(pos, [str(c) for c in cats])
+        ax.set_xlabel(xlabel or category)
+        ax.set_ylabel(ylabel or value)
+        if hue is not None:
+            ax.legend()
+        if title:
+            ax.set_title(title)
+    return fig
