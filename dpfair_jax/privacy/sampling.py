@@ -74,18 +74,28 @@ def poisson_sample(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int
 
     ``n`` and ``max_batch_size`` are static; ``sample_rate`` may be traced. The selected indices
     come first (ascending), padding rows hold index 0 with mask 0. If more than ``max_batch_size``
-    examples are drawn, the first ``max_batch_size`` are kept and ``truncated`` is True.
+    examples are drawn, the first ``max_batch_size`` are kept and ``truncated`` is True; then
+    ``num_sampled`` is ``max_batch_size + 1`` (a lower bound on the drawn size). The cost is
+    ``O(max_batch_size)``, independent of ``n`` (geometric gaps of a Bernoulli process).
 
     Privacy: Poisson subsampling with rate ``q`` (add/remove-one neighbours); see the module
     docstring for the truncation charge.
     """
     v.check_threefry_key(key)
     n, max_batch_size = _check_poisson(n, sample_rate, max_batch_size)
-    include = jax.random.uniform(key, (n,)) < jnp.asarray(sample_rate, jnp.float32)
-    count = jnp.sum(include, dtype=jnp.int32)
-    (idx,) = jnp.nonzero(include, size=max_batch_size, fill_value=0)
-    mask = (jnp.arange(max_batch_size) < count).astype(jnp.float32)
-    return PoissonSample(idx.astype(jnp.int32), mask, count, count > max_batch_size)
+    # A Bernoulli(q) process over 0..n-1 has i.i.d. Geometric(q) gaps between selected indices, so
+    # the first B+1 selected indices are cumulative sums of B+1 geometric draws: O(B), not O(n).
+    q = jnp.asarray(sample_rate, jnp.float32)
+    gaps = jax.random.geometric(key, q, (max_batch_size + 1,), dtype=jnp.int32)
+    # Saturating cumulative sum (min(a + b, n + 1) is associative for a, b >= 0): no int32 overflow.
+    cap = jnp.int32(n + 1)
+    pos = jax.lax.associative_scan(lambda a, b: jnp.minimum(a + b, cap), jnp.minimum(gaps, cap)) - 1
+    inside = pos < n
+    idx = jnp.where(inside[:max_batch_size], pos[:max_batch_size], 0)
+    mask = inside[:max_batch_size].astype(jnp.float32)
+    truncated = inside[max_batch_size]
+    count = jnp.sum(inside[:max_batch_size], dtype=jnp.int32) + truncated.astype(jnp.int32)
+    return PoissonSample(idx.astype(jnp.int32), mask, count, truncated)
 
 
 def poisson_batch(
