@@ -224,7 +224,9 @@ def _pure_model(
         out = _maybe_squeeze(module(xb), num_outputs)
         return out[0] if single else out
 
-    return init_from_key, apply
+    # jit: eager nnx construction dispatches op by op (seconds for the CNN); nested under an outer
+    # jit/vmap/grad these are ordinary inlined calls.
+    return jax.jit(init_from_key), jax.jit(apply)
 
 
 class _MLP(nnx.Module):
