@@ -1,0 +1,342 @@
+"""Noisy DP stochastic gradient descent-ascent (paper 004, Algorithm 2) for smooth min-max problems.
+
+Solves ``min_theta max_{w in W} F(theta, w) = (1/n) sum_i f(theta, w; z_i)`` with *simultaneous*
+(Jacobi) updates on two timescales (separate step sizes ``lr_theta``, ``lr_w``)::
+
+    B_t   ~ Poisson(q) sample (or a shuffled / fixed-size batch), m = q n its expected size
+    g_t   = (1/m) [ sum_{i in B_t} clip(grad_theta f_priv(theta_t, w_t; z_i), C_theta) + N(0, s_theta^2 I) ]
+            + (1/m) sum_{i in B_t} grad_theta f_pub(theta_t, w_t; z_i)
+    h_t   = (1/m) [ sum_{i in B_t} clip(grad_w f_priv(theta_t, w_t; z_i), C_w) + N(0, s_w^2 I) ]
+            + (1/m) sum_{i in B_t} grad_w f_pub(theta_t, w_t; z_i)
+    theta_{t+1} = theta_t - lr_theta g_t
+    w_{t+1}     = Proj_W(w_t + lr_w h_t)                    (Frobenius ball or box of radius R)
+
+with ``s = noise_multiplier * C * sensitivity_factor``. The per-example loss is split into a
+*private* part (clipped, noised: everything that depends on the protected data) and an optional
+*public* part (exact gradients: terms that do not depend on it, e.g. the task loss when only the
+sensitive attribute is protected). Algorithm 2 as printed has no public part and no clipping (it
+assumes Lipschitz ``f`` with sensitivity ``2 L / m``); per-example clipping gives the same bound for
+any ``f`` (corrected default; ``clip = inf`` recovers the printed algorithm on Lipschitz problems).
+Returns the last iterate (the paper's recommendation in practice) or a uniformly random iterate
+``theta_{t_hat}``, ``t_hat ~ U{1..T}`` (Theorem E.3).
+
+Everything is one ``lax.scan``; step sizes, clip norms, noise multipliers and the radius are traced
+(:class:`SGDAHparams`), so a grid of them is one ``vmap``. Shapes (steps, batch size) are static
+(:class:`SGDAConfig`).
+
+Privacy: each step releases two Gaussian sums on one sampled batch (descent and ascent); with
+Poisson sampling at rate ``q`` this is the Poisson-subsampled Gaussian with effective multiplier
+``(z_theta^-2 + z_w^-2)^-1/2`` (``accounting.dpsgd_event(..., relative_noise=(1, z_w/z_theta))``),
+under add/remove-one neighbours when ``sensitivity_factor = 1``. Shuffled and fixed-size batches are
+accounted as sampling without replacement under replace-one (``sensitivity_factor = 2``).
+Poisson batches are padded to ``max_batch_size`` (overflow charged with
+``sampling.truncation_delta``; the number of truncated steps is reported).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from dpfair_jax import _validation as v
+
+__all__ = [
+    "SGDAConfig",
+    "SGDAHparams",
+    "SGDAResult",
+    "dpsgda",
+    "poisson_indices",
+    "project",
+    "clip_tree",
+    "default_max_batch_size",
+]
+
+PyTree = Any
+_TINY = 1e-30
+SAMPLINGS = ("poisson", "shuffle", "fixed_size")
+PROJECTIONS = ("ball", "box", "none")
+ITERATES = ("last", "random")
+
+
+@dataclasses.dataclass(frozen=True)
+class SGDAConfig:
+    """Static settings: ``steps`` T, expected ``batch_size`` m, ``sampling`` (``"poisson"``,
+    ``"shuffle"``, ``"fixed_size"``), ``max_batch_size`` (Poisson padding; default from
+    :func:`default_max_batch_size`), ``projection`` (``"ball"`` Frobenius radius, ``"box"``
+    entrywise, ``"none"``), ``iterate`` (``"last"`` or ``"random"``) and ``sensitivity_factor``
+    (L2 sensitivity of a clipped sum in clip units: 1 add/remove, 2 replace-one)."""
+
+    steps: int
+    batch_size: int
+    sampling: str = "poisson"
+    max_batch_size: int | None = None
+    projection: str = "ball"
+    iterate: str = "last"
+    sensitivity_factor: float = 1.0
+
+    def validate(self, n: int) -> "SGDAConfig":
+        v.check_int("steps", self.steps, minimum=1)
+        v.check_int("batch_size", self.batch_size, minimum=1)
+        v.check_choice("sampling", self.sampling, SAMPLINGS)
+        v.check_choice("projection", self.projection, PROJECTIONS)
+        v.check_choice("iterate", self.iterate, ITERATES)
+        v.check_positive("sensitivity_factor", self.sensitivity_factor)
+        if self.batch_size > n:
+            raise ValueError(f"batch_size ({self.batch_size}) must be <= n ({n}); lower batch_size.")
+        if self.max_batch_size is not None:
+            v.check_int("max_batch_size", self.max_batch_size, minimum=self.batch_size)
+        return self
+
+    def padded_batch(self, n: int) -> int:
+        if self.sampling != "poisson":
+            return self.batch_size
+        if self.max_batch_size is not None:
+            return min(self.max_batch_size, n)
+        return default_max_batch_size(n, self.batch_size)
+
+
+class SGDAHparams(NamedTuple):
+    """Traced hyperparameters (scalars, or arrays under ``vmap``).
+
+    ``noise_*`` are noise multipliers: the noise on the clipped *sum* has std
+    ``noise * clip * sensitivity_factor``. ``clip_* = inf`` disables clipping (then only zero noise
+    is meaningful). ``radius`` is the projection radius of ``W`` (ignored for ``"none"``).
+    """
+
+    lr_theta: Any = 0.005
+    lr_w: Any = 0.01
+    clip_theta: Any = 1.0
+    clip_w: Any = 1.0
+    noise_theta: Any = 0.0
+    noise_w: Any = 0.0
+    radius: Any = 5.0
+
+
+class SGDAResult(NamedTuple):
+    """``theta`` (returned iterate), ``w`` (its partner), ``theta_last``, ``w_last`` and
+    ``diagnostics`` (``truncated_steps``, ``clipped_frac_theta``, ``clipped_frac_w``: mean over
+    steps of the fraction of sampled examples whose gradient was clipped)."""
+
+    theta: PyTree
+    w: PyTree
+    theta_last: PyTree
+    w_last: PyTree
+    diagnostics: dict
+
+
+def default_max_batch_size(n: int, batch_size: int) -> int:
+    """Static padding for Poisson batches: mean + 8 standard deviations (overflow probability
+    below 1e-14 per step; charge ``sampling.truncation_delta`` for exactness)."""
+    q = batch_size / n
+    return int(min(n, math.ceil(batch_size + 8.0 * math.sqrt(n * q * (1 - q)) + 8)))
+
+
+def poisson_indices(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int):
+    """Exact Poisson sampling in ``O(max_batch_size)`` work via geometric gaps.
+
+    The gaps between consecutive included indices of a Bernoulli(q) process are i.i.d.
+    Geometric(q) (support 1, 2, ...), so ``idx_k = sum_{j<=k} G_j - 1``; rows with ``idx >= n``
+    are padding (mask 0, index clamped to ``n - 1``). Same distribution as
+    ``sampling.poisson_sample`` (which draws ``n`` uniforms per step); ``truncated`` is True when
+    the padding was too small (the ``max_batch_size + 1``-th inclusion still falls below ``n``).
+    """
+    q = jnp.asarray(sample_rate, jnp.float32)
+    u = jax.random.uniform(key, (max_batch_size + 1,), minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
+    log1mq = jnp.log1p(-jnp.minimum(q, 1.0 - 1e-7))
+    gaps = jnp.where(q >= 1.0, 1.0, jnp.floor(jnp.log(u) / log1mq) + 1.0)
+    pos_all = jnp.cumsum(gaps) - 1.0
+    pos = pos_all[:max_batch_size]
+    mask = (pos < n).astype(jnp.float32)
+    idx = jnp.minimum(pos, n - 1).astype(jnp.int32)
+    return idx, mask, pos_all[-1] < n
+
+
+def _tree_sq_norm(tree: PyTree) -> jax.Array:
+    """Per-example squared norms of a tree with leading batch axis ``[B, ...]``."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    return sum(jnp.sum(jnp.reshape(x * x, (x.shape[0], -1)), axis=1) for x in leaves)
+
+
+def clip_tree(tree: PyTree, clip: Any) -> tuple[PyTree, jax.Array]:
+    """Clip each example (leading axis) to L2 norm ``<= clip`` over the whole tree.
+
+    Factor ``1`` when ``norm <= clip`` (so ``clip = inf`` and zero gradients are exact), else
+    ``clip / norm``; ``clip = 0`` zeroes every example. Returns ``(clipped, clipped_indicator)``.
+    """
+    norm = jnp.sqrt(_tree_sq_norm(tree))
+    clip = jnp.asarray(clip, norm.dtype)
+    factor = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
+    out = jax.tree_util.tree_map(lambda x: x * factor.reshape((-1,) + (1,) * (x.ndim - 1)), tree)
+    return out, (norm > clip).astype(norm.dtype)
+
+
+def project(w: PyTree, radius: Any, kind: str) -> PyTree:
+    """Projection onto ``{||w||_F <= radius}`` (``"ball"``), ``{|w_ij| <= radius}`` (``"box"``)
+    or the identity (``"none"``)."""
+    if kind == "none":
+        return w
+    if kind == "box":
+        return jax.tree_util.tree_map(lambda x: jnp.clip(x, -radius, radius), w)
+    sq = sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(w))
+    norm = jnp.sqrt(sq)
+    scale = jnp.where(norm <= radius, 1.0, radius / jnp.maximum(norm, _TINY))
+    return jax.tree_util.tree_map(lambda x: x * scale, w)
+
+
+def _noise_like(key: jax.Array, tree: PyTree, std: Any) -> PyTree:
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    keys = jax.random.split(key, len(leaves))
+    return jax.tree_util.tree_unflatten(
+        treedef, [std * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+    )
+
+
+def _noise_std(z: Any, clip: Any, factor: float) -> jax.Array:
+    z = jnp.asarray(z, jnp.float32)
+    return jnp.where(z == 0, 0.0, z * jnp.asarray(clip, jnp.float32) * factor)
+
+
+def _n_rows(data: PyTree) -> int:
+    return int(jax.tree_util.tree_leaves(data)[0].shape[0])
+
+
+def _draw_fn(key, n: int, config: SGDAConfig):
+    """``t -> (indices, mask, truncated)`` for Poisson and fixed-size sampling."""
+    m = config.batch_size
+    B = config.padded_batch(n)
+    if config.sampling == "poisson":
+        q = m / n
+        return lambda t: poisson_indices(jax.random.fold_in(key, t), n, q, B)
+
+    def draw(t):
+        idx = jax.random.choice(jax.random.fold_in(key, t), n, (m,), replace=False)
+        return idx.astype(jnp.int32), jnp.ones((m,), jnp.float32), jnp.asarray(False)
+
+    return draw
+
+
+def dpsgda(
+    key: jax.Array,
+    data: PyTree,
+    theta0: PyTree,
+    w0: PyTree,
+    hparams: SGDAHparams,
+    config: SGDAConfig,
+    *,
+    private_loss: Callable[..., jax.Array],
+    public_loss: Callable[..., jax.Array] | None = None,
+    batch_key: jax.Array | None = None,
+    validate: bool = True,
+) -> SGDAResult:
+    """Noisy DP-SGDA (Algorithm 2): simultaneous projected descent-ascent with clipping and noise.
+
+    Args:
+      key: threefry key for the noise (and the batches unless ``batch_key`` is given).
+      data: pytree of arrays with a leading axis of ``n`` examples.
+      theta0, w0: initial min and max variables (pytrees).
+      hparams: :class:`SGDAHparams` (traced).
+      config: :class:`SGDAConfig` (static).
+      private_loss: ``f_priv(theta, w, example) -> scalar`` for ONE example; its per-example
+        gradients in ``theta`` and ``w`` are clipped (to ``clip_theta``/``clip_w``) and noised.
+      public_loss: optional ``f_pub(theta, w, example)`` whose gradients are used exactly.
+      batch_key: key for the batch sampling only. Passing the same ``batch_key`` to runs vmapped
+        over hyperparameters shares their batches (the gather is then computed once).
+
+    Returns:
+      :class:`SGDAResult`.
+
+    Privacy: see the module docstring. The guarantee covers the private part only; the public part
+    must not depend on the protected data.
+    """
+    n = _n_rows(data)
+    if validate:
+        config.validate(n)
+        v.check_threefry_key(key)
+        for name in ("lr_theta", "lr_w", "radius"):
+            v.check_positive(name, getattr(hparams, name), allow_inf=(name == "radius"))
+        for name in ("clip_theta", "clip_w"):
+            v.check_positive(name, getattr(hparams, name), allow_inf=True, allow_zero=True)
+        for name in ("noise_theta", "noise_w"):
+            v.check_noise_multiplier(getattr(hparams, name), name)
+    m = config.batch_size
+    k_batch, k_noise, k_iter = jax.random.split(key, 3)
+    k_batch = k_batch if batch_key is None else batch_key
+    T = config.steps
+    if config.sampling == "shuffle" and validate and T % (n // m):
+        raise ValueError(
+            f"steps ({T}) must be a multiple of the steps per epoch n // batch_size = {n // m} "
+            "for sampling='shuffle'; use epochs * (n // batch_size) steps."
+        )
+    t_hat = jax.random.randint(k_iter, (), 1, T + 1)  # returned iterate index for "random"
+    fct = float(config.sensitivity_factor)
+    std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)
+    std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)
+    priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(None, None, 0))
+
+    def public_grad(theta, w, batch, mask):
+        def total(th, ww):
+            vals = jax.vmap(public_loss, in_axes=(None, None, 0))(th, ww, batch)
+            return jnp.sum(vals * mask)
+
+        return jax.grad(total, argnums=(0, 1))(theta, w)
+
+    def weighted_sum(tree, mask):
+        return jax.tree_util.tree_map(lambda x: jnp.tensordot(mask.astype(x.dtype), x, axes=1), tree)
+
+    def step(carry, t, idx, mask, trunc):
+        theta, w, sel_theta, sel_w = carry
+        batch = jax.tree_util.tree_map(lambda a: a[idx], data)
+        g_th, g_w = priv_grad(theta, w, batch)
+        g_th, c_th = clip_tree(g_th, hparams.clip_theta)
+        g_w, c_w = clip_tree(g_w, hparams.clip_w)
+        kt = jax.random.fold_in(k_noise, t)
+        k1, k2 = jax.random.split(kt)
+        s_th = jax.tree_util.tree_map(jnp.add, weighted_sum(g_th, mask), _noise_like(k1, theta, std_theta))
+        s_w = jax.tree_util.tree_map(jnp.add, weighted_sum(g_w, mask), _noise_like(k2, w, std_w))
+        if public_loss is not None:
+            p_th, p_w = public_grad(theta, w, batch, mask)
+            s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
+            s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
+        new_theta = jax.tree_util.tree_map(lambda a, g: a - hparams.lr_theta * g / m, theta, s_th)
+        new_w = project(
+            jax.tree_util.tree_map(lambda a, g: a + hparams.lr_w * g / m, w, s_w),
+            hparams.radius, config.projection,
+        )
+        if config.iterate == "random":
+            pick = (t + 1) == t_hat
+            sel_theta = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_theta, new_theta)
+            sel_w = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_w, new_w)
+        denom = jnp.maximum(jnp.sum(mask), 1.0)
+        stats = (trunc.astype(jnp.float32), jnp.sum(c_th * mask) / denom, jnp.sum(c_w * mask) / denom)
+        return (new_theta, new_w, sel_theta, sel_w), stats
+
+    init = (theta0, w0, theta0, w0)
+    if config.sampling == "shuffle":
+        spe = n // m
+        ones = jnp.ones((m,), jnp.float32)
+
+        def epoch(carry, e):
+            perm = jax.random.permutation(jax.random.fold_in(k_batch, e), n)
+            batches = perm[: spe * m].reshape(spe, m).astype(jnp.int32)
+            inner = lambda c, xs: step(c, xs[0], xs[1], ones, jnp.asarray(False))
+            return jax.lax.scan(inner, carry, (e * spe + jnp.arange(spe), batches))
+
+        final, stats = jax.lax.scan(epoch, init, jnp.arange(T // spe))
+        stats = jax.tree_util.tree_map(jnp.ravel, stats)
+    else:
+        draw = _draw_fn(k_batch, n, config)
+        final, stats = jax.lax.scan(lambda c, t: step(c, t, *draw(t)), init, jnp.arange(T))
+    (theta, w, sel_theta, sel_w), (trunc, cth, cw) = final, stats
+    diag = {
+        "truncated_steps": jnp.sum(trunc),
+        "clipped_frac_theta": jnp.mean(cth),
+        "clipped_frac_w": jnp.mean(cw),
+    }
+    if config.iterate == "random":
+        return SGDAResult(sel_theta, sel_w, theta, w, diag)
+    return SGDAResult(theta, w, theta, w, diag)
