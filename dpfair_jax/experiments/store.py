@@ -132,13 +132,13 @@ def sha256_file(path: str | os.PathLike) -> str:
 # JSON
 
 
-def to_jsonable(obj: Any) -> Any:
+def to_jsonable(obj: Any, *, strict: bool = False) -> Any:
     """Convert ``obj`` to strict JSON values.
 
     numpy/JAX scalars and arrays become Python numbers/lists, NaN becomes ``null``, +-inf the
     strings ``"inf"``/``"-inf"``; objects with ``to_dict()`` (e.g. ``PrivacySpend``) or dataclasses
     become dicts; ``Path`` and datetimes become strings; anything else its ``repr`` (e.g. a
-    ``dp_accounting.DpEvent``).
+    ``dp_accounting.DpEvent``), or a ``TypeError`` when ``strict``.
     """
     if obj is None or isinstance(obj, (bool, str)):
         return obj
@@ -151,32 +151,34 @@ def to_jsonable(obj: Any) -> Any:
             return "inf" if obj > 0 else "-inf"
         return obj
     if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, strict=strict) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = sorted(obj, key=repr) if isinstance(obj, (set, frozenset)) else obj
-        return [to_jsonable(v) for v in items]
+        return [to_jsonable(v, strict=strict) for v in items]
     if isinstance(obj, (Path, _dt.datetime, _dt.date)):
         return str(obj)
     # numpy / JAX: bool_, integer, floating, ndarray, jax.Array
     dtype = getattr(obj, "dtype", None)
     if dtype is not None and hasattr(obj, "tolist"):
         try:
-            return to_jsonable(obj.tolist())
+            return to_jsonable(obj.tolist(), strict=strict)
         except Exception:  # noqa: BLE001 - e.g. a tracer; fall through to repr
             pass
     if hasattr(obj, "item") and callable(obj.item):
         try:
-            return to_jsonable(obj.item())
+            return to_jsonable(obj.item(), strict=strict)
         except Exception:  # noqa: BLE001
             pass
     to_dict = getattr(obj, "to_dict", None)
     if callable(to_dict):
         try:
-            return to_jsonable(to_dict())
+            return to_jsonable(to_dict(), strict=strict)
         except Exception:  # noqa: BLE001
             pass
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, strict=strict)
+    if strict:
+        raise TypeError(f"{type(obj).__name__} is not JSON-serializable")
     return repr(obj)
 
 
@@ -203,8 +205,9 @@ def stable_hash(obj: Any) -> str:
     """SHA-256 of the canonical JSON of ``obj`` (sorted keys, no whitespace, numpy -> Python).
 
     Equal dicts give equal hashes across processes and Python versions; ``1`` and ``1.0`` differ.
+    Values without a canonical JSON form raise ``TypeError`` (a ``repr`` may hold a memory address).
     """
-    canon = json.dumps(to_jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    canon = json.dumps(to_jsonable(obj, strict=True), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 

@@ -1,0 +1,457 @@
+"""Tests of the experiment registry, results store, resumable sweeps and plots."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfair_jax.experiments import context, plots, registry, store
+from dpfair_jax.experiments.context import RunContext, run_experiment
+from dpfair_jax.experiments.registry import Experiment
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The chunk computation used in-process and in the SIGKILLed subprocess: deterministic in the chunk.
+COMPUTE_SRC = textwrap.dedent("""
+    import time
+    import numpy as np
+    import pandas as pd
+
+    CALLS = []
+
+    def compute(chunk):
+        CALLS.append(chunk["i"])
+        time.sleep(chunk.get("sleep", 0.0))
+        rng = np.random.default_rng(chunk["i"])
+        n = 3 + chunk["i"] % 4
+        return pd.DataFrame({"i": chunk["i"], "j": np.arange(n), "value": rng.normal(size=n) / 3.0,
+                             "label": [f"c{chunk['i']}"] * n})
+""")
+
+
+def _compute_ns() -> dict:
+    ns: dict = {}
+    exec(COMPUTE_SRC, ns)  # noqa: S102 - test helper shared with a subprocess
+    return ns
+
+
+def _noop(config, ctx):
+    return None
+
+
+def _exp(name="t_exp", run=_noop, paper="kit", configs=None) -> Experiment:
+    return Experiment(name=name, paper=paper, description="test experiment",
+                      configs=configs or {"quick": {"seed": 3, "n": 2}, "full": {"seed": 3, "n": 20}},
+                      run=run, module="tests.test_runner")
+
+
+def _ctx(tmp_path, name="t_exp", config=None) -> RunContext:
+    return RunContext(_exp(name), config or {"seed": 3, "n": 2}, tmp_path / "runs" / name, progress=False)
+
+
+CHUNKS = [{"i": i} for i in range(8)]
+
+
+# --------------------------------------------------------------------------------------------
+# registry
+
+
+def test_experiment_validation():
+    with pytest.raises(ValueError, match="paper"):
+        _exp(paper="007")
+    with pytest.raises(ValueError, match="quick"):
+        _exp(configs={"full": {"a": 1}})
+    with pytest.raises(ValueError, match="JSON"):
+        _exp(configs={"quick": {"a": object()}})
+    with pytest.raises(ValueError, match="configs has key"):
+        _exp(configs={"quick": {}, "medium": {}})
+    with pytest.raises(ValueError, match="letters"):
+        _exp(name="a/b")
+    assert _exp(paper="paper_3").paper == "003"
+    assert _exp(paper=1).paper == "001"
+
+
+def test_register_get_and_conflicts():
+    exp = registry.register(_exp("t_reg"))
+    try:
+        assert registry.get("t_reg") is exp
+        registry.register(_exp("t_reg"))  # same module: re-import replaces
+        other = Experiment("t_reg", "kit", "x", {"quick": {}}, _noop, module="elsewhere")
+        with pytest.raises(ValueError, match="registered by both"):
+            registry.register(other)
+        with pytest.raises(ValueError, match="valid names:.*t_reg"):
+            registry.get("t_missing")
+    finally:
+        registry.unregister("t_reg")
+
+
+def test_overrides_and_resolve_config():
+    assert registry.parse_overrides(["a=1", "b=0.5", "c=[1, 2]", "d=true", "e=hello", "f=null", "g=x=y"]) == {
+        "a": 1, "b": 0.5, "c": [1, 2], "d": True, "e": "hello", "f": None, "g": "x=y"}
+    with pytest.raises(ValueError, match="key=value"):
+        registry.parse_overrides(["novalue"])
+    exp = _exp(configs={"quick": {"lr": 0.1, "steps": 3}})
+    cfg = registry.resolve_config(exp, "quick", {"lr": 1})
+    assert cfg == {"lr": 1.0, "steps": 3} and isinstance(cfg["lr"], float)
+    with pytest.raises(ValueError, match="valid keys: lr, steps"):
+        registry.resolve_config(exp, "quick", {"lrr": 1})
+    with pytest.raises(ValueError, match="no 'full' config"):
+        registry.resolve_config(exp, "full")
+    # the registered config is not mutated
+    assert exp.configs["quick"]["lr"] == 0.1
+
+
+def test_discover_reports_broken_module_and_keeps_others(tmp_path, monkeypatch):
+    (tmp_path / "t_good_mod.py").write_text(textwrap.dedent("""
+        from dpfair_jax.experiments.registry import Experiment, register
+        register(Experiment("t_discovered", "002", "d", {"quick": {}}, lambda c, x: None))
+    """))
+    (tmp_path / "t_broken_mod.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        found = registry.discover(["t_broken_mod", "t_good_mod"])
+        assert "t_broken_mod" in found.errors and "boom at import" in found.errors["t_broken_mod"]
+        assert "RuntimeError" in found.tracebacks["t_broken_mod"]
+        assert "t_discovered" in [e.name for e in found.experiments]
+        assert "t_broken_mod" not in sys.modules
+    finally:
+        registry.unregister("t_discovered")
+        sys.modules.pop("t_good_mod", None)
+
+
+def test_default_discovery_finds_kit():
+    mods = registry.experiment_modules()
+    assert mods[0] == "dpfair_jax.experiments.kit"
+    assert all(m.split(".")[-1] == "kit" or m.split(".")[-1].startswith("paper_") for m in mods)
+    found = registry.discover(["dpfair_jax.experiments.kit"])
+    assert "kit_accounting" in [e.name for e in found.experiments]
+
+
+# --------------------------------------------------------------------------------------------
+# store
+
+
+def test_csv_round_trip_is_exact_and_lossless_copy(tmp_path):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({
+        "x": np.concatenate([rng.normal(size=50) * 10.0 ** rng.integers(-300, 300, 50), [0.1 + 0.2, 1 / 3, -0.0]]),
+        "k": np.arange(53, dtype=np.int64),
+        "name": [f"g{i}" for i in range(53)],
+    })
+    hashes = store.write_table(df, tmp_path, "t")
+    back = pd.read_csv(tmp_path / "t.csv")
+    np.testing.assert_array_equal(back["x"].to_numpy(), df["x"].to_numpy())
+    pd.testing.assert_frame_equal(store.read_table(tmp_path, "t"), df)
+    assert set(hashes) == {"t.csv", "t.pkl"} or set(hashes) == {"t.csv", "t.parquet"}
+    for fname, digest in hashes.items():
+        assert store.sha256_file(tmp_path / fname) == digest
+    with pytest.raises(ValueError, match="DataFrame"):
+        store.write_table({"a": [1]}, tmp_path, "bad")
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "sub" / "f.json"
+    digest = store.atomic_write_json(path, {"b": np.float32(1.5), "a": [np.int64(2)], "n": float("nan"),
+                                            "i": -float("inf")})
+    assert store.sha256_file(path) == digest
+    assert json.loads(path.read_text()) == {"a": [2], "b": 1.5, "n": None, "i": "-inf"}
+    assert [p.name for p in path.parent.iterdir()] == ["f.json"]
+
+
+def test_stable_hash():
+    a = store.stable_hash({"x": 1, "y": [np.float64(0.5), "s"]})
+    assert a == store.stable_hash({"y": [0.5, "s"], "x": 1})
+    assert a != store.stable_hash({"x": 1.0, "y": [0.5, "s"]})
+    assert store.results_root("/x") == Path("/x")
+
+
+def test_results_root_env(monkeypatch):
+    monkeypatch.setenv(store.ENV_RESULTS, "/tmp/somewhere")
+    assert store.results_root() == Path("/tmp/somewhere")
+    monkeypatch.delenv(store.ENV_RESULTS)
+    assert store.results_root() == Path("results")
+
+
+# --------------------------------------------------------------------------------------------
+# map_chunks: resume and corruption
+
+
+def test_map_chunks_resume_after_exception(tmp_path):
+    ref_ns = _compute_ns()
+    reference = _ctx(tmp_path / "ref").map_chunks(CHUNKS, ref_ns["compute"])
+    assert len(ref_ns["CALLS"]) == len(CHUNKS)
+    assert reference["i"].tolist() == [c["i"] for c in CHUNKS for _ in range(3 + c["i"] % 4)]
+
+    ns = _compute_ns()
+    k = 3
+
+    def failing(chunk):
+        if len(ns["CALLS"]) == k:
+            raise KeyboardInterrupt  # as Ctrl-C would, after k finished chunks
+        return ns["compute"](chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        _ctx(tmp_path).map_chunks(CHUNKS, failing)
+    assert ns["CALLS"] == [0, 1, 2]
+
+    ns2 = _compute_ns()
+    ctx = _ctx(tmp_path)
+    resumed = ctx.map_chunks(CHUNKS, ns2["compute"])
+    assert ns2["CALLS"] == [3, 4, 5, 6, 7]  # only the missing chunks
+    assert ctx.chunk_stats == {"computed": 5, "reused": 3, "corrupt": 0}
+    pd.testing.assert_frame_equal(resumed, reference)
+
+    ns3 = _compute_ns()
+    again = _ctx(tmp_path).map_chunks(CHUNKS, ns3["compute"])
+    assert ns3["CALLS"] == []
+    pd.testing.assert_frame_equal(again, reference)
+
+
+def test_chunk_identity_depends_on_config_and_stage(tmp_path):
+    ns = _compute_ns()
+    _ctx(tmp_path).map_chunks(CHUNKS[:2], ns["compute"])
+    _ctx(tmp_path, config={"seed": 3, "n": 5}).map_chunks(CHUNKS[:2], ns["compute"])
+    _ctx(tmp_path).map_chunks(CHUNKS[:2], ns["compute"], desc="other_stage")
+    _ctx(tmp_path).map_chunks(list(reversed(CHUNKS[:2])), ns["compute"])  # same chunks: reused
+    assert ns["CALLS"] == [0, 1, 0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("damage", ["flip_byte", "truncate", "no_sidecar", "bad_sidecar", "no_data"])
+def test_corrupt_chunk_is_recomputed(tmp_path, damage, capsys):
+    ns = _compute_ns()
+    ctx = _ctx(tmp_path)
+    reference = ctx.map_chunks(CHUNKS, ns["compute"])
+    cid = ctx.chunk_id(CHUNKS[5], "chunks")
+    data, side = store.ChunkCache(ctx.workdir / "chunks").paths(cid)
+    if damage == "flip_byte":
+        raw = bytearray(data.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        data.write_bytes(bytes(raw))
+    elif damage == "truncate":
+        data.write_bytes(data.read_bytes()[:10])
+    elif damage == "no_sidecar":
+        side.unlink()
+    elif damage == "bad_sidecar":
+        side.write_text("{not json")
+    else:
+        data.unlink()
+    ns2 = _compute_ns()
+    ctx2 = _ctx(tmp_path)
+    out = ctx2.map_chunks(CHUNKS, ns2["compute"])
+    assert ns2["CALLS"] == [5]
+    assert ctx2.chunk_stats["corrupt"] == 1
+    assert "corrupt" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(out, reference)
+    assert store.ChunkCache(ctx.workdir / "chunks").status(cid).state == "ok"
+
+
+def test_map_chunks_bad_inputs(tmp_path):
+    ctx = _ctx(tmp_path)
+    with pytest.raises(ValueError, match="list of dicts"):
+        ctx.map_chunks({"i": 1}, lambda c: pd.DataFrame())
+    with pytest.raises(ValueError, match="chunks\\[1\\] must be a dict"):
+        ctx.map_chunks([{"i": 0}, 3], lambda c: pd.DataFrame())
+    with pytest.raises(ValueError, match="duplicate"):
+        ctx.map_chunks([{"i": 0}, {"i": 0}], lambda c: pd.DataFrame())
+    with pytest.raises(ValueError, match="JSON"):
+        ctx.map_chunks([{"i": object()}], lambda c: pd.DataFrame())
+    with pytest.raises(ValueError, match="return a pandas.DataFrame"):
+        ctx.map_chunks([{"i": 0}], lambda c: [1, 2])
+    assert ctx.map_chunks([], lambda c: pd.DataFrame()).empty
+
+
+def test_resume_after_sigkill(tmp_path):
+    """A real SIGKILL mid-sweep: the restart computes only what is missing, same final table."""
+    root = tmp_path / "killed"
+    chunks = [{"i": i, "sleep": 0.15} for i in range(12)]
+    script = tmp_path / "sweep.py"
+    script.write_text(COMPUTE_SRC + textwrap.dedent(f"""
+        from dpfair_jax.experiments.context import RunContext
+        from dpfair_jax.experiments.registry import Experiment
+        exp = Experiment("t_exp", "kit", "test experiment", {{"quick": {{"seed": 3, "n": 2}}}},
+                         lambda c, x: None, module="tests.test_runner")
+        ctx = RunContext(exp, {{"seed": 3, "n": 2}}, {str(root / "runs" / "t_exp")!r}, progress=False)
+        ctx.map_chunks({chunks!r}, compute)
+        print("finished")
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=REPO)
+    chunk_dir = root / "runs" / "t_exp" / "chunks"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(chunk_dir.glob("*.json"))) < 3:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    ctx = RunContext(_exp(), {"seed": 3, "n": 2}, root / "runs" / "t_exp", progress=False)
+    cache = store.ChunkCache(chunk_dir)
+    saved = [c["i"] for c in chunks if cache.status(ctx.chunk_id(c, "chunks")).state == "ok"]
+    assert 3 <= len(saved) < len(chunks)
+    ns = _compute_ns()
+    fast = [dict(c, sleep=0.15) for c in chunks]
+    out = ctx.map_chunks(fast, ns["compute"])
+    assert sorted(ns["CALLS"]) == [c["i"] for c in chunks if c["i"] not in saved]
+    ref_ns = _compute_ns()
+    reference = _ctx(tmp_path / "ref").map_chunks([{"i": i, "sleep": 0.0} for i in range(12)], ref_ns["compute"])
+    pd.testing.assert_frame_equal(out, reference)
+
+
+# --------------------------------------------------------------------------------------------
+# run_experiment: claims, privacy, meta
+
+
+def _claims_run(config, ctx):
+    ctx.add_claim("t_ok", "a passing claim", measured=np.float32(0.5), target="<= 1", passed=np.bool_(True))
+    ctx.add_claim("t_fail", "a failing claim", measured=float("nan"), target=[0, 1], passed=False, paper="003")
+    ctx.record_privacy("release", {"epsilon": 1.0, "delta": 1e-5, "relation": "add_remove", "unit": "example"})
+    ctx.record_compile_time(0.25)
+    ns = _compute_ns()
+    df = ctx.map_chunks([{"i": i} for i in range(config["n"])], ns["compute"])
+    return df
+
+
+def test_run_experiment_writes_claims_privacy_meta(tmp_path):
+    exp = _exp(run=_claims_run)
+    res = run_experiment(exp, size="quick", root=tmp_path, progress=False)
+    d = tmp_path / "runs" / "t_exp"
+    assert res.ok and res.run_dir == d
+    claims = json.loads((d / "claims.json").read_text())
+    assert isinstance(claims, list) and len(claims) == 2
+    for c in claims:
+        assert set(c) == {"id", "paper", "statement", "measured", "target", "passed"}
+        assert isinstance(c["passed"], bool) and c["paper"] in registry.PAPERS
+    assert claims[0] == {"id": "t_ok", "paper": "kit", "statement": "a passing claim", "measured": 0.5,
+                         "target": "<= 1", "passed": True}
+    assert claims[1]["measured"] is None and claims[1]["paper"] == "003" and claims[1]["passed"] is False
+    assert json.loads((d / "privacy.json").read_text())["release"]["relation"] == "add_remove"
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["seed"] == 3 and meta["status"] == "complete" and meta["compile_seconds"] == 0.25
+    for pkg in ("jax", "jaxlib", "numpy", "dp-accounting", "flax", "optax"):
+        assert meta["versions"][pkg]
+    assert meta["devices"]["device_count"] >= 1 and meta["devices"]["device_kind"]
+    assert meta["wall_seconds"] >= 0 and meta["start_time"] <= meta["end_time"]
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["config"] == {"seed": 3, "n": 2} and cfg["size"] == "quick"
+    # the returned table is saved as "results", exactly
+    table = store.read_table(d, "results")
+    pd.testing.assert_frame_equal(table, _compute_ns()["compute"]({"i": 0}).pipe(
+        lambda a: pd.concat([a, _compute_ns()["compute"]({"i": 1})], ignore_index=True)))
+    manifest = json.loads((d / "manifest.json").read_text())["sha256"]
+    assert manifest["results.csv"] == store.sha256_file(d / "results.csv")
+    assert not any(k.startswith("chunks/") for k in manifest)
+
+
+def test_stale_chunks_pruned_and_fresh(tmp_path):
+    exp = _exp(run=_claims_run)
+    run_experiment(exp, size="full", root=tmp_path, progress=False)
+    chunk_dir = tmp_path / "runs" / "t_exp" / "chunks"
+    assert len(list(chunk_dir.glob("*.pkl"))) == 20
+    run_experiment(exp, size="quick", root=tmp_path, progress=False)
+    assert len(list(chunk_dir.glob("*.pkl"))) == 2  # the full run's chunks are stale
+    (tmp_path / "runs" / "t_exp" / "stray.txt").write_text("x")
+    run_experiment(exp, size="quick", root=tmp_path, fresh=True, progress=False)
+    assert not (tmp_path / "runs" / "t_exp" / "stray.txt").exists()
+
+
+def test_claim_and_privacy_validation(tmp_path):
+    ctx = _ctx(tmp_path)
+    ctx.add_claim("c1", "s", 1, 1, True)
+    with pytest.raises(ValueError, match="already added"):
+        ctx.add_claim("c1", "s", 1, 1, True)
+    with pytest.raises(ValueError, match="paper"):
+        ctx.add_claim("c2", "s", 1, 1, True, paper="9")
+    with pytest.raises(ValueError, match="single boolean"):
+        ctx.add_claim("c3", "s", 1, 1, np.array([True, False]))
+    with pytest.raises(ValueError, match="non-empty"):
+        ctx.add_claim("", "s", 1, 1, True)
+    with pytest.raises(ValueError, match="relation"):
+        ctx.record_privacy("p", {"epsilon": 1.0, "delta": 1e-5})
+    with pytest.raises(ValueError, match="epsilon"):
+        ctx.record_privacy("p", {"relation": "replace_one"})
+    with pytest.raises(ValueError, match="table name"):
+        ctx.save_table(pd.DataFrame(), "../x")
+
+
+def test_record_privacy_spend_object(tmp_path):
+    accounting = pytest.importorskip("dpfair_jax.privacy.accounting")
+    ctx = _ctx(tmp_path)
+    spend = accounting.PrivacySpend(epsilon=2.0, delta=1e-6, rho=0.1, relation="replace_one",
+                                    unit="sensitive_attribute")
+    rec = ctx.record_privacy("train", spend)
+    on_disk = json.loads((ctx.workdir / "privacy.json").read_text())["train"]
+    assert on_disk == rec and on_disk["epsilon"] == 2.0 and on_disk["unit"] == "sensitive_attribute"
+
+
+def test_failed_run_records_status_and_traceback(tmp_path):
+    def boom(config, ctx):
+        ctx.add_claim("before", "s", 1, 1, True)
+        raise RuntimeError("broken experiment")
+
+    exp = _exp(run=boom)
+    with pytest.raises(RuntimeError):
+        run_experiment(exp, root=tmp_path, progress=False)
+    res = run_experiment(exp, root=tmp_path, progress=False, raise_errors=False)
+    d = tmp_path / "runs" / "t_exp"
+    assert res.status == "failed" and "broken experiment" in res.error
+    assert json.loads((d / "meta.json").read_text())["status"] == "failed"
+    assert "RuntimeError: broken experiment" in (d / "error.txt").read_text()
+    # a later good run clears the old error
+    run_experiment(_exp(), root=tmp_path, progress=False)
+    assert not (d / "error.txt").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# plots
+
+
+def _seed_frame():
+    rng = np.random.default_rng(1)
+    rows = [{"eps": e, "method": m, "data": p, "seed": s, "err": 1 / e + (m == "b") + rng.normal() * 0.1}
+            for e in (0.5, 1.0, 2.0, np.inf) for m in ("a", "b") for p in ("x", "y") for s in range(7)]
+    return pd.DataFrame(rows)
+
+
+def test_summarize_matches_scipy():
+    from scipy import stats
+
+    df = _seed_frame()
+    s = plots.summarize(df, ["eps", "method"], "err")
+    part = df[(df.eps == 1.0) & (df.method == "b")]["err"].to_numpy()
+    row = s[(s.eps == 1.0) & (s.method == "b")].iloc[0]
+    lo, hi = stats.t.interval(0.95, len(part) - 1, loc=part.mean(), scale=stats.sem(part))
+    assert row["n"] == 14 and math.isclose(row["mean"], part.mean(), rel_tol=1e-12)
+    assert math.isclose(row["ci_low"], lo, rel_tol=1e-10) and math.isclose(row["ci_high"], hi, rel_tol=1e-10)
+    one = plots.summarize(df.iloc[:1], ["eps"], "err")
+    assert np.isnan(one["ci_low"].iloc[0])
+
+
+def test_plot_helpers(tmp_path):
+    df = _seed_frame()
+    fig = plots.tradeoff(df[np.isfinite(df.eps)], "eps", "err", hue="method", panel="data")
+    axes = fig.get_axes()
+    assert len(axes) == 2 and len(axes[0].get_lines()) == 2 and len(axes[0].collections) == 2
+    fig = plots.error_vs_budget(df, "eps", "err", hue="method")
+    ax = fig.get_axes()[0]
+    assert ax.get_xscale() == "log"
+    ref = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(ref) == 1 and math.isclose(ref[0].get_ydata()[0], df[np.isinf(df.eps)]["err"].mean())
+    fig = plots.grouped_bars(df, "data", "err", hue="method")
+    assert len(fig.get_axes()[0].patches) == 4
+    ctx = _ctx(tmp_path)
+    path = ctx.save_figure(fig, "bars")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="not a column"):
+        plots.tradeoff(df, "eps", "nope")
+    with pytest.raises(ValueError, match="band"):
+        plots.tradeoff(df, "eps", "err", band="iqr")
