@@ -1,0 +1,654 @@
+"""Host-side privacy accounting: dp-accounting wrappers, zCDP algebra, exact Gaussian calibration.
+
+Everything here runs on the host in float64 before any device code is traced (DESIGN.md,
+"host accounting, device noise"). The outputs are plain Python floats (noise multipliers,
+epsilons, rhos) that device code takes as array arguments.
+
+Contents
+--------
+* DP-SGD style accounting on ``dp_accounting`` (RDP and PLD accountants):
+  :func:`dpsgd_event`, :func:`epsilon_of_event`, :func:`delta_of_event`, :func:`dpsgd_epsilon`,
+  :func:`calibrate_noise_multiplier`. Poisson sampling is accounted under add/remove-one
+  neighbours; fixed-size batches drawn without replacement under replace-one neighbours.
+* zCDP (Bun & Steinke 2016): :func:`gaussian_rho`, :func:`gaussian_sigma_for_rho`,
+  :func:`compose_rho`, :func:`pure_dp_to_rho`, :func:`zcdp_to_dp`, :func:`dp_to_rho`, and the
+  :class:`ZcdpLedger` that checks named charges add up to a total.
+* :func:`analytic_gaussian_sigma`: the exact Gaussian calibration of Balle & Wang (ICML 2018).
+* :class:`PrivacySpend`: what one run spends, JSON-serialisable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import dp_accounting
+import numpy as np
+from dp_accounting import dp_event as _ev
+from scipy import optimize, special
+
+from dpfair_jax import _validation as V
+
+__all__ = [
+    "ACCOUNTANTS",
+    "SAMPLINGS",
+    "RELATIONS",
+    "UNITS",
+    "dpsgd_event",
+    "epsilon_of_event",
+    "delta_of_event",
+    "dpsgd_epsilon",
+    "calibrate_noise_multiplier",
+    "effective_noise_multiplier",
+    "gaussian_rho",
+    "gaussian_sigma_for_rho",
+    "compose_rho",
+    "pure_dp_to_rho",
+    "zcdp_to_dp",
+    "dp_to_rho",
+    "analytic_gaussian_sigma",
+    "analytic_gaussian_delta",
+    "classical_gaussian_sigma",
+    "PrivacySpend",
+    "ZcdpLedger",
+]
+
+ACCOUNTANTS = ("rdp", "pld")
+SAMPLINGS = ("poisson", "without_replacement")
+RELATIONS = ("add_remove", "replace_one")
+UNITS = ("example", "sensitive_attribute", "group_member", "user")
+ZCDP_METHODS = ("cks", "bun_steinke")
+
+_NR = dp_accounting.NeighboringRelation
+_RELATION_ENUM = {"add_remove": _NR.ADD_OR_REMOVE_ONE, "replace_one": _NR.REPLACE_ONE}
+
+
+# ---------------------------------------------------------------------------------------------
+# DP-SGD events and accountants
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_relative_noise(relative_noise: Any) -> tuple[float, ...]:
+    try:
+        rel = tuple(float(r) for r in relative_noise)
+    except TypeError as err:
+        raise ValueError(
+            f"relative_noise must be a sequence of positive numbers, got {relative_noise!r}."
+        ) from err
+    if not rel:
+        raise ValueError("relative_noise must hold at least one entry (use (1.0,) for one Gaussian).")
+    V.check_positive("relative_noise", np.asarray(rel))
+    return rel
+
+
+def effective_noise_multiplier(noise_multipliers: Sequence[float]) -> float:
+    """Noise multiplier of one Gaussian equivalent to several on the same batch.
+
+    Releasing Gaussians with multipliers ``z_j`` of queries of sensitivity 1 each is equivalent
+    (post-processing both ways) to one Gaussian with ``z_eff = (sum_j z_j^-2)^(-1/2)``
+    (Mironov, Talwar, Zhang 2019, Sec. 3). Any ``z_j == 0`` gives ``0`` (no privacy).
+    """
+    z = np.asarray([float(v) for v in noise_multipliers], dtype=np.float64)
+    if z.size == 0:
+        raise ValueError("noise_multipliers must hold at least one entry.")
+    V.check_positive("noise_multipliers", z, allow_zero=True)
+    if np.any(z == 0):
+        return 0.0
+    return float(np.sum(z**-2.0) ** -0.5)
+
+
+def _sample_counts(sample_rate: float, dataset_size: int | None) -> tuple[int, int]:
+    """(sample_size, dataset_size) with sample_size / dataset_size == sample_rate."""
+    if dataset_size is not None:
+        n = V.check_int("dataset_size", dataset_size, minimum=1)
+        b = int(round(sample_rate * n))
+        if b < 1 or abs(b - sample_rate * n) > 1e-6 * max(1.0, sample_rate * n):
+            raise ValueError(
+                f"sample_rate * dataset_size = {sample_rate * n!r} is not a whole batch size; "
+                "pass sample_rate = batch_size / dataset_size for sampling without replacement."
+            )
+        return b, n
+    frac = Fraction(sample_rate).limit_denominator(10**9)
+    if abs(float(frac) - sample_rate) > 1e-12 * sample_rate:
+        raise ValueError(
+            "sampling='without_replacement' needs dataset_size (the batch size is "
+            "sample_rate * dataset_size); pass dataset_size=n."
+        )
+    return int(frac.numerator), int(frac.denominator)
+
+
+def dpsgd_event(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    *,
+    sampling: str = "poisson",
+    relative_noise: Sequence[float] = (1.0,),
+    dataset_size: int | None = None,
+) -> dp_accounting.DpEvent:
+    """The ``DpEvent`` of ``steps`` subsampled steps, each releasing one or more Gaussians.
+
+    Each step samples a batch (Poisson with probability ``sample_rate``, or a fixed-size batch of
+    ``sample_rate * dataset_size`` records drawn without replacement) and releases, for every entry
+    ``r_j`` of ``relative_noise``, the clipped sum of a sensitivity-1 query plus Gaussian noise of
+    standard deviation ``noise_multiplier * r_j`` (e.g. the descent and ascent updates of DP-SGDA:
+    ``relative_noise=(1.0, 1.0)``). Several Gaussians on one batch are composed *inside* the
+    sampled event, so the accountant sees them as one Gaussian with multiplier
+    :func:`effective_noise_multiplier`.
+
+    Privacy: Poisson sampling is accounted under add/remove-one neighbours, sampling without
+    replacement under replace-one neighbours (:func:`epsilon_of_event` picks the relation from
+    the event). A zero noise multiplier returns ``NonPrivateDpEvent`` (epsilon = inf).
+    """
+    V.check_noise_multiplier(noise_multiplier)
+    V.check_sample_rate(sample_rate)
+    steps = V.check_int("steps", steps, minimum=1)
+    V.check_choice("sampling", sampling, SAMPLINGS)
+    rel = _check_relative_noise(relative_noise)
+    z = float(noise_multiplier)
+    if z == 0.0:
+        return dp_accounting.NonPrivateDpEvent()
+    gaussians = [dp_accounting.GaussianDpEvent(z * r) for r in rel]
+    inner = gaussians[0] if len(gaussians) == 1 else dp_accounting.ComposedDpEvent(gaussians)
+    if sampling == "poisson":
+        step = dp_accounting.PoissonSampledDpEvent(float(sample_rate), inner)
+    else:
+        b, n = _sample_counts(float(sample_rate), dataset_size)
+        step = dp_accounting.SampledWithoutReplacementDpEvent(n, b, inner)
+    return dp_accounting.SelfComposedDpEvent(step, steps)
+
+
+def _contains(event: Any, cls: type) -> bool:
+    if isinstance(event, cls):
+        return True
+    if isinstance(event, _ev.ComposedDpEvent):
+        return any(_contains(e, cls) for e in event.events)
+    inner = getattr(event, "event", None)
+    return inner is not None and _contains(inner, cls)
+
+
+def _gaussian_only_multiplier(event: Any) -> float | None:
+    """Effective multiplier of a nest of Composed/SelfComposed Gaussians, else None."""
+    if isinstance(event, _ev.GaussianDpEvent):
+        return float(event.noise_multiplier)
+    if isinstance(event, _ev.ComposedDpEvent):
+        zs = [_gaussian_only_multiplier(e) for e in event.events]
+        if any(z is None for z in zs) or not zs:
+            return None
+        return effective_noise_multiplier(zs)
+    if isinstance(event, _ev.SelfComposedDpEvent):
+        z = _gaussian_only_multiplier(event.event)
+        return None if z is None else (0.0 if z == 0 else z / math.sqrt(event.count))
+    return None
+
+
+def _simplify_for_pld(event: Any) -> Any:
+    """Rewrite Poisson-sampled nests of Gaussians as one sampled Gaussian (exact, see above)."""
+    if isinstance(event, _ev.PoissonSampledDpEvent):
+        z = _gaussian_only_multiplier(event.event)
+        if z is not None:
+            return _ev.PoissonSampledDpEvent(event.sampling_probability, _ev.GaussianDpEvent(z))
+        return event
+    if isinstance(event, _ev.SelfComposedDpEvent):
+        return _ev.SelfComposedDpEvent(_simplify_for_pld(event.event), event.count)
+    if isinstance(event, _ev.ComposedDpEvent):
+        return _ev.ComposedDpEvent([_simplify_for_pld(e) for e in event.events])
+    return event
+
+
+def _default_relation(event: Any) -> str:
+    return "replace_one" if _contains(event, _ev.SampledWithoutReplacementDpEvent) else "add_remove"
+
+
+def _make_accountant(event: Any, accountant: str, relation: str | None) -> Any:
+    V.check_choice("accountant", accountant, ACCOUNTANTS)
+    if not isinstance(event, dp_accounting.DpEvent):
+        raise ValueError(f"event must be a dp_accounting.DpEvent, got {type(event).__name__}.")
+    relation = _default_relation(event) if relation is None else relation
+    V.check_choice("relation", relation, RELATIONS)
+    rel = _RELATION_ENUM[relation]
+    if accountant == "rdp":
+        acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)
+    else:
+        if _contains(event, _ev.SampledWithoutReplacementDpEvent):
+            raise ValueError(
+                "accountant='pld' cannot account sampling without replacement in dp-accounting "
+                "0.6; use accountant='rdp' (or sampling='poisson')."
+            )
+        event = _simplify_for_pld(event)
+        acc = dp_accounting.pld.PLDAccountant(neighboring_relation=rel)
+    if not acc.supports(event):
+        other = "pld" if accountant == "rdp" else "rdp"
+        raise ValueError(
+            f"accountant={accountant!r} cannot handle the event {event!r} under relation "
+            f"{relation!r}; try accountant={other!r} or a different sampling/relation."
+        )
+    acc.compose(event)
+    return acc
+
+
+def epsilon_of_event(
+    event: dp_accounting.DpEvent, delta: float, *, accountant: str = "rdp", relation: str | None = None
+) -> float:
+    """Epsilon of ``event`` at ``delta`` with the RDP or PLD accountant of ``dp_accounting``.
+
+    ``relation`` defaults to replace-one when the event samples without replacement and to
+    add/remove-one otherwise.
+    """
+    V.check_delta(delta)
+    acc = _make_accountant(event, accountant, relation)
+    return float(acc.get_epsilon(float(delta)))
+
+
+def delta_of_event(
+    event: dp_accounting.DpEvent, epsilon: float, *, accountant: str = "rdp", relation: str | None = None
+) -> float:
+    """Delta of ``event`` at ``epsilon`` (same accountants and relations as :func:`epsilon_of_event`)."""
+    V.check_epsilon(epsilon)
+    acc = _make_accountant(event, accountant, relation)
+    return float(acc.get_delta(float(epsilon)))
+
+
+def dpsgd_epsilon(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    *,
+    accountant: str = "rdp",
+    sampling: str = "poisson",
+    mechanisms_per_step: int = 1,
+    relative_noise: Sequence[float] | None = None,
+    dataset_size: int | None = None,
+) -> float:
+    """Epsilon spent by ``steps`` DP-SGD steps at ``delta``.
+
+    Each step releases ``mechanisms_per_step`` Gaussians with multiplier ``noise_multiplier`` on
+    the same sampled batch (or, if given, one per entry of ``relative_noise`` with multiplier
+    ``noise_multiplier * r_j``). See :func:`dpsgd_event` for the privacy statement.
+    """
+    V.check_delta(delta)
+    k = V.check_int("mechanisms_per_step", mechanisms_per_step, minimum=1)
+    rel = (1.0,) * k if relative_noise is None else relative_noise
+    event = dpsgd_event(
+        noise_multiplier, sample_rate, steps, sampling=sampling, relative_noise=rel,
+        dataset_size=dataset_size,
+    )
+    return epsilon_of_event(event, delta, accountant=accountant)
+
+
+def calibrate_noise_multiplier(
+    target_epsilon: float,
+    delta: float,
+    sample_rate: float,
+    steps: int,
+    *,
+    accountant: str = "rdp",
+    sampling: str = "poisson",
+    relative_noise: Sequence[float] = (1.0,),
+    dataset_size: int | None = None,
+    rtol: float = 1e-6,
+) -> float:
+    """Smallest noise multiplier ``z`` whose run is (``target_epsilon``, ``delta``)-DP.
+
+    Each of the ``steps`` steps applies one Gaussian per entry of ``relative_noise`` with
+    multiplier ``z * relative_noise[j]`` (e.g. ``(1.0, 1.0)`` for the two noisy updates of
+    descent-ascent). The accountant's epsilon decreases in ``z``: bracket by doubling, solve
+    ``log eps(z) = log target`` by Brent's method on ``log z``, then step up until the target
+    holds, so the returned ``z`` meets the target and lies within ``rtol`` of the smallest that
+    does (up to the accountant's own resolution).
+
+    Privacy: as :func:`dpsgd_event` (add/remove-one for Poisson, replace-one without replacement).
+    """
+    V.check_epsilon(target_epsilon)
+    V.check_delta(delta)
+    V.check_sample_rate(sample_rate)
+    steps = V.check_int("steps", steps, minimum=1)
+    V.check_choice("accountant", accountant, ACCOUNTANTS)
+    V.check_choice("sampling", sampling, SAMPLINGS)
+    rel = _check_relative_noise(relative_noise)
+    V.check_positive("rtol", rtol)
+    if sampling == "without_replacement" and accountant == "pld":
+        raise ValueError(
+            "accountant='pld' cannot account sampling without replacement in dp-accounting 0.6; "
+            "use accountant='rdp'."
+        )
+    target = float(target_epsilon)
+
+    def eps(z: float) -> float:
+        ev = dpsgd_event(z, sample_rate, steps, sampling=sampling, relative_noise=rel,
+                         dataset_size=dataset_size)
+        return epsilon_of_event(ev, delta, accountant=accountant)
+
+    hi = 1.0
+    while eps(hi) > target:
+        hi *= 2.0
+        if hi > 1e8:
+            raise ValueError(
+                f"no noise multiplier up to 1e8 reaches target_epsilon={target!r} at delta={delta!r}; "
+                "raise target_epsilon or delta, or lower sample_rate/steps."
+            )
+    lo = hi / 2.0
+    while eps(lo) <= target:
+        hi = lo
+        lo /= 2.0
+        if lo < 1e-6:
+            return float(hi)
+    # eps(lo) > target >= eps(hi): Brent on log z, then step up until the target holds
+    g = lambda u: math.log(eps(math.exp(u))) - math.log(target)  # noqa: E731
+    u = optimize.brentq(g, math.log(lo), math.log(hi), xtol=rtol / 4.0, rtol=4 * np.finfo(float).eps)
+    z = min(math.exp(u), hi)
+    while z < hi and eps(z) > target:
+        z = min(z * (1.0 + rtol / 2.0), hi)
+    return float(z)
+
+
+# ---------------------------------------------------------------------------------------------
+# zCDP (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020)
+# ---------------------------------------------------------------------------------------------
+
+
+def gaussian_rho(sensitivity: float, sigma: float) -> float:
+    """rho of the Gaussian mechanism: ``sensitivity^2 / (2 sigma^2)`` (Bun & Steinke 2016, Prop. 1.6).
+
+    Privacy: releasing ``q(D) + N(0, sigma^2 I)`` with l2-sensitivity ``sensitivity`` (under the
+    caller's neighbouring relation) is rho-zCDP.
+    """
+    V.check_positive("sensitivity", sensitivity)
+    V.check_positive("sigma", sigma)
+    return float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2)
+
+
+def gaussian_sigma_for_rho(sensitivity: float, rho: float) -> float:
+    """Noise std giving rho-zCDP: ``sensitivity / sqrt(2 rho)`` (inverse of :func:`gaussian_rho`)."""
+    V.check_positive("sensitivity", sensitivity)
+    V.check_rho(rho)
+    return float(sensitivity) / math.sqrt(2.0 * float(rho))
+
+
+def compose_rho(*rhos: float) -> float:
+    """Sequential composition: rho-zCDP and rho'-zCDP compose to (rho + rho')-zCDP (B&S Lemma 2.3)."""
+    if not rhos:
+        raise ValueError("compose_rho needs at least one rho.")
+    vals = [V.as_float("rho", r) for r in rhos]
+    for r in vals:
+        V.check_rho(r)
+    return math.fsum(vals)
+
+
+def pure_dp_to_rho(epsilon: float) -> float:
+    """epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+    V.check_epsilon(epsilon)
+    return float(epsilon) ** 2 / 2.0
+
+
+def _cks_eps_at(alpha: np.ndarray | float, rho: float, log_inv_delta: float) -> np.ndarray | float:
+    """CKS 2020 conversion at Renyi order alpha > 1 (Prop. 12 / Cor. 13)."""
+    a = np.asarray(alpha, dtype=np.float64)
+    am1 = a - 1.0
+    val = a * rho + (log_inv_delta + am1 * np.log1p(-1.0 / a) - np.log(a)) / am1
+    return val
+
+
+def zcdp_to_dp(rho: float, delta: float, *, method: str = "cks") -> float:
+    """Epsilon such that rho-zCDP implies (epsilon, delta)-DP.
+
+    * ``"bun_steinke"``: ``rho + 2 sqrt(rho log(1/delta))`` (Bun & Steinke 2016, Prop. 1.3; the
+      conversion paper 000 states in Sec. 2).
+    * ``"cks"`` (default, tighter): ``inf_{alpha > 1} alpha rho + (log(1/delta) + (alpha - 1)
+      log(1 - 1/alpha) - log(alpha)) / (alpha - 1)`` (Canonne, Kamath & Steinke 2020, Prop. 12 /
+      Cor. 13), minimised numerically in float64 over ``log(alpha - 1)``. Never above
+      Bun-Steinke (it is also evaluated at Bun-Steinke's optimal order); floored at 0.
+    """
+    V.check_rho(rho)
+    V.check_delta(delta)
+    V.check_choice("method", method, ZCDP_METHODS)
+    rho = float(rho)
+    L = math.log(1.0 / float(delta))
+    bs = rho + 2.0 * math.sqrt(rho * L)
+    if method == "bun_steinke":
+        return bs
+    a_bs = 1.0 + math.sqrt(L / rho)
+    f = lambda u: float(_cks_eps_at(1.0 + math.exp(u), rho, L))  # noqa: E731
+    u0 = math.log(a_bs - 1.0)
+    # coarse grid over log(alpha - 1), then bounded Brent around the best grid point
+    grid = np.linspace(u0 - 15.0, u0 + 15.0, 601)
+    with np.errstate(all="ignore"):
+        vals = _cks_eps_at(1.0 + np.exp(grid), rho, L)
+    vals = np.where(np.isfinite(vals), vals, np.inf)
+    j = int(np.argmin(vals))
+    lo, hi = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    res = optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-13})
+    cands = [f(u0), float(vals[j])]
+    if np.isfinite(res.fun):
+        cands.append(float(res.fun))
+    return max(0.0, min(min(cands), bs))
+
+
+def dp_to_rho(epsilon: float, delta: float, *, method: str = "cks") -> float:
+    """Largest rho whose :func:`zcdp_to_dp` conversion at ``delta`` is at most ``epsilon``.
+
+    Closed form for Bun-Steinke: ``(sqrt(log(1/delta) + epsilon) - sqrt(log(1/delta)))^2``;
+    bisection (relative tolerance 1e-12) for CKS, whose conversion increases with rho.
+    """
+    V.check_epsilon(epsilon)
+    V.check_delta(delta)
+    V.check_choice("method", method, ZCDP_METHODS)
+    eps = float(epsilon)
+    L = math.log(1.0 / float(delta))
+    rho_bs = (math.sqrt(L + eps) - math.sqrt(L)) ** 2
+    if method == "bun_steinke":
+        return rho_bs
+    lo, hi = rho_bs, max(rho_bs, 1e-300)  # CKS <= BS, so the CKS rho is >= rho_bs
+    while zcdp_to_dp(hi, delta) <= eps:
+        lo, hi = hi, hi * 2.0
+    while hi / lo - 1.0 > 1e-12:
+        mid = 0.5 * (lo + hi)
+        if zcdp_to_dp(mid, delta) <= eps:
+            lo = mid
+        else:
+            hi = mid
+    return float(lo)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact Gaussian calibration (Balle & Wang 2018)
+# ---------------------------------------------------------------------------------------------
+
+
+def _log_delta_gaussian(sigma: float, epsilon: float, sensitivity: float) -> float:
+    """log of Balle & Wang (2018) Thm. 8: Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D)."""
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    la = float(special.log_ndtr(a - b))
+    lb = float(epsilon + special.log_ndtr(-a - b))
+    if lb >= la:  # only at sigma -> inf (both terms underflow alike)
+        return -math.inf
+    return la + math.log(-math.expm1(lb - la))
+
+
+def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
+    """Exact delta of the Gaussian mechanism N(0, sigma^2) at epsilon (Balle & Wang 2018, Thm. 8)."""
+    V.check_positive("sigma", sigma)
+    V.check_epsilon(epsilon)
+    V.check_positive("sensitivity", sensitivity)
+    return math.exp(_log_delta_gaussian(float(sigma), float(epsilon), float(sensitivity)))
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest noise std making the Gaussian mechanism (epsilon, delta)-DP (Balle & Wang 2018).
+
+    Solves the exact condition of Balle & Wang (ICML 2018), Theorem 8,
+    ``Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D) = delta`` for ``s`` (the left side
+    decreases in ``s``) by Brent's method on ``log s`` and ``log delta``, evaluating the
+    difference with ``log_ndtr`` and ``expm1`` so it stays accurate for large epsilon. This is
+    the same calibration as their Algorithm 1 (which solves for ``s`` through
+    ``alpha = sqrt(1 + v/2) -/+ sqrt(v/2)``); the tests compare the two.
+
+    Privacy: ``q(D) + N(0, s^2)`` with l2-sensitivity ``sensitivity`` is (epsilon, delta)-DP,
+    for any epsilon > 0 (no epsilon < 1 restriction, unlike :func:`classical_gaussian_sigma`).
+    """
+    V.check_epsilon(epsilon)
+    V.check_delta(delta)
+    V.check_positive("sensitivity", sensitivity)
+    eps, dlt, sens = float(epsilon), float(delta), float(sensitivity)
+    log_target = math.log(dlt)
+    g = lambda u: _log_delta_gaussian(math.exp(u), eps, sens) - log_target  # noqa: E731
+    lo, hi = math.log(sens) - 1.0, math.log(sens) + 1.0
+    while g(lo) < 0.0:
+        lo -= 2.0
+    while g(hi) > 0.0:
+        hi += 2.0
+    u = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    return float(math.exp(u))
+
+
+def classical_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Classical calibration ``sqrt(2 log(1.25/delta)) sensitivity / epsilon`` (Dwork & Roth Thm. A.1).
+
+    Privacy: (epsilon, delta)-DP only for epsilon < 1; raises otherwise (use
+    :func:`analytic_gaussian_sigma`).
+    """
+    V.check_epsilon(epsilon)
+    V.check_delta(delta)
+    V.check_positive("sensitivity", sensitivity)
+    if epsilon >= 1.0:
+        raise ValueError(
+            f"the classical Gaussian calibration needs epsilon < 1, got {epsilon!r}; "
+            "use analytic_gaussian_sigma."
+        )
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * float(sensitivity) / float(epsilon)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spend records
+# ---------------------------------------------------------------------------------------------
+
+
+def _to_jsonable(value: Any) -> Any:
+    if isinstance(value, dp_accounting.DpEvent):
+        value = value.to_named_tuple()
+    if hasattr(value, "_asdict"):
+        return {k: _to_jsonable(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacySpend:
+    """What one run spends: (epsilon, delta), optionally rho and the ``DpEvent``, and its meaning.
+
+    ``relation`` is the neighbouring relation ("add_remove" or "replace_one"); ``unit`` is what a
+    neighbour changes ("example": a whole record; "sensitive_attribute": only a record's group
+    label; "group_member", "user"). ``delta = 0`` means pure epsilon-DP; ``epsilon = inf`` means
+    no guarantee.
+    """
+
+    epsilon: float
+    delta: float
+    rho: float | None = None
+    event: dp_accounting.DpEvent | None = None
+    relation: str = "add_remove"
+    unit: str = "example"
+    accountant: str | None = None
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        V.check_epsilon(self.epsilon, allow_inf=True)
+        d = V.as_float("delta", self.delta)
+        if not 0.0 <= d < 1.0:
+            raise ValueError(f"delta must lie in [0, 1) (0 for pure DP), got {self.delta!r}.")
+        if self.rho is not None:
+            V.check_rho(self.rho, allow_inf=True)
+        if self.event is not None and not isinstance(self.event, dp_accounting.DpEvent):
+            raise ValueError(f"event must be a dp_accounting.DpEvent or None, got {self.event!r}.")
+        V.check_choice("relation", self.relation, RELATIONS)
+        V.check_choice("unit", self.unit, UNITS)
+        if self.accountant is not None:
+            V.check_choice("accountant", self.accountant, ACCOUNTANTS + ("zcdp", "closed_form"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable dict; the event via ``DpEvent.to_named_tuple`` (nested dicts)."""
+        return {
+            "epsilon": float(self.epsilon),
+            "delta": float(self.delta),
+            "rho": None if self.rho is None else float(self.rho),
+            "event": None if self.event is None else _to_jsonable(self.event),
+            "relation": self.relation,
+            "unit": self.unit,
+            "accountant": self.accountant,
+            "notes": self.notes,
+        }
+
+
+class ZcdpLedger:
+    """Named zCDP charges that must add up to a planned total (sequential composition).
+
+    ``charge(name, rho, count=1)`` adds ``count * rho`` under ``name`` (repeated names
+    accumulate, e.g. one charge per iteration); ``total`` is the exact (``math.fsum``) sum;
+    ``assert_total(rho)`` raises ``AssertionError`` listing the charges if the total differs.
+    """
+
+    def __init__(self) -> None:
+        self._history: list[tuple[str, float]] = []
+
+    def charge(self, name: str, rho: float, count: int = 1) -> float:
+        """Record ``count`` charges of ``rho`` under ``name``; returns ``rho``."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}.")
+        rho = V.as_float("rho", rho)
+        V.check_rho(rho)
+        count = V.check_int("count", count, minimum=1)
+        self._history.extend([(name, rho)] * count)
+        return rho
+
+    @property
+    def history(self) -> list[tuple[str, float]]:
+        return list(self._history)
+
+    @property
+    def charges(self) -> dict[str, float]:
+        """Total rho per name, in order of first charge."""
+        out: dict[str, list[float]] = {}
+        for name, rho in self._history:
+            out.setdefault(name, []).append(rho)
+        return {k: math.fsum(v) for k, v in out.items()}
+
+    @property
+    def total(self) -> float:
+        return math.fsum(r for _, r in self._history)
+
+    def assert_total(self, rho: float, rtol: float = 1e-9) -> None:
+        """Raise ``AssertionError`` unless the charges add up to ``rho`` within ``rtol``."""
+        V.check_rho(rho)
+        if not math.isclose(self.total, float(rho), rel_tol=rtol, abs_tol=0.0):
+            raise AssertionError(
+                f"zCDP charges add up to {self.total!r}, planned {float(rho)!r}; "
+                f"charges: {self.charges}"
+            )
+
+    def to_dp(self, delta: float, *, method: str = "cks") -> float:
+        """Epsilon at ``delta`` of the total (:func:`zcdp_to_dp`)."""
+        if not self._history:
+            raise ValueError("the ledger has no charges; charge something before converting.")
+        return zcdp_to_dp(self.total, delta, method=method)
+
+    def to_spend(self, delta: float, *, method: str = "cks", relation: str = "add_remove",
+                 unit: str = "example", notes: str = "") -> PrivacySpend:
+        """The ledger's total as a :class:`PrivacySpend`."""
+        return PrivacySpend(
+            epsilon=self.to_dp(delta, method=method), delta=float(delta), rho=self.total,
+            event=dp_accounting.ZCDpEvent(self.total), relation=relation, unit=unit,
+            accountant="zcdp", notes=notes or f"zCDP ledger, conversion {method}",
+        )
+
+    def __repr__(self) -> str:
+        return f"ZcdpLedger(total={self.total!r}, charges={self.charges!r})"
