@@ -1,0 +1,185 @@
+"""Tests of the ``dpfair`` command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from dpfair_jax import cli
+from dpfair_jax.experiments import registry
+from dpfair_jax.experiments.registry import Discovery, Experiment
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_KIT = ["--set", "num_seeds=16", "--set", "seeds_per_chunk=8", "--set", "samples=256",
+             "--set", "sigmas=[1.0, 2.0]"]
+
+
+def _run_cli(*args: str, cwd: Path = REPO, env_out: Path | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = dict(os.environ)
+    if env_out is not None:
+        env["DPFAIR_RESULTS"] = str(env_out)
+    return subprocess.run([sys.executable, "-m", "dpfair_jax.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and lines[0].startswith("dpfair: error: ")
+    return lines[0]
+
+
+def test_list(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("kit_accounting"))
+    assert line.split()[1] == "kit" and "Gaussian" in line
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["run", "no_such_experiment"], "unknown experiment 'no_such_experiment'; valid names:"),
+    (["run", "kit_accounting", "--quick", "--set", "bogus=1"], "valid keys: delta, num_seeds"),
+    (["run", "kit_accounting", "--set", "novalue"], "--set expects key=value"),
+    (["frobnicate"], "invalid choice"),
+    ([], "required"),
+    (["run"], "required"),
+    (["reproduce", "--only", "9"], "--only must be one of 000, 001, 002, 003, 004, kit"),
+])
+def test_bad_input_exits_nonzero_with_one_line(argv, fragment, capsys):
+    assert cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert fragment in _one_line_error(captured.err)
+
+
+def test_report_without_runs_fails_cleanly(tmp_path, capsys):
+    assert cli.main(["report", "--out", str(tmp_path)]) == 1
+    assert "no runs under" in _one_line_error(capsys.readouterr().err)
+
+
+def test_run_kit_quick_subprocess(tmp_path):
+    proc = _run_cli("run", "kit_accounting", "--quick", *SMALL_KIT, env_out=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    d = tmp_path / "runs" / "kit_accounting"
+    claims = json.loads((d / "claims.json").read_text())
+    assert {c["id"] for c in claims} >= {"kit_gaussian_noise_variance"}
+    assert all(c["passed"] for c in claims), claims
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["config"]["sigmas"] == [1.0, 2.0] and cfg["overrides"]["samples"] == 256
+    assert (d / "figures" / "noise_std_ratio.png").is_file()
+    assert "claims passed" in proc.stdout and "PASS  kit_gaussian_noise_variance" in proc.stdout
+    # bad input from a real process: exit 2, one line, no traceback
+    bad = _run_cli("run", "kit_accounting", "--quick", "--set", "nope=1", env_out=tmp_path)
+    assert bad.returncode == 2 and "valid keys" in _one_line_error(bad.stderr)
+    # python -m dpfair_jax is the same program
+    listing = subprocess.run([sys.executable, "-m", "dpfair_jax", "list"], capture_output=True, text=True,
+                             cwd=REPO, timeout=120)
+    assert listing.returncode == 0 and "kit_accounting" in listing.stdout
+
+
+def _fake_discovery(monkeypatch, exps, errors=None):
+    monkeypatch.setattr(registry, "discover", lambda modules=None: Discovery(list(exps), dict(errors or {}), {}))
+
+
+def _tiny(config, ctx):
+    ctx.add_claim(f"{ctx.name}_claim", "a tiny claim", measured=config["x"], target=1, passed=config["x"] == 1)
+
+
+def _crash(config, ctx):
+    raise RuntimeError("crashed on purpose")
+
+
+def test_reproduce_runs_all_then_report(tmp_path, monkeypatch, capsys):
+    exps = [Experiment("t_cli_a", "000", "first", {"quick": {"x": 1}, "full": {"x": 2}}, _tiny),
+            Experiment("t_cli_b", "kit", "second", {"quick": {"x": 1}}, _tiny)]
+    _fake_discovery(monkeypatch, exps)
+    assert cli.main(["reproduce", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "| PASS | t_cli_a_claim |" in text and "| PASS | t_cli_b_claim |" in text
+    capsys.readouterr()
+    assert cli.main(["reproduce", "--quick", "--only", "0", "--out", str(tmp_path / "only")]) == 0
+    assert [p.name for p in (tmp_path / "only" / "runs").iterdir()] == ["t_cli_a"]
+
+
+def test_reproduce_continues_past_failures(tmp_path, monkeypatch, capsys):
+    exps = [Experiment("t_cli_crash", "001", "crashes", {"quick": {}}, _crash),
+            Experiment("t_cli_ok", "kit", "fine", {"quick": {"x": 1}}, _tiny)]
+    _fake_discovery(monkeypatch, exps, {"dpfair_jax.experiments.paper_003": "SyntaxError: bad"})
+    assert cli.main(["reproduce", "--quick", "--out", str(tmp_path), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "1 experiment(s) failed: t_cli_crash" in err and "1 module(s) failed to import" in err
+    assert "Traceback" not in err
+    text = (tmp_path / "report" / "REPORT.md").read_text()
+    assert "| PASS | t_cli_ok_claim |" in text and "paper_003" in text and "crashed on purpose" in text
+
+
+def test_run_failure_exit_code(tmp_path, monkeypatch, capsys):
+    registry.register(Experiment("t_cli_crash2", "kit", "crashes", {"quick": {}, "full": {}}, _crash,
+                                 module="tests.test_cli"))
+    try:
+        _fake_discovery(monkeypatch, registry.all_experiments())
+        assert cli.main(["run", "t_cli_crash2", "--out", str(tmp_path)]) == 1
+        line = _one_line_error(capsys.readouterr().err)
+        assert "crashed on purpose" in line and "error.txt" in line
+    finally:
+        registry.unregister("t_cli_crash2")
+
+
+def test_bench_collects_results(tmp_path, capsys):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "common.py").write_text("raise SystemExit('helpers are not run')\n")
+    (bench / "fast_thing.py").write_text(textwrap.dedent("""
+        import json, sys
+        from pathlib import Path
+        out = Path(__file__).parent / "results"
+        out.mkdir(exist_ok=True)
+        rows = [{"name": "step", "machine": "cpu", "baseline": "opacus", "value": 2.5, "unit": "x",
+                 "ratio": 2.5, "target": ">= 2", "met": True, "quick": "--quick" in sys.argv}]
+        (out / "fast_thing.json").write_text(json.dumps(rows))
+    """))
+    assert cli.main(["bench", "--quick", "--dir", str(bench)]) == 0
+    table = (bench / "results" / "README.md").read_text()
+    header = "| name | machine | baseline | value | unit | ratio | target | met |"
+    assert header in table and "| step | cpu | opacus | 2.5 | x | 2.5 | >= 2 | yes |" in table
+    assert json.loads((bench / "results" / "fast_thing.json").read_text())[0]["quick"] is True
+    (bench / "broken.py").write_text("import sys; sys.exit(3)\n")
+    capsys.readouterr()
+    assert cli.main(["bench", "--dir", str(bench)]) == 1
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("dpfair: error: ") and "broken.py (exit 3)" in last and "Traceback" not in err
+
+
+def test_bench_missing_dir(tmp_path, capsys):
+    assert cli.main(["bench", "--dir", str(tmp_path / "nope")]) == 2
+    assert "no benchmarks directory" in _one_line_error(capsys.readouterr().err)
+
+
+def test_audit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "dpfair_jax.audit", types.ModuleType("dpfair_jax.audit"))
+    assert cli.main(["audit", "--out", str(tmp_path)]) == 1
+    assert "run_audit" in _one_line_error(capsys.readouterr().err)
+
+    calls = []
+
+    def run_audit(*, quick, out):
+        calls.append((quick, out))
+        return [{"mechanism": "gaussian", "passed": True}]
+
+    fake = types.ModuleType("dpfair_jax.audit")
+    fake.run_audit = run_audit
+    monkeypatch.setitem(sys.modules, "dpfair_jax.audit", fake)
+    assert cli.main(["audit", "--quick", "--out", str(tmp_path)]) == 0
+    assert calls == [(True, tmp_path / "audit")]
+    fake.run_audit = lambda *, quick, out: [{"mechanism": "gaussian", "passed": False}]
+    capsys.readouterr()
+    assert cli.main(["audit", "--out", str(tmp_path)]) == 1
+    assert "audit found failures" in _one_line_error(capsys.readouterr().err)

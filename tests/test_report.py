@@ -1,0 +1,81 @@
+"""Tests of the Markdown report built from the results store."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpfair_jax.experiments import plots, report
+from dpfair_jax.experiments.context import run_experiment
+from dpfair_jax.experiments.registry import Experiment
+
+
+def _good(config, ctx):
+    df = pd.DataFrame({"eps": [1.0, 1.0, 2.0, 2.0], "seed": [0, 1, 0, 1], "err": [0.5, 0.7, 0.2, 0.3]})
+    ctx.save_table(df, "sweep")
+    ctx.save_figure(plots.error_vs_budget(df, "eps", "err"), "err_vs_eps")
+    ctx.add_claim("r_pass", "error falls with epsilon", measured=0.35, target="< 0.6", passed=True)
+    ctx.add_claim("r_fail", "error | below 0.1", measured=np.float64(0.25), target=0.1, passed=False)
+    ctx.record_privacy("training", {"epsilon": 2.0, "delta": 1e-5, "relation": "replace_one",
+                                    "unit": "sensitive_attribute"})
+
+
+def _bad(config, ctx):
+    ctx.add_claim("r_partial", "recorded before the crash", measured=1, target=1, passed=True, paper="002")
+    raise ValueError("bad config value")
+
+
+def _make_runs(root: Path) -> None:
+    run_experiment(Experiment("r_good", "001", "A good run.", {"quick": {"seed": 5}}, _good), root=root,
+                   progress=False)
+    run_experiment(Experiment("r_bad", "kit", "A failing run.", {"quick": {}}, _bad), root=root,
+                   progress=False, raise_errors=False)
+
+
+def test_report_claims_table_first_then_sections(tmp_path):
+    _make_runs(tmp_path)
+    path = report.build_report(tmp_path, import_errors={"dpfair_jax.experiments.paper_004": "ImportError: x"})
+    assert path == tmp_path / "report" / "REPORT.md"
+    text = path.read_text()
+    lines = text.splitlines()
+    assert lines[0].startswith("# ")
+    assert "3 claims checked in 2 experiment runs: **2 passed, 1 failed**" in text
+    claims_at = text.index("## Claims")
+    table_at = text.index("| | id | paper |")
+    sections_at = text.index("## Experiments")
+    assert claims_at < table_at < sections_at
+    assert text.index("## Modules that failed to import") > table_at
+    assert text.index("## Runs that did not complete") > table_at
+    # nothing but the summary comes before the claims table
+    assert "###" not in text[:table_at] and "![" not in text[:table_at]
+    rows = [ln for ln in lines if ln.startswith("| PASS") or ln.startswith("| FAIL")]
+    assert len(rows) == 3
+    row = {r.split("|")[2].strip(): r for r in rows}
+    assert row["r_pass"].startswith("| PASS") and row["r_fail"].startswith("| FAIL")
+    assert "error \\| below 0.1" in row["r_fail"]  # pipes escaped inside cells
+    assert row["r_partial"].split("|")[3].strip() == "002"
+    # papers first, kit last
+    assert text.index("### r_good") < text.index("### r_bad")
+    assert "Status: **failed**" in text and "bad config value" in text
+    assert "| training | 2 | 1e-05 | n/a | replace_one | sensitive_attribute |" in text
+    assert "paper_004" in text
+    figs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert figs == ["../runs/r_good/figures/err_vs_eps.png"]
+    assert (path.parent / figs[0]).resolve().is_file()
+    assert "[sweep.csv](../runs/r_good/sweep.csv)" in text
+
+
+def test_report_without_runs(tmp_path):
+    text = report.build_report(tmp_path).read_text()
+    assert "0 claims checked" in text and "No claims recorded yet" in text
+
+
+def test_report_tolerates_partial_run_directory(tmp_path):
+    _make_runs(tmp_path)
+    (tmp_path / "runs" / "r_killed").mkdir()
+    (tmp_path / "runs" / "r_killed" / "claims.json").write_text("[{\"id\": \"half")  # torn by hand
+    text = report.build_report(tmp_path).read_text()
+    assert "`r_killed`: no meta.json" in text
