@@ -141,8 +141,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         registry.resolve_config(exp, size, overrides)
     except ValueError as err:
         raise CliError(str(err)) from None
-    result = context.run_experiment(exp, size=size, overrides=overrides, root=args.out, fresh=args.fresh,
-                                    progress=_progress(args), raise_errors=False)
+    try:
+        result = context.run_experiment(exp, size=size, overrides=overrides, root=args.out, fresh=args.fresh,
+                                        progress=_progress(args), raise_errors=False)
+    except ValueError as err:  # e.g. the run directory is locked by another run
+        raise CliError(str(err), 1) from None
     if not result.ok:
         raise CliError(f"experiment {exp.name} failed: {result.error} "
                        f"(traceback in {result.run_dir / 'error.txt'})", 1)
@@ -174,8 +177,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"[{i}/{len(exps)}] {exp.name}: skipped (no {size!r} config)", file=sys.stderr)
             continue
         print(f"[{i}/{len(exps)}] {exp.name} ...", file=sys.stderr, flush=True)
-        result = context.run_experiment(exp, size=size, root=args.out, fresh=args.fresh,
-                                        progress=_progress(args), raise_errors=False)
+        try:
+            result = context.run_experiment(exp, size=size, root=args.out, fresh=args.fresh,
+                                            progress=_progress(args), raise_errors=False)
+        except ValueError as err:  # e.g. the run directory is locked by another run
+            failed.append(exp.name)
+            print(f"{PROG}: error: {exp.name}: {err}", file=sys.stderr)
+            continue
         print(f"[{i}/{len(exps)}] {_summary(result)}", flush=True)
         if not result.ok:
             failed.append(exp.name)

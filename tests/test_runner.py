@@ -455,3 +455,52 @@ def test_plot_helpers(tmp_path):
         plots.tradeoff(df, "eps", "nope")
     with pytest.raises(ValueError, match="band"):
         plots.tradeoff(df, "eps", "err", band="iqr")
+
+
+def test_interrupted_run_is_recorded_and_reraised(tmp_path):
+    def interrupted(config, ctx):
+        ctx.map_chunks([{"i": 0}], _compute_ns()["compute"])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(_exp(run=interrupted), root=tmp_path, progress=False, raise_errors=False)
+    d = tmp_path / "runs" / "t_exp"
+    assert json.loads((d / "meta.json").read_text())["status"] == "interrupted"
+    assert len(list((d / "chunks").glob("*.pkl"))) == 1  # kept for the resume
+    assert not (d / ".lock").exists()
+
+
+def test_run_lock(tmp_path):
+    d = tmp_path / "runs" / "t_exp"
+    d.mkdir(parents=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (d / ".lock").write_text(f"{context.platform.node()} {sleeper.pid}")
+        with pytest.raises(ValueError, match="in use by another run"):
+            run_experiment(_exp(), root=tmp_path, progress=False)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # the holder is gone (as after SIGKILL): the stale lock is taken over
+    assert run_experiment(_exp(), root=tmp_path, progress=False).ok
+    assert not (d / ".lock").exists()
+
+
+def test_kit_noise_sweep_compiles_once_and_exact_epsilon():
+    import jax
+
+    from dpfair_jax.experiments import kit
+
+    fn, _ = kit._noise_fn()
+    ids = np.arange(4, dtype=np.int32)
+    out = [fn(jax.random.key(0), ids, np.float32(s), 64) for s in (0.5, 1.0, 3.0)]
+    assert fn._cache_size() == 1  # sigma is traced: one program for the whole grid
+    # common random numbers: same keys, so variances scale exactly with sigma^2
+    np.testing.assert_allclose(np.asarray(out[2]) / np.asarray(out[1]), 9.0, rtol=1e-5)
+    from scipy import stats
+
+    for sigma, delta in ((0.7, 1e-5), (2.0, 1e-6), (10.0, 1e-3)):
+        eps = kit.exact_gaussian_epsilon(sigma, delta)
+        # Balle & Wang (2018) Thm. 8, evaluated directly
+        d = stats.norm.cdf(1 / (2 * sigma) - eps * sigma) - np.exp(eps) * stats.norm.cdf(-1 / (2 * sigma) - eps * sigma)
+        assert math.isclose(d, delta, rel_tol=1e-7)

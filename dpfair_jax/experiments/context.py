@@ -356,12 +356,59 @@ _OUTPUTS = ("claims.json", "privacy.json", "meta.json", "manifest.json", "error.
 def _clear_outputs(directory: Path) -> None:
     """Remove a previous run's outputs but keep ``chunks/`` (the resume cache)."""
     for entry in directory.iterdir() if directory.exists() else ():
-        if entry.name == "chunks":
+        if entry.name in ("chunks", ".lock"):
             continue
         if entry.is_dir():
             shutil.rmtree(entry)
         elif entry.suffix in (".csv", ".pkl", ".parquet") or entry.name in _OUTPUTS or entry.name == "config.json":
             entry.unlink()
+
+
+class RunLock:
+    """``<run_dir>/.lock`` (host and pid) held while a run writes there.
+
+    A second run of the same experiment into the same results root is refused with a
+    ``ValueError``; a lock left by a killed process on this host (its pid is gone) is taken over.
+    """
+
+    def __init__(self, directory: Path):
+        self.path = directory / ".lock"
+        self.token = f"{platform.node()} {os.getpid()}"
+
+    def _stale(self) -> bool:
+        try:
+            host, pid = self.path.read_text().split()
+        except (OSError, ValueError):
+            return True
+        if host != platform.node():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, ValueError):
+            return False
+        return False
+
+    def __enter__(self) -> "RunLock":
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if self._stale():
+                    self.path.unlink(missing_ok=True)
+                    continue
+                raise ValueError(
+                    f"{self.path.parent} is in use by another run ({self.path.read_text().strip()}); "
+                    f"wait for it, or delete {self.path} if that process is gone."
+                ) from None
+            with os.fdopen(fd, "w") as fh:
+                fh.write(self.token)
+            return self
+        raise ValueError(f"could not take the run lock {self.path}; delete it and retry.")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def run_experiment(
@@ -383,9 +430,17 @@ def run_experiment(
     """
     config = resolve_config(exp, size, overrides)
     directory = store.run_dir(store.results_root(root), exp.name)
-    if fresh and directory.exists():
-        shutil.rmtree(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    with RunLock(directory):
+        if fresh:
+            for entry in directory.iterdir():
+                if entry.name != ".lock":
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        return _run_locked(exp, size, config, overrides, directory, progress, raise_errors)
+
+
+def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str, Any] | None,
+                directory: Path, progress: bool | None, raise_errors: bool) -> RunResult:
     _clear_outputs(directory)
     store.atomic_write_json(directory / "config.json", {
         "experiment": exp.name, "paper": exp.paper, "description": exp.description,
