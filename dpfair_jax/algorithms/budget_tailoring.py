@@ -73,6 +73,7 @@ __all__ = [
     "stage1_standard_errors",
     "stage2_descent",
     "group_noise_stds",
+    "noisy_group_release",
     "least_squares",
     "population_mspe",
     "group_mspe",
@@ -341,74 +342,111 @@ def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
 # --------------------------------------------------------------------------------------------
 
 
+def _noise_stds(se, mu, hp: Hyperparams, cfg: Config, dtype):
+    """(grad_std [K or 1], loss_std [K or 1]) for the chosen method; zero when not private."""
+    m = _sens_mult(cfg.neighbour)
+    if cfg.method == "pooled":
+        # DPNoSE (standard DP-GD): budget rho/T per iteration on the pooled clipped sum.
+        grad_std = m * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), dtype)
+        loss_std = jnp.zeros((1,), dtype)
+    else:
+        grad_std, loss_std = group_noise_stds(se, mu, cfg.steps, hp.clip, fairness=cfg.fairness,
+                                              neighbour=cfg.neighbour)
+    off = jnp.isinf(jnp.asarray(mu)) | (cfg.method == "nonprivate")  # rho = inf: no noise
+    grad_std = jnp.where(off, 0.0, grad_std).astype(dtype)
+    loss_std = jnp.where(off, 0.0, loss_std).astype(dtype)
+    return grad_std, loss_std
+
+
+def _release(key, theta, xs, y, onehot, n_k, xnorm, grad_std, loss_std, hp: Hyperparams,
+             cfg: Config):
+    """One iteration's private release: (M1 [P, K] or [P, 1], M2 [K], fraction clipped).
+
+    M1 are the noisy (normalised) clipped gradient sums per group, M2 the noisy clipped group
+    losses (only used by Algorithm 2). Clip, sum, noise, then normalise by the public ``n_k``.
+    """
+    p = xs.shape[0]
+    k_groups = onehot.shape[1]
+    n = jnp.sum(n_k)
+    paper = cfg.scaling == "paper"
+    pred = theta @ xs
+    dl, loss = _dloss_and_loss(pred, y, cfg.loss)
+    gnorm = jnp.abs(dl) * xnorm
+    u = dl / jnp.maximum(1.0, gnorm / hp.clip)
+    gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
+    clipped = ((gnorm > hp.clip) @ onehot).sum() / n
+    kg, kl = jax.random.split(key)
+    if cfg.method == "pooled":
+        total = jnp.sum(gsum, axis=1, keepdims=True)
+        total = total + grad_std * jax.random.normal(kg, (p, 1), xs.dtype)
+        m1 = total if paper else total / n
+    else:
+        noise = grad_std * jax.random.normal(kg, (p, k_groups), xs.dtype)
+        if paper and cfg.fairness:
+            m1 = gsum / n_k + noise  # Alg. 2 lines 10-11: group mean, noise scaled for the sum
+        elif paper:
+            m1 = gsum + noise  # Alg. 3 lines 8-9: noisy sum
+        else:
+            m1 = (gsum + noise) / n_k  # clip, sum, noise, then normalise
+    if cfg.fairness:
+        lsum = jnp.clip(loss, 0.0, hp.clip**2) @ onehot  # [K] (Alg. 2 line 13)
+        lnoise = loss_std * jax.random.normal(kl, (k_groups,), xs.dtype)
+        m2 = lsum / n + lnoise if paper else (lsum + lnoise) / n_k
+    else:
+        m2 = jnp.zeros((k_groups,), xs.dtype)
+    return m1, m2, clipped
+
+
 def _stage2(key, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config):
     """Projected noisy GD. Returns (theta [P], grad noise std [K], mean fraction clipped)."""
     p = xs.shape[0]
     k_groups = onehot.shape[1]
-    n = jnp.sum(n_k)
-    pooled = cfg.method == "pooled"
-    private = cfg.method != "nonprivate"
-    m = _sens_mult(cfg.neighbour)
-    if pooled:
-        # DPNoSE (standard DP-GD): budget rho/T per iteration on the pooled clipped sum.
-        grad_std = m * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), xs.dtype)
-        loss_std = jnp.zeros((1,), xs.dtype)
-    else:
-        grad_std, loss_std = group_noise_stds(se, mu, cfg.steps, hp.clip, fairness=cfg.fairness,
-                                              neighbour=cfg.neighbour)
-    if not private:
-        grad_std = jnp.zeros_like(grad_std)
-        loss_std = jnp.zeros_like(loss_std)
-    no_noise = jnp.isinf(jnp.asarray(mu))  # rho = inf: the non-private limit
-    grad_std = jnp.where(no_noise, 0.0, grad_std)
-    loss_std = jnp.where(no_noise, 0.0, loss_std)
+    grad_std, loss_std = _noise_stds(se, mu, hp, cfg, xs.dtype)
     f_fn = _resolve_f(cfg.f)
     g_fn = _resolve_g(cfg.g)
     thresholds = jnp.broadcast_to(jnp.asarray(hp.thresholds, xs.dtype), (k_groups,))
-    paper = cfg.scaling == "paper"
     box = cfg.box
-    cols = grad_std.shape[0]
 
     def step(theta, key_t):
-        pred = theta @ xs
-        dl, loss = _dloss_and_loss(pred, y, cfg.loss)
-        gnorm = jnp.abs(dl) * xnorm
-        scale = 1.0 / jnp.maximum(1.0, gnorm / hp.clip)
-        u = dl * scale
-        gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
-        clipped = jnp.sum(jnp.sum(onehot, 1) * (gnorm > hp.clip)) / n
-        kg, kl = jax.random.split(key_t)
-        if pooled:
-            noise = grad_std * jax.random.normal(kg, (p, 1), xs.dtype)
-            total = jnp.sum(gsum, axis=1, keepdims=True) + noise
-            grad = (total if paper else total / n)[:, 0]
+        m1, m2, clipped = _release(key_t, theta, xs, y, onehot, n_k, xnorm, grad_std, loss_std,
+                                   hp, cfg)
+        if cfg.fairness:
+            wf = jax.grad(f_fn)(m2)
+            gval, wg = jax.value_and_grad(g_fn)(m2, thresholds)
+            w = wf + hp.fairness_weight * (gval >= 0) * wg  # eq. (1)-(2); Alg. 2 line 17
+            grad = m1 @ w
         else:
-            noise = grad_std * jax.random.normal(kg, (p, cols), xs.dtype)
-            if paper and cfg.fairness:
-                m1 = gsum / n_k + noise  # Alg. 2 line 10-11: mean, noise for the sum
-            elif paper:
-                m1 = gsum + noise  # Alg. 3 line 8-9: noisy sum
-            else:
-                m1 = (gsum + noise) / n_k  # clip, sum, noise, then normalise
-            if cfg.fairness:
-                lsum = jnp.clip(loss, 0.0, hp.clip**2) @ onehot  # [K]
-                lnoise = loss_std * jax.random.normal(kl, (k_groups,), xs.dtype)
-                m2 = lsum / n + lnoise if paper else (lsum + lnoise) / n_k
-                wf = jax.grad(f_fn)(m2)
-                gval, wg = jax.value_and_grad(g_fn)(m2, thresholds)
-                w = wf + hp.fairness_weight * (gval >= 0) * wg  # eq. (1)-(2), line 17
-                grad = m1 @ w
-            else:
-                grad = jnp.sum(m1, axis=1)  # M 1_K
+            grad = jnp.sum(m1, axis=1)  # M 1_K (Alg. 3 line 12)
         theta = theta - hp.learning_rate * grad
         if math.isfinite(box):
-            theta = jnp.clip(theta, -box, box)
+            theta = jnp.clip(theta, -box, box)  # projection onto C_P
         return theta, clipped
 
     theta0 = jnp.zeros((p,), xs.dtype)
     theta, clipped = jax.lax.scan(step, theta0, jax.random.split(key, cfg.steps))
-    std_out = jnp.broadcast_to(grad_std, (k_groups,)) if pooled else grad_std
+    std_out = jnp.broadcast_to(grad_std, (k_groups,))
     return theta, std_out, jnp.mean(clipped)
+
+
+def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
+                        hparams: Hyperparams, config: Config = Config()
+                        ) -> tuple[jax.Array, jax.Array]:
+    """One stage-2 iteration's release at ``theta``: ``(M1 [P, K], M2 [K])`` (Alg. 2 lines 6-16).
+
+    ``M1[:, k]`` is group k's clipped gradient sum plus ``N(0, grad_std_k^2)`` noise, divided by
+    ``n_k`` (default scaling); ``M2[k]`` the same for the clipped loss (zeros for Algorithm 3). For
+    ``method="pooled"`` ``M1`` has one column. The noise stds are :func:`group_noise_stds`.
+
+    Privacy: ``mu/T``-zCDP (one of T iterations) under ``config.neighbour``.
+    """
+    _check_inputs(key, data, hparams, config)
+    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
+                                         config.fit_intercept)
+    se = jnp.asarray(se, xs.dtype)
+    grad_std, loss_std = _noise_stds(se, _mu(hparams, config), hparams, config, xs.dtype)
+    m1, m2, _ = _release(key, jnp.asarray(theta, xs.dtype), xs, y, onehot, n_k, xnorm, grad_std,
+                         loss_std, hparams, config)
+    return m1, m2
 
 
 def stage2_descent(key: jax.Array, data: Dataset, se: Any, hparams: Hyperparams,

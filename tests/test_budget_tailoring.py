@@ -1,0 +1,299 @@
+"""Tests for dpfair_jax.algorithms.budget_tailoring (paper 000: DPSE / DPNoSE)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpfair_jax.algorithms import budget_tailoring as bt
+from dpfair_jax.data.dataset import make_dataset
+
+
+def _two_groups(n1=400, n2=40, slopes=(-1.0, 1.0), sd=1.0, seed=0, d=1):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n1 + n2, d))
+    s = np.r_[np.zeros(n1, int), np.ones(n2, int)]
+    beta = np.asarray(slopes)[s]
+    y = beta * x[:, 0] + sd * rng.normal(size=n1 + n2)
+    return make_dataset(x, y.astype(np.float32), s, num_classes=0)
+
+
+def _zero_data(sizes=(300, 30, 60), d=2):
+    s = np.repeat(np.arange(len(sizes)), sizes)
+    x = np.ones((len(s), d)) / math.sqrt(d)
+    return make_dataset(x, np.zeros(len(s), np.float32), s, num_classes=0)
+
+
+# ---------------------------------------------------------------- accounting and the ledger
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rho=st.floats(1e-3, 100.0),
+    raw=st.lists(st.floats(0.01, 10.0), min_size=1, max_size=8),
+    method=st.sampled_from(["dpse", "equal", "pooled"]),
+    fairness=st.booleans(),
+)
+def test_ledger_sums_to_rho(rho, raw, method, fairness):
+    if method == "pooled":
+        fairness = False
+    se = np.sqrt(np.asarray(raw) / np.sum(raw))
+    led = bt.budget_ledger(rho, se, config=bt.Config(method=method, fairness=fairness))
+    led.assert_total(rho)
+
+
+def test_ledger_rejects_unnormalised_allocation():
+    led = bt.budget_ledger(2.0, np.array([0.9, 0.9]), config=bt.Config())
+    with pytest.raises(AssertionError):
+        led.assert_total(2.0)
+
+
+def test_realised_spend_adds_up_to_rho_over_many_runs():
+    data = _two_groups()
+    rhos = jnp.array([0.005, 0.5, 8.0, 50.0])
+    keys = jax.random.split(jax.random.key(1), 4)
+    cfg = bt.Config(steps=5)
+
+    @jax.jit
+    @jax.vmap
+    def run(k, r):
+        return bt.fit_arrays(k, data.x, data.y, data.s, 2, bt.Hyperparams(rho=r), cfg)[1]
+
+    diag = run(keys, rhos)
+    np.testing.assert_allclose(diag.rho_stage1 + diag.rho_stage2, rhos, rtol=1e-5)
+    led = bt.budget_ledger(np.asarray(rhos), np.asarray(diag.se), config=cfg)
+    led.assert_total(np.asarray(rhos))
+
+
+def test_privacy_conversion_matches_closed_form():
+    # Values from the engineering notes (epsilon = rho + 2 sqrt(rho log 1/delta), delta = 1e-5).
+    eps = bt.zcdp_to_epsilon([0.005, 0.5, 12.5], 1e-5)
+    np.testing.assert_allclose(eps, [0.485, 5.30, 36.5], rtol=1e-3)
+    spend = bt.privacy(bt.Config(neighbour="swap"), 2.0, 1e-5)
+    assert spend["relation"] == "replace_one" and spend["rho"] == 2.0
+    np.testing.assert_allclose(bt.epsilon_to_rho([0.1, 2.0]), [0.005, 2.0])
+
+
+# ---------------------------------------------------------------- noise calibration
+
+
+@pytest.mark.parametrize("fairness", [False, True])
+def test_noise_per_group_has_the_implied_std(fairness):
+    """Zero data signal: M1 is pure noise; its std per group matches mu s_k^2 / T (or /2T)."""
+    data = _zero_data()
+    sizes = np.array([300.0, 30.0, 60.0])
+    se = np.sqrt(np.array([0.2, 0.5, 0.3]))
+    rho, steps, clip = 3.0, 20, 2.0
+    hp = bt.Hyperparams(rho=rho, clip=clip)
+    cfg = bt.Config(method="equal", fairness=fairness, steps=steps)  # mu = rho
+    reps = 4000
+    keys = jax.random.split(jax.random.key(2), reps)
+    release = jax.jit(jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(2), se, hp, cfg)))
+    m1, m2 = release(keys)
+    share = rho * se**2 / steps / (2 if fairness else 1)
+    want = clip / np.sqrt(2 * share) / sizes  # std of the normalised noisy gradient sum
+    got = np.asarray(m1).std(axis=0)  # [P, K]
+    tol = 4 * want / np.sqrt(2 * reps)  # 4 standard errors of a sample std
+    assert np.all(np.abs(got - want) < tol)
+    if fairness:
+        want_l = clip**2 / np.sqrt(2 * share) / sizes
+        assert np.all(np.abs(np.asarray(m2).std(axis=0) - want_l) < 4 * want_l / np.sqrt(2 * reps))
+
+
+def test_swap_doubles_noise_and_pooled_uses_whole_budget():
+    se = jnp.array([0.6, 0.8])
+    g1, _ = bt.group_noise_stds(se, 1.0, 10, 2.0)
+    g2, _ = bt.group_noise_stds(se, 1.0, 10, 2.0, neighbour="swap")
+    np.testing.assert_allclose(g2, 2 * g1, rtol=1e-6)
+    np.testing.assert_allclose(g1, 2.0 * np.sqrt(10 / (2 * np.array([0.36, 0.64]))), rtol=1e-6)
+    data = _zero_data(sizes=(50, 50), d=1)
+    cfg = bt.Config(method="pooled", steps=10)
+    keys = jax.random.split(jax.random.key(3), 4000)
+    m1 = jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(1), se,
+                                                   bt.Hyperparams(rho=1.0), cfg)[0])(keys)
+    want = 2.0 * np.sqrt(10 / 2.0) / 100  # sigma = Delta sqrt(T/(2 rho)), divided by n
+    assert abs(float(np.std(m1)) - want) < 4 * want / np.sqrt(8000)
+
+
+def test_end_to_end_first_step_noise():
+    """One step from theta = 0 on zero data: theta_1 = -lr * sum_k noise_k / n_k."""
+    data = _zero_data(sizes=(200, 20), d=1)
+    hp = bt.Hyperparams(rho=2.0, learning_rate=1.0)
+    cfg = bt.Config(method="equal", steps=1, box=float("inf"))
+    keys = jax.random.split(jax.random.key(4), 4000)
+    th = jax.jit(jax.vmap(lambda k: bt.fit(k, data, hp, cfg)[0]))(keys)
+    std_k = 2.0 * np.sqrt(1 / (2 * 2.0 * 0.5))
+    want = np.sqrt(np.sum((std_k / np.array([200.0, 20.0])) ** 2))
+    got = float(np.std(th))
+    assert abs(got - want) < 4 * want / np.sqrt(8000)
+
+
+def test_paper_scaling_is_the_unnormalised_sum():
+    data = _zero_data(sizes=(100, 10), d=1)
+    se = np.array([0.6, 0.8])
+    keys = jax.random.split(jax.random.key(5), 3000)
+    hp = bt.Hyperparams(rho=1.0)
+    cfg = bt.Config(method="equal", steps=4, scaling="paper")
+    m1 = jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(1), se, hp, cfg)[0])(keys)
+    want = 2.0 * np.sqrt(4 / (2 * se**2))
+    assert np.all(np.abs(np.asarray(m1).std(axis=0)[0] - want) < 4 * want / np.sqrt(6000))
+
+
+# ---------------------------------------------------------------- stage 1
+
+
+def test_stage1_non_private_limit_matches_numpy():
+    data = _two_groups(n1=500, n2=50, slopes=(-1.0, 1.0))
+    hp = bt.Hyperparams(rho=jnp.inf, clip=2.0, stats_bound_x=100.0, stats_bound_y=100.0)
+    se, fallback, beta = bt.stage1_standard_errors(jax.random.key(0), data, hp)
+    x, y, s = np.asarray(data.x, float), np.asarray(data.y, float), np.asarray(data.s)
+    b = np.linalg.lstsq(x, y, rcond=None)[0]
+    r2 = np.minimum((y - x @ b) ** 2, 4.0)
+    ref = np.sqrt(np.bincount(s, weights=r2) / np.bincount(s))
+    ref = ref / np.linalg.norm(ref)
+    assert not bool(fallback)
+    np.testing.assert_allclose(beta, b, rtol=1e-3)
+    np.testing.assert_allclose(se, ref, rtol=1e-3)
+    assert se[1] > se[0]  # the minority group (other slope) has the larger residuals
+
+
+def test_stage1_fallback_is_branch_free_and_returns_equal_split():
+    data = _two_groups(n1=60, n2=6)
+    rhos = jnp.full((64,), 1e-6)
+    keys = jax.random.split(jax.random.key(6), 64)
+    se, fb, _ = jax.jit(jax.vmap(lambda k, r: bt.stage1_standard_errors(
+        k, data, bt.Hyperparams(rho=r))))(keys, rhos)
+    fb = np.asarray(fb)
+    assert fb.any()  # at this budget the noisy X^T X or a residual sum is often <= 0
+    np.testing.assert_allclose(np.asarray(se)[fb], 1 / np.sqrt(2), rtol=1e-6)
+    np.testing.assert_allclose(np.sum(np.asarray(se) ** 2, axis=1), 1.0, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- stage 2 limits
+
+
+@pytest.mark.parametrize("method,weighting", [("dpse", "group_mean"), ("equal", "group_mean"),
+                                              ("pooled", "pooled")])
+def test_rho_to_infinity_converges_to_least_squares(method, weighting):
+    data = _two_groups(n1=300, n2=30, slopes=(-1.0, 2.0), d=2)
+    ref = bt.least_squares(data, weighting=weighting)
+    lr = 0.2 if weighting == "group_mean" else 0.4
+    cfg = bt.Config(method=method, steps=300, box=float("inf"))
+    for rho in (jnp.inf, 1e20):
+        hp = bt.Hyperparams(rho=rho, clip=1e6, learning_rate=lr)
+        theta, diag = bt.fit(jax.random.key(7), data, hp, cfg)
+        np.testing.assert_allclose(theta, ref, atol=2e-3)
+        assert float(diag.fraction_clipped) == 0.0
+
+
+def test_fairness_lagrangian_non_private_limit():
+    """G = 1, g = max_k (l_k - eta): with eta huge the constraint is off (minimiser of the sum of
+    group means, weighted LS); with eta = 0 the iterates approach the minimiser of
+    l_1 + l_2 + max(l_1, l_2), found here by a NumPy grid search (constant-step subgradient descent
+    oscillates around the kink with an amplitude proportional to the step)."""
+    data = _two_groups(n1=300, n2=30, slopes=(-1.0, 2.0))
+    hp = bt.Hyperparams(rho=jnp.inf, clip=1e6, learning_rate=0.1, thresholds=1e9)
+    cfg = bt.Config(method="equal", fairness=True, steps=300, box=float("inf"))
+    theta, _ = bt.fit(jax.random.key(0), data, hp, cfg)
+    np.testing.assert_allclose(theta, bt.least_squares(data, weighting="group_mean"), atol=2e-3)
+    x, y, s = (np.asarray(a, float) for a in (data.x[:, 0], data.y, data.s))
+    grid = np.linspace(-1.0, 2.0, 3001)
+    losses = np.stack([((y[s == k][None] - grid[:, None] * x[s == k][None]) ** 2).mean(1)
+                       for k in range(2)], axis=1)
+    best = grid[np.argmin(losses.sum(1) + losses.max(1))]
+    cfg2 = bt.Config(method="equal", fairness=True, steps=1500, box=float("inf"))
+    theta2, _ = bt.fit(jax.random.key(0), data, hp._replace(thresholds=0.0, learning_rate=0.005),
+                       cfg2)
+    assert abs(float(theta2[0]) - best) < 0.03
+    assert abs(float(theta[0]) - best) > 0.03  # the constraint moved the solution
+
+
+def test_callable_f_g_equal_named():
+    data = _two_groups()
+    hp = bt.Hyperparams(rho=1.0)
+    a = bt.fit(jax.random.key(3), data, hp, bt.Config(fairness=True, g="bgl"))[0]
+    b = bt.fit(jax.random.key(3), data, hp, bt.Config(
+        fairness=True, f=lambda l: jnp.sum(l), g=lambda l, t: jnp.max(l - t)))[0]
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_projection_onto_box():
+    data = _two_groups(slopes=(20.0, 20.0))
+    theta, _ = bt.fit(jax.random.key(0), data, bt.Hyperparams(rho=10.0, learning_rate=1.0),
+                      bt.Config(steps=30, box=5.0))
+    assert float(jnp.max(jnp.abs(theta))) <= 5.0
+
+
+def test_logistic_variant_non_private_limit():
+    rng = np.random.default_rng(0)
+    n = 600
+    x = rng.normal(size=(n, 2))
+    s = (rng.random(n) < 0.2).astype(int)
+    p = 1 / (1 + np.exp(-(x @ np.array([1.5, -1.0]) + 0.3)))
+    y = (rng.random(n) < p).astype(int)
+    data = make_dataset(x, y, s)
+    cfg = bt.Config(method="pooled", loss="logistic", steps=400, fit_intercept=True,
+                    box=float("inf"))
+    theta, _ = bt.fit(jax.random.key(0), data, bt.Hyperparams(rho=jnp.inf, clip=1e6,
+                                                              learning_rate=2.0), cfg)
+    from sklearn.linear_model import LogisticRegression
+
+    ref = LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000).fit(x, y)
+    np.testing.assert_allclose(theta, np.r_[ref.coef_[0], ref.intercept_], atol=5e-3)
+    # private DPSE runs end to end on the classification data
+    th2, diag = bt.fit(jax.random.key(1), data, bt.Hyperparams(rho=1.0, clip=1.0),
+                       bt.Config(loss="logistic", fit_intercept=True))
+    assert np.all(np.isfinite(th2)) and float(diag.rho_stage1 + diag.rho_stage2) == pytest.approx(1.0, rel=1e-5)
+
+
+# ---------------------------------------------------------------- vectorisation
+
+
+def test_jitted_vmap_over_keys_and_budgets_equals_single_calls():
+    data = _two_groups(n1=200, n2=20)
+    cfg = bt.Config(steps=10, fairness=True)
+    keys = jax.random.split(jax.random.key(8), 6)
+    rhos = jnp.array([0.01, 0.1, 1.0, 2.0, 4.5, 8.0])
+    lrs = jnp.linspace(0.05, 0.3, 6)
+    batch = jax.jit(jax.vmap(lambda k, r, lr: bt.fit(
+        k, data, bt.Hyperparams(rho=r, learning_rate=lr), cfg)[0]))(keys, rhos, lrs)
+    single_fn = jax.jit(lambda k, r, lr: bt.fit(k, data, bt.Hyperparams(rho=r, learning_rate=lr),
+                                                cfg)[0])
+    for i in (0, 5):
+        single = single_fn(keys[i], rhos[i], lrs[i])
+        np.testing.assert_allclose(batch[i], single, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "kwargs,cfg,match",
+    [
+        ({"rho": -1.0}, {}, "rho"),
+        ({"tau_fraction": 1.5}, {}, "tau_fraction"),
+        ({"learning_rate": 0.0}, {}, "learning_rate"),
+        ({"clip": 0.0}, {}, "clip"),
+        ({"thresholds": jnp.zeros(3)}, {}, "thresholds"),
+        ({}, {"method": "magic"}, "method"),
+        ({}, {"method": "pooled", "fairness": True}, "pooled"),
+        ({}, {"scaling": "mean"}, "scaling"),
+        ({}, {"steps": 0}, "steps"),
+    ],
+)
+def test_validation_names_the_argument(kwargs, cfg, match):
+    data = _two_groups(n1=20, n2=5)
+    with pytest.raises(ValueError, match=match):
+        bt.fit(jax.random.key(0), data, bt.Hyperparams(**kwargs), bt.Config(**cfg))
+
+
+def test_rbg_key_refused():
+    data = _two_groups(n1=20, n2=5)
+    with pytest.raises(ValueError, match="threefry"):
+        bt.fit(jax.random.key(0, impl="rbg"), data)
