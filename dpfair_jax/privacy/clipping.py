@@ -123,10 +123,10 @@ def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
     add/remove-one neighbours; scale the noise to that.
     """
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    if jax.tree_util.tree_structure(clip_norms).num_leaves == 1 and jnp.ndim(
-        jax.tree_util.tree_leaves(clip_norms)[0]
-    ) == 0:
-        c_leaves = [jax.tree_util.tree_leaves(clip_norms)[0]] * len(leaves)
+    if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(clip_norms)):
+        if jnp.ndim(clip_norms) != 0:
+            raise ValueError(f"clip_norms must be a scalar or a pytree like tree, got shape {jnp.shape(clip_norms)}.")
+        c_leaves = [clip_norms] * len(leaves)
     else:
         c_tree_def = jax.tree_util.tree_structure(clip_norms)
         if c_tree_def != treedef:
