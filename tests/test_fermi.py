@@ -1,0 +1,268 @@
+"""DP-FERMI (paper 004, Algorithm 1): exact limits, calibrated noise, variants, sweeps, closed forms."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpfair_jax import models as M
+from dpfair_jax.algorithms import fermi as F
+from dpfair_jax.data import make_dataset
+from dpfair_jax.fairness import ermi as E
+
+
+def _data(n=120, d=4, k=2, l=2, seed=0, zero_x=False):
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, k, n)
+    s[:k] = np.arange(k)
+    x = rng.normal(size=(n, d)) + 0.8 * s[:, None]
+    y = (x[:, 0] + 0.3 * rng.normal(size=n) > 0.5).astype(int) if l == 2 else rng.integers(0, l, n)
+    if zero_x:
+        x = np.zeros_like(x)
+    return make_dataset(x, y, s, num_groups=k, num_classes=l)
+
+
+def _reference_gda(ds, lam, lr_t, lr_w, T, radius, fairness="dp"):
+    """Plain full-batch two-timescale GDA on mean(loss) + lam * mean(psi), by autodiff."""
+    x, y, s = ds.x, ds.y, ds.s
+    if fairness == "dp":
+        P = E.group_frequencies(s, ds.num_groups)[None]
+        c = jnp.zeros_like(s)
+    else:
+        P = E.conditional_group_frequencies(s, y, ds.num_groups, 2)
+        c = y
+
+    def obj(theta, W):
+        z = x @ theta["w"][:, 0] + theta["b"][0]
+        probs = E.soft_predictions(z)
+        task = jnp.mean(jnp.logaddexp(0.0, z) - y * z)
+        psis = jax.vmap(E.psi)(probs, s, W[c], P[c])
+        return task + lam * jnp.mean(psis)
+
+    theta = {"w": jnp.zeros((x.shape[1], 1)), "b": jnp.zeros((1,))}
+    W = jnp.zeros((P.shape[0], ds.num_groups, 2))
+    for _ in range(T):
+        gt, gw = jax.grad(obj, argnums=(0, 1))(theta, W)
+        theta = jax.tree_util.tree_map(lambda a, g: a - lr_t * g, theta, gt)
+        W = W + lr_w * gw
+        nrm = jnp.sqrt(jnp.sum(W**2))
+        W = W * jnp.minimum(1.0, radius / nrm)
+    return theta, W
+
+
+@pytest.mark.parametrize("unit,fairness", [("sensitive_attribute", "dp"), ("all_features", "eo")])
+def test_eps_inf_equals_nonprivate_two_timescale_gda(unit, fairness):
+    ds = _data()
+    n = ds.n
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=25, batch_size=n,
+                        privacy_unit=unit, fairness=fairness)
+    hp = F.FermiHparams(lam=2.0, lr_theta=0.3, lr_w=0.5, clip_theta=jnp.inf, clip_w=jnp.inf,
+                        noise_theta=0.0, noise_w=0.0, radius=0.4)
+    res = jax.jit(lambda k: F.fit(k, ds, hp, cfg, validate=False))(jax.random.key(0))
+    th, W = _reference_gda(ds, 2.0, 0.3, 0.5, 25, 0.4, fairness)
+    np.testing.assert_allclose(res.params["w"], th["w"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(res.W, W, rtol=1e-4, atol=1e-5)
+    assert float(jnp.sqrt(jnp.sum(W**2))) == pytest.approx(0.4, rel=1e-4)  # projection was active
+
+
+def test_ascent_alone_reaches_w_star_dp_and_eo():
+    ds = _data(n=90, k=3, seed=1)
+    for fairness in ("dp", "eo"):
+        cfg = F.FermiConfig(model=M.logistic(init="lecun_normal"), num_groups=3, steps=400,
+                            batch_size=ds.n, fairness=fairness, projection="none")
+        hp = F.FermiHparams(lam=1.0, lr_theta=0.0 + 1e-30, lr_w=1.0, clip_theta=jnp.inf,
+                            clip_w=jnp.inf)
+        res = F.fit(jax.random.key(2), ds, hp, cfg)
+        probs = E.soft_predictions(cfg.model.apply(res.params, ds.x))
+        if fairness == "dp":
+            want = E.w_star(probs, ds.s, 3)[None]
+            target = E.ermi(probs, ds.s, 3)
+            P = E.group_frequencies(ds.s, 3)[None]
+            c = jnp.zeros_like(ds.s)
+        else:
+            want = E.w_star_eo(probs, ds.s, ds.y, 3, 2)
+            target = E.ermi_eo(probs, ds.s, ds.y, 3, 2)
+            P = E.conditional_group_frequencies(ds.s, ds.y, 3, 2)
+            c = ds.y
+        np.testing.assert_allclose(res.W, want, atol=1e-4)
+        val = jnp.mean(jax.vmap(E.psi)(probs, ds.s, res.W[c], P[c]))
+        assert float(val) == pytest.approx(float(target), abs=1e-5)
+
+
+def _one_step_noise(cfg, lam, z_t, z_w, c_t=0.7, c_w=1.3, lr_t=1.0, lr_w=1.0, reps=600):
+    ds = _data(n=60, zero_x=True)  # zero features: theta gradients vanish exactly
+    hp = F.FermiHparams(lam=lam, lr_theta=lr_t, lr_w=lr_w, clip_theta=c_t, clip_w=c_w,
+                        noise_theta=z_t, noise_w=z_w, radius=jnp.inf)
+    hp0 = hp._replace(noise_theta=0.0, noise_w=0.0)
+
+    def diff(k):
+        a = F.fit(k, ds, hp, cfg, validate=False)
+        b = F.fit(k, ds, hp0, cfg, validate=False)  # same key: same batch and init
+        return a.params["w"].ravel() - b.params["w"].ravel(), (a.W - b.W).ravel()
+
+    dt, dw = jax.jit(jax.vmap(diff))(jax.random.split(jax.random.key(3), reps))
+    return np.asarray(dt).ravel(), np.asarray(dw).ravel()
+
+
+def _check_std(sample, want):
+    sd = float(np.std(sample))
+    assert abs(sd - want) < 5 * want / math.sqrt(2 * sample.size), (sd, want)
+
+
+@pytest.mark.parametrize("variant", ["corrected", "paper"])
+def test_added_noise_has_calibrated_std_scaled_by_lambda(variant):
+    m = 20
+    cfg = F.FermiConfig(model=M.logistic(fit_intercept=False), num_groups=2, steps=1, batch_size=m,
+                        variant=variant, projection="none")
+    lam, z_t, z_w, c_t, c_w = 2.5, 0.8, 1.7, 0.7, 1.3
+    dt, dw = _one_step_noise(cfg, lam, z_t, z_w, c_t, c_w)
+    k = cfg.sensitivity_factor()
+    assert k == 2.0
+    _check_std(dt, lam * z_t * c_t * k / m)  # theta noise: lam * u_t (Alg. 1 line 5)
+    want_w = (lam if variant == "corrected" else 1.0) * z_w * c_w * k / m
+    _check_std(dw, want_w)
+
+
+def test_official_batch_clipping_keeps_noise_but_disables_clipping():
+    m = 20
+    cfg = F.FermiConfig(model=M.logistic(fit_intercept=False), num_groups=2, steps=1, batch_size=m,
+                        clip_mode="official_batch", projection="none")
+    dt, dw = _one_step_noise(cfg, 1.0, 0.8, 1.7)
+    _check_std(dt, 0.8 * 0.7 * 2 / m)
+    _check_std(dw, 1.7 * 1.3 * 2 / m)
+
+
+def test_one_compiled_sweep_equals_single_runs():
+    ds = _data(n=100, seed=4)
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=15, batch_size=25)
+    lams = jnp.asarray([0.0, 0.5, 2.0, 1.0])
+    zs = jnp.asarray([0.0, 1.0, 3.0, 0.5])
+
+    def run(key, lam, z):
+        hp = F.FermiHparams(lam=lam, lr_theta=0.2, lr_w=0.3, noise_theta=z, noise_w=z)
+        r = F.fit(key, ds, hp, cfg, validate=False)
+        return r.params["w"], r.W
+
+    keys = jax.random.split(jax.random.key(5), 4)
+    gw, gW = jax.jit(jax.vmap(run))(keys, lams, zs)
+    single = jax.jit(run)
+    for i in range(4):
+        w1, W1 = single(keys[i], lams[i], zs[i])
+        np.testing.assert_allclose(gw[i], w1, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gW[i], W1, rtol=1e-5, atol=1e-6)
+
+
+def test_models_multiclass_groups_mlp_cnn_run():
+    ds = _data(n=60, k=3, l=3, seed=6)
+    for model in (M.multinomial_logistic(3), M.mlp(hidden=(8,), out=3)):
+        for fairness in ("dp", "eo"):
+            cfg = F.FermiConfig(model=model, num_groups=3, num_classes=3, steps=4, batch_size=20,
+                                fairness=fairness)
+            res = F.fit(jax.random.key(7), ds, F.FermiHparams(noise_theta=1.0, noise_w=1.0), cfg)
+            assert res.W.shape == ((3 if fairness == "eo" else 1), 3, 3)
+            assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(res))
+    rng = np.random.default_rng(0)
+    imgs = make_dataset(rng.normal(size=(16, 8, 8, 1)).reshape(16, -1), rng.integers(0, 3, 16),
+                        rng.integers(0, 2, 16), num_groups=2, num_classes=3)
+    imgs = imgs.replace(x=imgs.x.reshape(16, 8, 8, 1))
+    cnn = M.cnn(num_classes=3, image_shape=(8, 8, 1)) if "image_shape" in M.cnn.__code__.co_varnames else M.cnn(3)
+    cfg = F.FermiConfig(model=cnn, num_groups=2, num_classes=3, steps=2, batch_size=8)
+    res = F.fit(jax.random.key(8), imgs, F.FermiHparams(noise_theta=0.5, noise_w=0.5), cfg,
+                validate=False)
+    assert np.isfinite(float(F.evaluate(cnn, res.params, imgs, 3)["error"]))
+
+
+def test_calibrate_and_privacy_round_trip():
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=200, batch_size=100)
+    zt, zw = F.calibrate(cfg, 2000, 1.0, 1e-5, w_relative=2.0)
+    assert zw == pytest.approx(2 * zt)
+    spend = F.privacy(cfg, 2000, zt, zw, 1e-5)
+    assert spend.epsilon == pytest.approx(1.0, rel=1e-4)
+    assert spend.unit == "sensitive_attribute" and spend.delta < 1.1e-5
+    # both updates are composed: one Gaussian at z alone would be cheaper
+    from dpfair_jax.privacy import accounting as A
+    assert A.dpsgd_epsilon(zt, 0.05, 200, 1e-5) < 1.0
+    assert F.calibrate(cfg, 2000, math.inf, 1e-5) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        F.calibrate(cfg, 2000, -1.0, 1e-5)
+
+
+def test_theorem33_noise_matches_hand_computation():
+    # Parkinsons (notes II.6): n = 4406, T = 1000, delta = 1/n^2, rho = 0.318, L = D = 5
+    n, T, rho = 4406, 1000, 0.318
+    for eps, sw_note, st_note in [(0.5, 0.417, 10.43), (1, 0.209, 5.22), (3, 0.070, 1.74), (9, 0.023, 0.58)]:
+        st, sw = F.theorem33_noise(n, T, eps, 1 / n**2, rho)
+        hand_w = math.sqrt(16 * T * 2 * math.log(n) / (eps**2 * n**2 * rho))
+        assert sw == pytest.approx(hand_w, rel=1e-12)
+        assert st == pytest.approx(25 * hand_w, rel=1e-12)
+        assert sw == pytest.approx(sw_note, abs=0.0015) and st == pytest.approx(st_note, abs=0.015)
+    # Adult: n = 33916, T = 200 * 34 = 6800, rho ~ 0.325
+    out = F.official_calibration(33916, int(0.325 * 33916) + 1, 200, 1024, 0.5)
+    assert out["steps"] == 6800 and out["delta"] == pytest.approx(1 / 33916**2)
+    assert out["std_w"] == pytest.approx(0.156, abs=0.001)
+    assert out["std_theta"] == pytest.approx(3.90, abs=0.01)
+    # all features: the theorem's statement is more conservative than its proof
+    for rho in (0.1, 0.3):
+        p = F.theorem33_noise(1000, 100, 1.0, 1e-6, rho, unit="all_features", form="proof")
+        s = F.theorem33_noise(1000, 100, 1.0, 1e-6, rho, unit="all_features", form="statement")
+        assert s[0] >= p[0] and s[1] == p[1]
+    assert F.min_steps_theorem33(4406, 1024, 1.0) == math.ceil((4406 / 2048) ** 2)
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=1024)
+    zt, zw = F.theorem33_multipliers(cfg, 2.0, 0.1, clip_theta=5.0, clip_w=1.0)
+    assert zt * 5.0 * 2 / 1024 == pytest.approx(2.0) and zw * 2 / 1024 == pytest.approx(0.1)
+
+
+def test_sensitive_attribute_substitution_dominated_by_add_remove_rdp():
+    """The accounting argument of the module docstring, checked numerically: the Renyi divergence of
+    the substitution pair (1-q)N(0)+qN(C) vs (1-q)N(0)+qN(-C) (worst case |a-b| = 2C) is at most
+    that of the add/remove pair with shift 2C."""
+    from scipy.special import logsumexp
+    from scipy.stats import norm
+
+    x = np.linspace(-60, 60, 120001)
+    dx = x[1] - x[0]
+
+    def mix(q, mu, sig):
+        return np.logaddexp(np.log1p(-q) + norm.logpdf(x, 0, sig), np.log(q) + norm.logpdf(x, mu, sig))
+
+    def renyi(lp, lq, a):
+        return logsumexp(a * lp + (1 - a) * lq + np.log(dx)) / (a - 1)
+
+    for sig in (0.8, 2.0):
+        for q in (0.02, 0.3):
+            for a in (2, 8, 32):
+                sub = renyi(mix(q, 1, sig), mix(q, -1, sig), a)
+                ar = max(renyi(mix(q, 2, sig), norm.logpdf(x, 0, sig), a),
+                         renyi(norm.logpdf(x, 0, sig), mix(q, 2, sig), a))
+                assert sub <= ar * (1 + 1e-9)
+
+
+def test_metrics_match_numpy():
+    rng = np.random.default_rng(9)
+    yhat, y, s = rng.integers(0, 3, 300), rng.integers(0, 3, 300), rng.integers(0, 4, 300)
+    ref_dp = max(max(np.mean(yhat[s == a] == c) for a in range(4)) - min(np.mean(yhat[s == a] == c)
+                 for a in range(4)) for c in range(3))
+    assert float(F.dp_violation(jnp.asarray(yhat), jnp.asarray(s), 4, 3)) == pytest.approx(ref_dp, abs=1e-6)
+    gaps = []
+    for c in range(3):
+        for cond in (y == c, y != c):
+            r = [np.mean(yhat[(s == a) & cond] == c) for a in range(4)]
+            gaps.append(max(r) - min(r))
+    got = float(F.eo_violation(jnp.asarray(yhat), jnp.asarray(y), jnp.asarray(s), 4, 3))
+    assert got == pytest.approx(max(gaps), abs=1e-6)
+
+
+def test_validation_errors():
+    ds = _data()
+    with pytest.raises(ValueError, match="variant"):
+        F.FermiConfig(model=M.logistic(), num_groups=2, variant="x").validate()
+    with pytest.raises(ValueError, match="num_classes"):
+        F.FermiConfig(model=M.multinomial_logistic(3), num_groups=2).validate()
+    with pytest.raises(ValueError, match="num_groups"):
+        F.fit(jax.random.key(0), ds, F.FermiHparams(), F.FermiConfig(model=M.logistic(), num_groups=3,
+                                                                       batch_size=10))
+    with pytest.raises(ValueError, match="lam"):
+        F.fit(jax.random.key(0), ds, F.FermiHparams(lam=-1.0),
+              F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=10))
