@@ -75,6 +75,8 @@ class Model(NamedTuple):
       name: ``"linear"``, ``"logistic"``, ``"multinomial_logistic"``, ``"mlp"`` or ``"cnn"``.
       num_outputs: number of outputs (1 = no trailing class axis on the outputs).
       input_shape: shape of one example (``(d,)`` or ``(H, W, C)``), or ``None`` if given at init.
+      config: the factory's hyperparameters as hashable ``(name, value)`` pairs (e.g.
+        ``("activation", "tanh")``); :attr:`hparams` gives them as a dict.
     """
 
     init: Callable[..., Params]
@@ -82,6 +84,12 @@ class Model(NamedTuple):
     name: str
     num_outputs: int
     input_shape: tuple[int, ...] | None = None
+    config: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def hparams(self) -> dict[str, Any]:
+        """The factory's hyperparameters (``fit_intercept``, ``hidden``, ``activation``, ...)."""
+        return dict(self.config)
 
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
@@ -160,7 +168,8 @@ def _glm(
             z = z + params["b"]
         return _maybe_squeeze(z, out)
 
-    return Model(init, apply, name, out, None if input_dim is None else (int(input_dim),))
+    return Model(init, apply, name, out, None if input_dim is None else (int(input_dim),),
+                 (("fit_intercept", fit_intercept), ("init", init_scheme)))
 
 
 def linear(
@@ -286,7 +295,8 @@ def mlp(
         d = int(params["layers"][0]["kernel"].shape[-2])
         return fns(d)[1](params, x)
 
-    return Model(init, apply, "mlp", out, None if input_dim is None else (int(input_dim),))
+    return Model(init, apply, "mlp", out, None if input_dim is None else (int(input_dim),),
+                 (("hidden", hidden), ("activation", activation)))
 
 
 class _CNN(nnx.Module):
@@ -371,7 +381,8 @@ def cnn(
                 )
         return init_from_key(key)
 
-    return Model(init, apply, "cnn", num_classes, image_shape)
+    return Model(init, apply, "cnn", num_classes, image_shape,
+                 (("channels", channels), ("image_shape", image_shape), ("activation", activation)))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -225,6 +225,21 @@ def test_jit_and_vmap_over_predictions():
     np.testing.assert_allclose(out, batched[0, 2], **TOL)
 
 
+def test_classification_summary_matches_parts_and_vmaps():
+    y_pred, y, s, _ = _random_case(12, n=120, k=3, c=3, kind="probs")
+    out = F.classification_summary(y_pred, y, s, 3)
+    hard = np.argmax(y_pred, axis=1).astype(np.int32)
+    np.testing.assert_allclose(out["dp_pairwise"],
+                               F.demographic_parity_pairwise(hard, s, 3, num_classes=3), **TOL)
+    np.testing.assert_allclose(out["eo"],
+                               F.equalized_odds_violation(hard, y, s, 3, num_classes=3), **TOL)
+    np.testing.assert_allclose(out["error"], sklearn_metrics.zero_one_loss(y, hard), **TOL)
+    stacked = jnp.stack([jnp.asarray(y_pred), jnp.asarray(y_pred[::-1])])
+    batched = jax.jit(jax.vmap(lambda p: F.classification_summary(p, y, s, 3)))(stacked)
+    np.testing.assert_allclose(batched["dp_marginal"][0], out["dp_marginal"], **TOL)
+    assert batched["group_accuracy"].shape == (2, 3)
+
+
 # ------------------------------------------------------------------------------------------------
 # empty groups
 # ------------------------------------------------------------------------------------------------

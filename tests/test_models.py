@@ -83,6 +83,14 @@ def test_vmap_over_init_keys_and_apply_over_params(factory):
     np.testing.assert_allclose(outs[2], single, rtol=1e-5, atol=1e-6)
 
 
+def test_hparams_are_exposed_and_model_is_hashable():
+    model = M.mlp((7, 3), activation="relu")
+    assert model.hparams == {"hidden": (7, 3), "activation": "relu"}
+    assert M.logistic(fit_intercept=False).hparams["fit_intercept"] is False
+    assert M.cnn(4).hparams["channels"] == (16, 32)
+    hash(model)  # usable as a cache key
+
+
 def test_init_without_dim_when_factory_has_it():
     model = M.mlp((4,), input_dim=3)
     stacked = jax.vmap(model.init)(jax.random.split(KEY, 3))

@@ -3,6 +3,7 @@
 from dpfair_jax.fairness.metrics import (
     ExcessiveRisk,
     accuracy,
+    classification_summary,
     demographic_parity_marginal,
     demographic_parity_pairwise,
     equal_opportunity_violation,
@@ -22,6 +23,7 @@ from dpfair_jax.fairness.metrics import (
 __all__ = [
     "ExcessiveRisk",
     "accuracy",
+    "classification_summary",
     "demographic_parity_marginal",
     "demographic_parity_pairwise",
     "equal_opportunity_violation",

@@ -56,6 +56,7 @@ __all__ = [
     "excessive_risk",
     "excessive_risk_gap",
     "parity_error",
+    "classification_summary",
 ]
 
 
@@ -565,3 +566,36 @@ def parity_error(
         w = 1.0 / k_eff if omega is None else jnp.asarray(omega, jnp.float32)
         total = total + w * jnp.sum(term(true_population, est_population))
     return total
+
+
+def classification_summary(
+    y_pred: Any, y: Any, s: Any, num_groups: int, *, num_classes: int | None = None,
+    mask: Any = None, weights: Any = None, threshold: float = 0.5,
+) -> dict[str, Array]:
+    """The paper-004 evaluation of one model as a dict of arrays (jit/vmap friendly, e.g. as the
+    return value of a Monte Carlo trial): ``error`` (misclassification error), ``accuracy``,
+    ``dp_pairwise`` (eq. 10), ``dp_marginal`` (eq. 2), ``eo`` (eq. 11), ``group_accuracy [K]``,
+    ``group_counts [K]``.
+
+    The fairness violations use hard labels (thresholded / argmax), as paper 004's tables do;
+    call the individual functions with probabilities for the soft versions.
+    """
+    c = _check_predictions(y_pred, num_classes)
+    _check_true_labels(y, c, y_pred)
+    _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
+                  n_value=y_pred)
+    hard = _hard_labels(y_pred, threshold)
+    kw = dict(num_classes=c, mask=mask, weights=weights)
+    w = _row_weights(hard.shape[0], mask, weights)
+    counts = _segsum(w, s, num_groups)
+    group_acc = group_accuracy(hard, y, s, num_groups, **kw)
+    acc = _safe_div(jnp.sum(group_acc * counts), jnp.sum(counts))
+    return {
+        "error": 1.0 - acc,
+        "accuracy": acc,
+        "dp_pairwise": demographic_parity_pairwise(hard, s, num_groups, **kw),
+        "dp_marginal": demographic_parity_marginal(hard, s, num_groups, **kw),
+        "eo": equalized_odds_violation(hard, y, s, num_groups, **kw),
+        "group_accuracy": group_acc,
+        "group_counts": counts,
+    }
