@@ -177,6 +177,14 @@ def test_gaussian_mixture_feature_and_mean_moments():
     assert data.num_classes == 0 and np.all(np.asarray(data.y) == 0)
 
 
+def test_gaussian_mixture_rounded_sizes_when_n_is_close_to_k():
+    # Many tiny groups and little room to take rows from the largest: still >= 1 each, sum n.
+    fn = jax.jit(jax.vmap(lambda kk: S.gaussian_mixture(kk, 8, 6, 0.05).truth.sizes))
+    sizes = np.asarray(fn(jax.random.split(_key(13), 256)))
+    np.testing.assert_array_equal(sizes.sum(axis=1), 8)
+    assert sizes.min() >= 1
+
+
 def test_gaussian_mixture_multinomial_group_frequencies():
     n, k = 50000, 5
     data, truth = S.gaussian_mixture(_key(9), n, k, 0.7, sizes="multinomial")

@@ -261,7 +261,8 @@ def gaussian_mixture(
       below 1 gets +1, taken from the largest group), then largest-remainder rounding, so the
       sizes are integers >= 1 summing exactly to ``n`` (requires ``n >= k``). The reference rounds
       each size and sets the last to ``n`` minus the others, which can go negative for a tiny last
-      group; largest-remainder rounding is the corrected form.
+      group; largest-remainder rounding is the corrected form. If the largest group cannot give
+      away the rows (``n`` close to ``k``), the sizes are ``1 + (n - k) g_i`` rounded the same way.
     - ``sizes="multinomial"``: each row's group is drawn from ``Categorical(g)`` (groups may be
       empty).
 
@@ -290,8 +291,11 @@ def gaussian_mixture(
     if sizes == "rounded":
         real = n * p
         small = real < 1.0
-        real = real + small - jnp.sum(small) * jax.nn.one_hot(jnp.argmax(real), k, dtype=real.dtype)
-        counts = _largest_remainder(real, n)
+        fixed = real + small - jnp.sum(small) * jax.nn.one_hot(jnp.argmax(real), k, dtype=real.dtype)
+        # When n is close to k the largest group cannot give away that many rows; then every group
+        # gets one row and the other n - k follow the proportions.
+        fallback = (n - k) * p + 1.0
+        counts = _largest_remainder(jnp.where(jnp.min(fixed) >= 1.0, fixed, fallback), n)
         s = counts_to_group_ids(counts, n)
     else:
         s = jnp.sort(jax.random.categorical(k_grp, log_p, shape=(n,))).astype(jnp.int32)
