@@ -139,7 +139,7 @@ def build_report(
             lines.append(f"Overrides: `{json.dumps(r['overrides'], sort_keys=True)}`.")
         lines.append("")
         lines.append(f"<details><summary>config</summary>\n\n```json\n"
-                     f"{json.dumps(r['config'], indent=1, sort_keys=True)}\n```\n\n</details>")
+                     f"{_compact_json(r['config'])}\n```\n\n</details>")
         lines.append("")
         n = len(r["claims"])
         if n:
@@ -169,6 +169,14 @@ def build_report(
     text = "\n".join(lines).rstrip() + "\n"
     store.atomic_write_text(report_dir / "REPORT.md", text)
     return report_dir / "REPORT.md"
+
+
+def _compact_json(config: Any) -> str:
+    """A config dict as JSON with one top-level key per line (lists kept on one line)."""
+    if not isinstance(config, dict) or not config:
+        return json.dumps(config)
+    items = [f"  {json.dumps(str(k))}: {json.dumps(v, sort_keys=True)}" for k, v in sorted(config.items())]
+    return "{\n" + ",\n".join(items) + "\n}"
 
 
 def _anchor(name: str) -> str:
