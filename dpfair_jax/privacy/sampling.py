@@ -24,6 +24,7 @@ to :mod:`dpfair_jax.privacy.accounting` for each scheme.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -83,13 +84,21 @@ def poisson_sample(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int
     """
     v.check_threefry_key(key)
     n, max_batch_size = _check_poisson(n, sample_rate, max_batch_size)
+    return _poisson_sample(key, jnp.asarray(sample_rate, jnp.float32), n, max_batch_size)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _poisson_sample(key: jax.Array, q: jax.Array, n: int, max_batch_size: int) -> PoissonSample:
     # A Bernoulli(q) process over 0..n-1 has i.i.d. Geometric(q) gaps between selected indices, so
     # the first B+1 selected indices are cumulative sums of B+1 geometric draws: O(B), not O(n).
-    q = jnp.asarray(sample_rate, jnp.float32)
     gaps = jax.random.geometric(key, q, (max_batch_size + 1,), dtype=jnp.int32)
-    # Saturating cumulative sum (min(a + b, n + 1) is associative for a, b >= 0): no int32 overflow.
     cap = jnp.int32(n + 1)
-    pos = jax.lax.associative_scan(lambda a, b: jnp.minimum(a + b, cap), jnp.minimum(gaps, cap)) - 1
+    gaps = jnp.minimum(gaps, cap)  # a gap past n ends the sample anyway
+    if (max_batch_size + 1) * (n + 1) < 2**31 - 1:
+        pos = jnp.cumsum(gaps) - 1
+    else:
+        # Saturating sum (min(a + b, n + 1) is associative for a, b >= 0): no int32 overflow.
+        pos = jax.lax.associative_scan(lambda a, b: jnp.minimum(a + b, cap), gaps) - 1
     inside = pos < n
     idx = jnp.where(inside[:max_batch_size], pos[:max_batch_size], 0)
     mask = inside[:max_batch_size].astype(jnp.float32)
