@@ -61,8 +61,8 @@ def split_indices(
     """Sorted train and test row indices of a random split (3:1 by default).
 
     Without ``stratify`` the test split has ``ceil(test_size * n)`` rows (as scikit-learn).
-    With ``stratify`` (an integer array of length ``n``, e.g. group ids) each stratum ``g`` is split
-    separately with ``round(test_size * n_g)`` test rows, so group proportions match in both splits.
+    With ``stratify`` (an array of length ``n``, e.g. group ids) each stratum ``g`` is split
+    separately with ``round(test_size * n_g)`` test rows (half to even), so group proportions match in both splits.
     Deterministic given ``seed`` (NumPy ``default_rng``). Both splits are non-empty.
     """
     n = v.check_int("n", n, minimum=2)
@@ -76,13 +76,13 @@ def split_indices(
         strata = np.asarray(stratify)
         if strata.shape != (n,):
             raise ValueError(f"stratify must have shape ({n},) (one stratum per row), got {strata.shape}.")
-        codes, inverse = np.unique(strata, return_inverse=True)
-        test_parts = []
-        for c in range(len(codes)):  # host-side, once per split: not a hot path
-            rows = np.flatnonzero(inverse == c)
-            rows = rng.permutation(rows)
-            test_parts.append(rows[: int(round(t * len(rows)))])
-        test = np.concatenate(test_parts) if test_parts else np.zeros(0, np.int64)
+        _, inverse, counts = np.unique(strata, return_inverse=True, return_counts=True)
+        order = np.lexsort((rng.random(n), inverse))  # rows by stratum, random within stratum
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n) - starts[inverse[order]]
+        n_test = np.rint(t * counts).astype(np.int64)
+        test = np.flatnonzero(rank < n_test[inverse])
         if len(test) == 0 or len(test) == n:
             raise ValueError(
                 f"stratified split with test_size={t} left an empty split (n={n}); "

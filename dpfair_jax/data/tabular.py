@@ -443,6 +443,10 @@ def load(
 
     Returns:
       ``(train, test)`` with feature, group and label names in ``info``.
+
+    Privacy: this is public preprocessing, as in the papers. The split, the z-scoring statistics
+    and the Parkinsons median are computed from the data without noise; a study that treats them
+    as private must standardize with public constants (``standardize=False``) instead.
     """
     spec = _spec(name)
     if target is None:
