@@ -1,0 +1,66 @@
+"""dpfair_jax.audit: empirical privacy auditing.
+
+* :mod:`~dpfair_jax.audit.lower_bounds`: epsilon lower bounds from attack outcomes
+  (Clopper-Pearson, threshold selection by split or Bonferroni, one-run auditing of Steinke,
+  Nasr and Jagielski 2023).
+* :mod:`~dpfair_jax.audit.games`: distinguishing games as one compiled program and audit rows.
+* :mod:`~dpfair_jax.audit.sum_audits`: Gaussian and Laplace mechanisms on a clipped sum with a
+  canary, with planted bugs that the audits must catch.
+
+:func:`run_audit` is what ``dpfair audit`` calls.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dpfair_jax.audit.games import AUDIT_COLUMNS, GameResult, audit_mechanism, run_game
+from dpfair_jax.audit.lower_bounds import (
+    ScoreBound,
+    clopper_pearson,
+    epsilon_lower_bound_from_counts,
+    epsilon_lower_bound_from_scores,
+    one_run_audit_from_scores,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+)
+from dpfair_jax.audit.sum_audits import BUGS, audit_clipped_sum, audit_suite, clipped_sum_mechanism
+
+__all__ = [
+    "AUDIT_COLUMNS",
+    "BUGS",
+    "GameResult",
+    "ScoreBound",
+    "audit_clipped_sum",
+    "audit_mechanism",
+    "audit_suite",
+    "clipped_sum_mechanism",
+    "clopper_pearson",
+    "epsilon_lower_bound_from_counts",
+    "epsilon_lower_bound_from_scores",
+    "one_run_audit_from_scores",
+    "one_run_epsilon_lower_bound",
+    "one_run_p_value",
+    "run_audit",
+    "run_game",
+]
+
+
+def run_audit(quick: bool = False, out: str | Path | None = None, *, seed: int = 0) -> Any:
+    """Run :func:`audit_suite` (2,000 trials per world when ``quick``, else 50,000) and return a
+    pandas DataFrame of audit rows; with ``out``, also write ``audit.csv`` and ``audit.json`` there.
+    """
+    import jax
+    import pandas as pd
+
+    trials = 2_000 if quick else 50_000
+    rows = audit_suite(jax.random.key(seed), num_trials=trials)
+    df = pd.DataFrame(rows)
+    if out is not None:
+        path = Path(out)
+        path.mkdir(parents=True, exist_ok=True)
+        df.to_csv(path / "audit.csv", index=False)
+        (path / "audit.json").write_text(json.dumps(rows, indent=2) + "\n")
+    return df
