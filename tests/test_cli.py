@@ -31,7 +31,8 @@ def _run_cli(*args: str, cwd: Path = REPO, env_out: Path | None = None) -> subpr
 
 
 def _one_line_error(err: str) -> str:
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    # warnings about other experiment modules that fail to import may precede the error
+    lines = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith("dpfair: warning: ")]
     assert len(lines) == 1, err
     assert "Traceback" not in err and lines[0].startswith("dpfair: error: ")
     return lines[0]
@@ -209,8 +210,8 @@ def test_ctrl_c_then_rerun_resumes(tmp_path):
     assert "Traceback" not in err
     meta = json.loads(meta_path.read_text())
     assert meta["status"] == "interrupted"
-    saved = meta["chunks"]["computed"]
-    assert saved >= 3
+    saved = len(glob.glob(pattern))  # finished chunks (a sidecar is written after its data)
+    assert saved >= 3 and meta["chunks"]["computed"] >= saved - 1  # the signal may land between the two
     again = subprocess.run(args + ["--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=300,
                            env=dict(os.environ))
     assert again.returncode == 0, again.stderr
