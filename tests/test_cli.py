@@ -186,6 +186,7 @@ def test_audit(tmp_path, monkeypatch, capsys):
     assert "audit found failures" in _one_line_error(capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_rerun_resumes(tmp_path):
     import glob
     import os
