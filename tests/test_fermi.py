@@ -43,8 +43,9 @@ def _reference_gda(ds, lam, lr_t, lr_w, T, radius, fairness="dp"):
 
     theta = {"w": jnp.zeros((x.shape[1], 1)), "b": jnp.zeros((1,))}
     W = jnp.zeros((P.shape[0], ds.num_groups, 2))
+    grad = jax.jit(jax.grad(obj, argnums=(0, 1)))
     for _ in range(T):
-        gt, gw = jax.grad(obj, argnums=(0, 1))(theta, W)
+        gt, gw = grad(theta, W)
         theta = jax.tree_util.tree_map(lambda a, g: a - lr_t * g, theta, gt)
         W = W + lr_w * gw
         nrm = jnp.sqrt(jnp.sum(W**2))
@@ -69,8 +70,8 @@ def test_eps_inf_equals_nonprivate_two_timescale_gda(unit, fairness):
 
 def test_ascent_alone_reaches_w_star_dp_and_eo():
     ds = _data(n=90, k=3, seed=1)
-    for fairness in ("dp", "eo"):
-        cfg = F.FermiConfig(model=M.logistic(init="lecun_normal"), num_groups=3, steps=400,
+    for fairness in ("eo",):  # the DP closed form is pinned in test_ermi; EO ascent here
+        cfg = F.FermiConfig(model=M.logistic(init="lecun_normal"), num_groups=3, steps=300,
                             batch_size=ds.n, fairness=fairness, projection="none")
         hp = F.FermiHparams(lam=1.0, lr_theta=0.0 + 1e-30, lr_w=1.0, clip_theta=jnp.inf,
                             clip_w=jnp.inf)
@@ -113,9 +114,13 @@ def _check_std(sample, want):
 
 @pytest.mark.parametrize("variant", ["corrected", "paper"])
 def test_added_noise_has_calibrated_std_scaled_by_lambda(variant):
+    """Zero gradients, one step: the measured noise std in theta is lam z_t C_t k / m, in W
+    lam z_w C_w k / m (corrected) or z_w C_w k / m (literal Alg. 1). The literal run also uses the
+    code's batch clipping (threshold m C), which must leave the noise unchanged."""
     m = 20
+    clip_mode = "per_example" if variant == "corrected" else "official_batch"
     cfg = F.FermiConfig(model=M.logistic(fit_intercept=False), num_groups=2, steps=1, batch_size=m,
-                        variant=variant, projection="none")
+                        variant=variant, projection="none", clip_mode=clip_mode)
     lam, z_t, z_w, c_t, c_w = 2.5, 0.8, 1.7, 0.7, 1.3
     dt, dw = _one_step_noise(cfg, lam, z_t, z_w, c_t, c_w)
     k = cfg.sensitivity_factor()
@@ -125,18 +130,10 @@ def test_added_noise_has_calibrated_std_scaled_by_lambda(variant):
     _check_std(dw, want_w)
 
 
-def test_official_batch_clipping_keeps_noise_but_disables_clipping():
-    m = 20
-    cfg = F.FermiConfig(model=M.logistic(fit_intercept=False), num_groups=2, steps=1, batch_size=m,
-                        clip_mode="official_batch", projection="none")
-    dt, dw = _one_step_noise(cfg, 1.0, 0.8, 1.7)
-    _check_std(dt, 0.8 * 0.7 * 2 / m)
-    _check_std(dw, 1.7 * 1.3 * 2 / m)
-
-
 def test_one_compiled_sweep_equals_single_runs():
-    ds = _data(n=100, seed=4)
-    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=15, batch_size=25)
+    ds = _data(n=100, k=3, l=3, seed=4)  # multi-class target, three groups
+    cfg = F.FermiConfig(model=M.multinomial_logistic(3), num_groups=3, num_classes=3, steps=15,
+                        batch_size=25)
     lams = jnp.asarray([0.0, 0.5, 2.0, 1.0])
     zs = jnp.asarray([0.0, 1.0, 3.0, 0.5])
 
@@ -154,20 +151,22 @@ def test_one_compiled_sweep_equals_single_runs():
         np.testing.assert_allclose(gW[i], W1, rtol=1e-5, atol=1e-6)
 
 
-def test_models_multiclass_groups_mlp_cnn_run():
+def test_mlp_equalized_odds_multiclass_runs():
     ds = _data(n=60, k=3, l=3, seed=6)
-    for model in (M.multinomial_logistic(3), M.mlp(hidden=(8,), out=3)):
-        for fairness in ("dp", "eo"):
-            cfg = F.FermiConfig(model=model, num_groups=3, num_classes=3, steps=4, batch_size=20,
-                                fairness=fairness)
-            res = F.fit(jax.random.key(7), ds, F.FermiHparams(noise_theta=1.0, noise_w=1.0), cfg)
-            assert res.W.shape == ((3 if fairness == "eo" else 1), 3, 3)
-            assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(res))
+    cfg = F.FermiConfig(model=M.mlp(hidden=(8,), out=3), num_groups=3, num_classes=3, steps=4,
+                        batch_size=20, fairness="eo")
+    res = F.fit(jax.random.key(7), ds, F.FermiHparams(noise_theta=1.0, noise_w=1.0), cfg)
+    assert res.W.shape == (3, 3, 3)
+    assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(res))
+
+
+@pytest.mark.slow
+def test_cnn_runs():
     rng = np.random.default_rng(0)
-    imgs = make_dataset(rng.normal(size=(16, 8, 8, 1)).reshape(16, -1), rng.integers(0, 3, 16),
-                        rng.integers(0, 2, 16), num_groups=2, num_classes=3)
+    imgs = make_dataset(rng.normal(size=(16, 64)), rng.integers(0, 3, 16), rng.integers(0, 2, 16),
+                        num_groups=2, num_classes=3)
     imgs = imgs.replace(x=imgs.x.reshape(16, 8, 8, 1))
-    cnn = M.cnn(num_classes=3, image_shape=(8, 8, 1)) if "image_shape" in M.cnn.__code__.co_varnames else M.cnn(3)
+    cnn = M.cnn(num_classes=3, channels=(4,), image_shape=(8, 8, 1))
     cfg = F.FermiConfig(model=cnn, num_groups=2, num_classes=3, steps=2, batch_size=8)
     res = F.fit(jax.random.key(8), imgs, F.FermiHparams(noise_theta=0.5, noise_w=0.5), cfg,
                 validate=False)
