@@ -117,13 +117,18 @@ def test_discover_reports_broken_module_and_keeps_others(tmp_path, monkeypatch):
         from dpfair_jax.experiments.registry import Experiment, register
         register(Experiment("t_discovered", "002", "d", {"quick": {}}, lambda c, x: None))
     """))
-    (tmp_path / "t_broken_mod.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "t_broken_mod.py").write_text(textwrap.dedent("""
+        from dpfair_jax.experiments.registry import Experiment, register
+        register(Experiment("t_half", "002", "d", {"quick": {}}, lambda c, x: None))
+        raise RuntimeError('boom at import')
+    """))
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         found = registry.discover(["t_broken_mod", "t_good_mod"])
         assert "t_broken_mod" in found.errors and "boom at import" in found.errors["t_broken_mod"]
         assert "RuntimeError" in found.tracebacks["t_broken_mod"]
-        assert "t_discovered" in [e.name for e in found.experiments]
+        names = [e.name for e in found.experiments]
+        assert "t_discovered" in names and "t_half" not in names
         assert "t_broken_mod" not in sys.modules
     finally:
         registry.unregister("t_discovered")

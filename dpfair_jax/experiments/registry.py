@@ -200,7 +200,8 @@ def discover(modules: Iterable[str] | None = None) -> Discovery:
     """Import the experiment modules (default: :func:`experiment_modules`) and collect registrations.
 
     A module raising at import time is recorded in ``errors`` (``"ExcType: message"``) and
-    ``tracebacks``; its partial registrations are kept. Already-imported modules are not re-imported.
+    ``tracebacks``, and whatever it registered before failing is dropped. Already-imported modules
+    are not re-imported.
     """
     errors: dict[str, str] = {}
     tbs: dict[str, str] = {}
@@ -211,6 +212,8 @@ def discover(modules: Iterable[str] | None = None) -> Discovery:
             importlib.import_module(mod)
         except Exception as err:  # noqa: BLE001 - a broken module must not stop the others
             sys.modules.pop(mod, None)
+            for name in [n for n, e in _REGISTRY.items() if e.module == mod]:
+                del _REGISTRY[name]  # registrations of a half-imported module are not trusted
             errors[mod] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip(": ")
             tbs[mod] = traceback.format_exc()
     return Discovery(all_experiments(), errors, tbs)
