@@ -29,6 +29,7 @@ paper 003 (stratification) Definition 10, eq. 6.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -201,6 +202,41 @@ def _rates(y_pred, s, num_groups, num_classes, mask, weights) -> tuple[Array, Ar
     return _safe_div(sums, counts[:, None]), counts, probs, w
 
 
+# Jitted cores (one compiled program per shape in eager use; inlined under an outer jit/vmap).
+def _jit(*static: str):
+    return functools.partial(jax.jit, static_argnames=("num_groups", "num_classes", *static))
+
+
+@_jit("kind")
+def _core_dp(y_pred, s, mask, weights, *, num_groups, num_classes, kind):
+    rates, counts, probs, w = _rates(y_pred, s, num_groups, num_classes, mask, weights)
+    if kind == "rates":
+        return rates, counts
+    if kind == "pairwise":
+        return jnp.max(_range_over_present(rates, (counts > 0)[:, None], axis=0))
+    marginal = _safe_div(w @ probs, jnp.sum(w))  # [C]
+    dev = jnp.where((counts > 0)[:, None], jnp.abs(rates - marginal[None, :]), 0.0)
+    return jnp.max(dev)
+
+
+@_jit("positive_class")
+def _core_eo(y_pred, y, s, mask, weights, *, num_groups, num_classes, positive_class):
+    tpr, pos, fpr, neg = _eo_cells(y_pred, y, s, num_groups, num_classes, mask, weights)
+    if positive_class is not None:
+        return _range_over_present(tpr[:, positive_class], pos[:, positive_class] > 0, axis=0)
+    tpr_gap = _range_over_present(tpr, pos > 0, axis=0)
+    fpr_gap = _range_over_present(fpr, neg > 0, axis=0)
+    return jnp.max(jnp.maximum(tpr_gap, fpr_gap))
+
+
+@_jit("soft")
+def _core_group_accuracy(y_pred, y, s, mask, weights, threshold, *, num_groups, num_classes, soft):
+    correct = _correct(y_pred, y, num_classes, threshold, soft)
+    w = _row_weights(correct.shape[0], mask, weights)
+    counts = _segsum(w, s, num_groups)
+    return _safe_div(_segsum(w * correct, s, num_groups), counts), counts
+
+
 # ------------------------------------------------------------------------------------------------
 # public metrics
 # ------------------------------------------------------------------------------------------------
@@ -224,8 +260,7 @@ def group_prediction_rates(
     c = _check_predictions(y_pred, num_classes)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
-    rates, counts, _, _ = _rates(y_pred, s, num_groups, c, mask, weights)
-    return rates, counts
+    return _core_dp(y_pred, s, mask, weights, num_groups=num_groups, num_classes=c, kind="rates")
 
 
 def demographic_parity_pairwise(
@@ -243,8 +278,8 @@ def demographic_parity_pairwise(
     c = _check_predictions(y_pred, num_classes)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
-    rates, counts, _, _ = _rates(y_pred, s, num_groups, c, mask, weights)
-    return jnp.max(_range_over_present(rates, (counts > 0)[:, None], axis=0))
+    return _core_dp(y_pred, s, mask, weights, num_groups=num_groups, num_classes=c,
+                    kind="pairwise")
 
 
 def demographic_parity_marginal(
@@ -260,10 +295,8 @@ def demographic_parity_marginal(
     c = _check_predictions(y_pred, num_classes)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
-    rates, counts, probs, w = _rates(y_pred, s, num_groups, c, mask, weights)
-    marginal = _safe_div(w @ probs, jnp.sum(w))  # [C]
-    dev = jnp.where((counts > 0)[:, None], jnp.abs(rates - marginal[None, :]), 0.0)
-    return jnp.max(dev)
+    return _core_dp(y_pred, s, mask, weights, num_groups=num_groups, num_classes=c,
+                    kind="marginal")
 
 
 def _eo_cells(y_pred, y, s, num_groups, c, mask, weights) -> tuple[Array, Array, Array, Array]:
@@ -296,10 +329,8 @@ def equalized_odds_violation(
     _check_true_labels(y, c, y_pred)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
-    tpr, pos, fpr, neg = _eo_cells(y_pred, y, s, num_groups, c, mask, weights)
-    tpr_gap = _range_over_present(tpr, pos > 0, axis=0)
-    fpr_gap = _range_over_present(fpr, neg > 0, axis=0)
-    return jnp.max(jnp.maximum(tpr_gap, fpr_gap))
+    return _core_eo(y_pred, y, s, mask, weights, num_groups=num_groups, num_classes=c,
+                    positive_class=None)
 
 
 def equal_opportunity_violation(
@@ -318,8 +349,8 @@ def equal_opportunity_violation(
     _check_true_labels(y, c, y_pred)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
-    tpr, pos, _, _ = _eo_cells(y_pred, y, s, num_groups, c, mask, weights)
-    return _range_over_present(tpr[:, positive_class], pos[:, positive_class] > 0, axis=0)
+    return _core_eo(y_pred, y, s, mask, weights, num_groups=num_groups, num_classes=c,
+                    positive_class=int(positive_class))
 
 
 def _correct(y_pred, y, c, threshold, soft) -> Array:
@@ -343,9 +374,8 @@ def group_accuracy(
     _check_true_labels(y, c, y_pred)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
-    correct = _correct(y_pred, y, c, threshold, soft)
-    w = _row_weights(correct.shape[0], mask, weights)
-    return _safe_div(_segsum(w * correct, s, num_groups), _segsum(w, s, num_groups))
+    return _core_group_accuracy(y_pred, y, s, mask, weights, threshold, num_groups=num_groups,
+                                num_classes=c, soft=bool(soft))[0]
 
 
 def group_error_rates(
@@ -353,10 +383,13 @@ def group_error_rates(
     mask: Any = None, weights: Any = None, threshold: float = 0.5, soft: bool = False,
 ) -> Array:
     """Misclassification error per group ``[num_groups]`` (1 - accuracy; 0 for an empty group)."""
-    acc = group_accuracy(y_pred, y, s, num_groups, num_classes=num_classes, mask=mask,
-                         weights=weights, threshold=threshold, soft=soft)
-    w = _row_weights(np.shape(s)[0], mask, weights)
-    return jnp.where(_segsum(w, s, num_groups) > 0, 1.0 - acc, 0.0)
+    c = _check_predictions(y_pred, num_classes)
+    _check_true_labels(y, c, y_pred)
+    _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
+                  n_value=y_pred)
+    acc, counts = _core_group_accuracy(y_pred, y, s, mask, weights, threshold,
+                                       num_groups=num_groups, num_classes=c, soft=bool(soft))
+    return jnp.where(counts > 0, 1.0 - acc, 0.0)
 
 
 def accuracy(
@@ -378,6 +411,7 @@ def misclassification_error(
                           threshold=threshold, soft=soft)
 
 
+@functools.partial(jax.jit, static_argnames=("num_groups",))
 def _group_means_last_axis(values: Array, s: Any, num_groups: int, w: Array) -> tuple[Array, Array]:
     """Weighted group means over the last axis of ``values [..., n]`` -> ``[..., K]``, counts."""
     onehot_w = jax.nn.one_hot(jnp.asarray(s, jnp.int32), num_groups, dtype=jnp.float32) * w[:, None]
@@ -584,18 +618,23 @@ def classification_summary(
     _check_true_labels(y, c, y_pred)
     _check_common(s=s, num_groups=num_groups, mask=mask, weights=weights, n_name="y_pred",
                   n_value=y_pred)
+    return _core_summary(y_pred, y, s, mask, weights, threshold, num_groups=num_groups,
+                         num_classes=c)
+
+
+@_jit()
+def _core_summary(y_pred, y, s, mask, weights, threshold, *, num_groups, num_classes):
     hard = _hard_labels(y_pred, threshold)
-    kw = dict(num_classes=c, mask=mask, weights=weights)
-    w = _row_weights(hard.shape[0], mask, weights)
-    counts = _segsum(w, s, num_groups)
-    group_acc = group_accuracy(hard, y, s, num_groups, **kw)
+    args = (mask, weights)
+    kw = dict(num_groups=num_groups, num_classes=num_classes)
+    group_acc, counts = _core_group_accuracy(hard, y, s, *args, threshold, soft=False, **kw)
     acc = _safe_div(jnp.sum(group_acc * counts), jnp.sum(counts))
     return {
         "error": 1.0 - acc,
         "accuracy": acc,
-        "dp_pairwise": demographic_parity_pairwise(hard, s, num_groups, **kw),
-        "dp_marginal": demographic_parity_marginal(hard, s, num_groups, **kw),
-        "eo": equalized_odds_violation(hard, y, s, num_groups, **kw),
+        "dp_pairwise": _core_dp(hard, s, *args, kind="pairwise", **kw),
+        "dp_marginal": _core_dp(hard, s, *args, kind="marginal", **kw),
+        "eo": _core_eo(hard, y, s, *args, positive_class=None, **kw),
         "group_accuracy": group_acc,
         "group_counts": counts,
     }
