@@ -283,6 +283,8 @@ def test_privacy_spend_to_dict_is_json():
         (lambda: A.dpsgd_epsilon(1.0, 0.1, 10, 1e-5, accountant="moments"), "accountant"),
         (lambda: A.dpsgd_epsilon(1.0, 0.1, 10, 1e-5, sampling="shuffle"), "sampling"),
         (lambda: A.dpsgd_event(1.0, 0.1, 10, relative_noise=(1.0, -1.0)), "relative_noise"),
+        (lambda: A.dpsgd_epsilon(1.0, 0.1, 10, 1e-5, mechanisms_per_step=2, relative_noise=(1.0,)),
+         "mechanisms_per_step"),
         (lambda: A.dpsgd_event(1.0, 0.15, 10, sampling="without_replacement", dataset_size=7), "sample_rate"),
         (lambda: A.calibrate_noise_multiplier(0.0, 1e-5, 0.1, 10), "epsilon"),
         (lambda: A.gaussian_rho(1.0, 0.0), "sigma"),

@@ -10,6 +10,7 @@ evaluated by :func:`dpfair_jax.montecarlo.run_trials` (``vmap`` over trial keys,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -42,6 +43,18 @@ class GameResult(NamedTuple):
     with_canary: np.ndarray
 
 
+@functools.lru_cache(maxsize=64)
+def _trial_fn(mechanism_fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
+    """One trial of both worlds; cached per mechanism so repeated games reuse the compiled program."""
+
+    def trial(k: jax.Array) -> jax.Array:
+        flags = jnp.array([0, 1], dtype=jnp.int32)
+        stats = jax.vmap(mechanism_fn)(jax.random.split(k, 2), flags)
+        return jnp.reshape(stats, (2,))
+
+    return trial
+
+
 def run_game(
     mechanism_fn: Callable[[jax.Array, jax.Array], jax.Array],
     key: jax.Array,
@@ -60,13 +73,7 @@ def run_game(
     num_trials = V.check_int("num_trials", num_trials, minimum=1)
     if not callable(mechanism_fn):
         raise ValueError("mechanism_fn must be callable as mechanism_fn(key, dataset_flag).")
-    flags = jnp.array([0, 1], dtype=jnp.int32)
-
-    def trial(k: jax.Array) -> jax.Array:
-        stats = jax.vmap(mechanism_fn)(jax.random.split(k, 2), flags)
-        return jnp.reshape(stats, (2,))
-
-    out = montecarlo.run_trials(trial, key, num_trials, chunk_size=chunk_size, mesh=mesh)
+    out = montecarlo.run_trials(_trial_fn(mechanism_fn), key, num_trials, chunk_size=chunk_size, mesh=mesh)
     out = np.asarray(out, dtype=np.float64)
     return GameResult(out[:, 0], out[:, 1])
 

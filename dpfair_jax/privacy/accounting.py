@@ -272,6 +272,11 @@ def dpsgd_epsilon(
     """
     V.check_delta(delta)
     k = V.check_int("mechanisms_per_step", mechanisms_per_step, minimum=1)
+    if relative_noise is not None and k != 1:
+        raise ValueError(
+            "pass either mechanisms_per_step or relative_noise, not both "
+            "(relative_noise=(1.0,) * k is k Gaussians of equal noise)."
+        )
     rel = (1.0,) * k if relative_noise is None else relative_noise
     event = dpsgd_event(
         noise_multiplier, sample_rate, steps, sampling=sampling, relative_noise=rel,
