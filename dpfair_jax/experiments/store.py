@@ -85,12 +85,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> str:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, sync_dir: bool = True) -> str:
     """Write ``data`` to ``path`` atomically and durably; return its SHA-256 (hex).
 
     The bytes go to a temporary file in the same directory, are flushed and ``fsync``-ed, then
     ``os.replace`` moves them over ``path`` (atomic on POSIX and Windows) and the directory is
-    synced. A crash at any point leaves either the old file or the new one.
+    synced (skip with ``sync_dir=False`` when a later write to the same directory syncs it). A
+    crash at any point leaves either the old file or the new one.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +108,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> str:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
     return sha256_bytes(data)
 
 
@@ -343,7 +345,8 @@ class ChunkCache:
     def save(self, chunk_id: str, frame: Any, info: Mapping[str, Any]) -> str:
         """Atomically write ``frame`` then its sidecar (``info`` plus ``sha256``); return the hash."""
         data, side = self.paths(chunk_id)
-        digest = atomic_write_bytes(data, _pickle_bytes(frame))
+        # The sidecar's directory sync also makes the data file's rename durable.
+        digest = atomic_write_bytes(data, _pickle_bytes(frame), sync_dir=False)
         atomic_write_json(side, {**dict(info), "sha256": digest})
         return digest
 
