@@ -227,8 +227,8 @@ def _example_weights(config: FermiConfig, data: Dataset) -> jax.Array:
     return 1.0 / jnp.maximum(p_y[data.y], 1e-12)
 
 
-def _losses(config: FermiConfig, P: jax.Array, lam):
-    """``(private_loss, public_loss)`` per example for the configured privacy unit."""
+def _fermi_parts(config: FermiConfig, P: jax.Array):
+    """``parts(theta, W, ex) -> (task loss, s-free part, s-dependent part)`` of one example."""
     model = config.model
     cell = E.one_cell_mask(config.num_groups, config.num_classes) if config.ermi_form == "one_cell" else 1.0
 
@@ -239,6 +239,11 @@ def _losses(config: FermiConfig, P: jax.Array, lam):
         pub, sens = E.psi_parts(probs, ex["s"], Wc, P[ex["c"]])
         return _task_loss(model, logits, ex["y"]), ex["wt"] * pub, ex["wt"] * sens
 
+    return parts
+
+
+def _losses(config: FermiConfig, parts, lam):
+    """``(private_loss, public_loss)`` per example for the configured privacy unit."""
     if config.privacy_unit == "sensitive_attribute":
         def private(theta, W, ex):
             return lam * parts(theta, W, ex)[2]
@@ -279,13 +284,15 @@ def fit(
     params0: Any = None,
     p_s: Any = None,
     validate: bool = True,
+    parts_builder: Any = None,
 ) -> FermiResult:
     """Train with DP-FERMI (Algorithm 1); pure in ``(key, data, hparams)``, jit/vmap-able.
 
     ``hparams`` fields are traced (vmap over ``lam`` and the noise multipliers to sweep a grid).
     ``batch_key`` (optional) draws the batches, so runs vmapped over hyperparameters can share
     them. ``params0`` overrides ``config.model.init``. ``p_s`` (``[k]`` or ``[l, k]`` for EO): public
-    group frequencies instead of the data's.
+    group frequencies instead of the data's. ``parts_builder(config, P) -> parts`` replaces the
+    ERMI terms by another regularizer split the same way (used by :mod:`.pfld`).
 
     Privacy: (epsilon, delta)-DP for the unit ``config.privacy_unit`` when the noise multipliers
     come from :func:`calibrate` with the same config and data size (see the module docstring for
@@ -328,7 +335,8 @@ def fit(
         lr_theta=hparams.lr_theta, lr_w=hparams.lr_w, clip_theta=clip_theta * batch_scale,
         clip_w=clip_w * batch_scale, noise_theta=noise_theta, noise_w=noise_w, radius=hparams.radius,
     )
-    private, public = _losses(config, P, lam)
+    parts = (parts_builder or _fermi_parts)(config, P)
+    private, public = _losses(config, parts, lam)
     res = sgda.dpsgda(
         k_run, examples, theta0, W0, hp, config.sgda_config(), private_loss=private,
         public_loss=public, batch_key=batch_key, validate=False,

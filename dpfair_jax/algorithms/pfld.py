@@ -1,0 +1,76 @@
+"""PF-LD baseline (Tran, Fioretto, Van Hentenryck 2021): private fair learning by Lagrangian duality.
+
+Paper 004 compares DP-FERMI with this method ("Tran et al. 2021b"). PF-LD trains with DP-SGD on
+the Lagrangian of the fairness-constrained problem and moves the multipliers by (projected) dual
+ascent on privatized constraint violations. Here the constraints are the demographic-parity
+(or, per label, equalized-odds) gaps of the soft predictions,
+
+    h_{c,g,j}(theta) = E_i[ F_j(x_i) (1{s_i = g} / p_{S|c}(g) - 1) | c_i = c ]
+                     = P(yhat = j | s = g, c) - P(yhat = j | c),
+
+and the Lagrangian is ``mean_i loss_i + lam * sum_{c,g,j} nu_{c,g,j} h_{c,g,j}``, with signed
+multipliers ``nu`` (the difference of the two non-negative multipliers of ``h <= 0`` and
+``-h <= 0``) kept in the box ``|nu| <= radius`` (so ``lam * radius`` bounds the penalty weight).
+The per-example terms split exactly like ERMI's: the s-free part ``-sum_{g,j} nu_{c,g,j} F_j`` and
+the s-dependent part ``sum_j nu_{c,s_i,j} F_j / p_{S|c}(s_i)``. Training is the same noisy DP-SGDA as
+DP-FERMI (:func:`dpfair_jax.algorithms.fermi.fit` with this regularizer): descent on theta, ascent
+on nu by the noisy violations, the same clipping, sampling and accountant, hence the same epsilon
+for the same noise multipliers.
+
+Departure (stated): Tran et al. update the multipliers once per epoch with violations measured on
+the whole data set; here they move every step on the batch's privatized violation (the stochastic
+version, which lets both methods share one accountant and one step schedule).
+
+Privacy: as :func:`dpfair_jax.algorithms.fermi.fit` for the same config (sensitive-attribute or
+all-feature unit, add/remove for Poisson sampling).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from dpfair_jax.algorithms import fermi as _F
+
+__all__ = ["fit", "config", "violations"]
+
+
+def _pfld_parts(config: _F.FermiConfig, P: jax.Array):
+    model = config.model
+
+    def parts(theta, nu, ex):
+        logits = model.apply(theta, ex["x"])
+        probs = _F._probs_one(model, logits)
+        nuc = nu[ex["c"]]  # [k, l]
+        pc = P[ex["c"]]  # [k]
+        pub = -jnp.sum(jnp.sum(nuc, axis=0) * probs)
+        inv = jnp.where(pc > 0, 1.0 / jnp.maximum(pc, 1e-12), 0.0)
+        sens = jnp.sum(nuc[ex["s"]] * probs) * inv[ex["s"]]
+        return _F._task_loss(model, logits, ex["y"]), ex["wt"] * pub, ex["wt"] * sens
+
+    return parts
+
+
+def config(**kwargs) -> _F.FermiConfig:
+    """A :class:`~dpfair_jax.algorithms.fermi.FermiConfig` for PF-LD (box projection of the
+    multipliers by default)."""
+    kwargs.setdefault("projection", "box")
+    return _F.FermiConfig(**kwargs)
+
+
+def fit(key, data, hparams: _F.FermiHparams, config: _F.FermiConfig, **kwargs) -> _F.FermiResult:
+    """Train PF-LD; same signature, traced hyperparameters and privacy as
+    :func:`dpfair_jax.algorithms.fermi.fit` (``W`` holds the multipliers ``nu [C, k, l]``;
+    ``hparams.radius`` is the multiplier bound)."""
+    if config.ermi_form != "full":
+        raise ValueError("ermi_form does not apply to PF-LD; leave it at 'full'.")
+    return _F.fit(key, data, hparams, config, parts_builder=_pfld_parts, **kwargs)
+
+
+def violations(probs, s, num_groups: int, weights=None) -> jax.Array:
+    """The constraint values ``h_{g,j} = P(yhat=j | s=g) - P(yhat=j)`` of soft predictions ``[k, l]``."""
+    from dpfair_jax.fairness import ermi as E
+
+    joint = E.joint_distribution(probs, s, num_groups, weights)
+    p_s = jnp.sum(joint, axis=1, keepdims=True)
+    return joint / jnp.maximum(p_s, 1e-12) - jnp.sum(joint, axis=0, keepdims=True)
