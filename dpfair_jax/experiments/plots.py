@@ -117,11 +117,18 @@ def _fmt(col: str, value: Any) -> str:
     return f"{col}={value}"
 
 
-def _log_axis(axis: Any, set_scale: Any) -> None:
-    """Log scale with plain-number major labels and unlabelled minor ticks."""
+def _log_axis(axis: Any, set_scale: Any, values: Any = None) -> None:
+    """Log scale with plain-number labels: at the data's values when there are few of them
+    (a grid of budgets), else at powers of ten; minor ticks unlabelled."""
     from matplotlib import ticker
 
     set_scale("log")
+    vals = None if values is None else np.unique(np.asarray(values, dtype=float))
+    if vals is not None:
+        vals = vals[np.isfinite(vals) & (vals > 0)]
+    if vals is not None and 0 < len(vals) <= 12:
+        axis.set_major_locator(ticker.FixedLocator(vals))
+        axis.set_minor_locator(ticker.NullLocator())
     axis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
     axis.set_minor_formatter(ticker.NullFormatter())
 
@@ -177,7 +184,7 @@ def tradeoff(
             if reference is not None:
                 ax.axhline(reference, color="0.3", linestyle="--", linewidth=1.0)
             if logx:
-                _log_axis(ax.xaxis, ax.set_xscale)
+                _log_axis(ax.xaxis, ax.set_xscale, sub[x])
             if logy:
                 _log_axis(ax.yaxis, ax.set_yscale)
             ax.set_xlabel(xlabel or x)
