@@ -29,6 +29,10 @@ per-example clipping and the DP-SGD sensitivity analysis).
 Losses are per-example (no reduction): :func:`binary_logistic_loss`, :func:`softmax_cross_entropy`,
 :func:`squared_loss`. Helpers: :func:`predict_proba`, :func:`predict_label`, :func:`param_count`,
 :func:`flops_per_example`.
+
+Privacy: models carry no privacy guarantee of their own. Training privately means clipping each
+example's gradient of these pure functions (``dpfair_jax.privacy.clipping``), which is why no layer
+mixes examples within a batch.
 """
 
 from __future__ import annotations

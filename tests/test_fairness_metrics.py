@@ -219,6 +219,14 @@ def test_jit_and_vmap_over_predictions():
     batched = jax.jit(jax.vmap(all_metrics))(probs)
     for i in range(t):
         np.testing.assert_allclose(batched[i], all_metrics(np.asarray(probs[i])), **TOL)
+    # the decision threshold is a traced sweep parameter
+    p1 = probs[0, :, 1]
+    accs = jax.jit(jax.vmap(lambda th: F.group_accuracy(p1, (y > 0).astype(np.int32), s, k,
+                                                        threshold=th)))(jnp.array([0.3, 0.7]))
+    for i, th in enumerate([0.3, 0.7]):
+        hard = (np.asarray(p1) > th).astype(int)
+        np.testing.assert_allclose(accs[i], [np.mean(hard[s == g] == (y[s == g] > 0))
+                                             for g in range(k)], **TOL)
     # group ids and weights may be traced too (e.g. a synthetic dataset generated per trial)
     out = jax.jit(lambda p, ss, w: F.equalized_odds_violation(p, y, ss, k, weights=w))(
         probs[0], s, jnp.ones(n))

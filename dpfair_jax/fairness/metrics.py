@@ -25,6 +25,10 @@ by closing over them).
 
 Paper references: paper 004 (DP-FERMI) eqs. 2, 10, 11; paper 001 (fairness lens) eqs. 2, 9, 10;
 paper 003 (stratification) Definition 10, eq. 6.
+
+Privacy: none of these metrics is differentially private. They read labels and sensitive
+attributes directly and are meant for evaluation (test splits, simulation studies); releasing them
+about a private training set spends privacy that no accountant here records.
 """
 
 from __future__ import annotations
