@@ -189,3 +189,20 @@ def test_audit_mechanism_judges_bug_flag():
 def test_validation_names_the_field(call, field):
     with pytest.raises(ValueError, match=field):
         call()
+
+
+@pytest.mark.parametrize("selection", ["split", "bonferroni"])
+def test_bound_is_valid_over_repeated_audits(selection):
+    """Laplace mechanism with true epsilon 1: the 95% bound exceeds 1 in at most ~5% of audits."""
+    rng = np.random.default_rng(7)
+    reps, n = 200, 400
+    over = 0
+    for _ in range(reps):
+        s_out = rng.laplace(0.0, 1.0, n)
+        s_in = rng.laplace(1.0, 1.0, n)
+        kw = {"thresholds": np.linspace(0.0, 3.0, 7)} if selection == "bonferroni" else {}
+        b = LB.epsilon_lower_bound_from_scores(s_in, s_out, 0.0, 0.95, selection=selection,
+                                               split_seed=int(rng.integers(1 << 30)), **kw)
+        over += b.epsilon_lower_bound > 1.0
+    # binomial(200, 0.05): mean 10, sd 3.1
+    assert over <= 10 + 3 * math.sqrt(reps * 0.05 * 0.95)
