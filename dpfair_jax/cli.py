@@ -299,7 +299,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise CliError("audit is not available: dpfair_jax.audit provides no run_audit(quick=..., out=...)", 1)
     out = store.results_root(args.out) / "audit"
     result = run_audit(quick=args.quick, out=out)
-    if result is not None:
+    if hasattr(result, "to_string"):  # a DataFrame of audit rows: print it whole
+        print(result.to_string(index=False))
+    elif result is not None:
         print(result)
     passed = _audit_passed(result)
     if passed is False:
