@@ -328,18 +328,28 @@ def calibrate_noise_multiplier(
                          dataset_size=dataset_size)
         return epsilon_of_event(ev, delta, accountant=accountant)
 
-    hi = 1.0
+    factor = 2.0
+    if accountant == "pld":
+        # PLD is slow for small multipliers and never above RDP: start from the (cheap) RDP
+        # calibration, which meets the target, and search downwards in small steps.
+        hi = calibrate_noise_multiplier(
+            target, delta, sample_rate, steps, accountant="rdp", sampling=sampling,
+            relative_noise=rel, dataset_size=dataset_size, rtol=1e-4,
+        )
+        factor = 1.25
+    else:
+        hi = 1.0
     while eps(hi) > target:
-        hi *= 2.0
+        hi *= factor
         if hi > 1e8:
             raise ValueError(
                 f"no noise multiplier up to 1e8 reaches target_epsilon={target!r} at delta={delta!r}; "
                 "raise target_epsilon or delta, or lower sample_rate/steps."
             )
-    lo = hi / 2.0
+    lo = hi / factor
     while eps(lo) <= target:
         hi = lo
-        lo /= 2.0
+        lo /= factor
         if lo < 1e-6:
             return float(hi)
     # eps(lo) > target >= eps(hi): Brent on log z, then step up until the target holds
