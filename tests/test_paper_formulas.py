@@ -183,7 +183,8 @@ def test_ledger_adds_up_to_rho(seed, algorithm):
     T = int(rng.integers(1, 60))
     led = P.budget_tailoring_ledger(rho, s, T, algorithm=algorithm)
     led.assert_total(rho, rtol=1e-12)
-    assert len(led.history) == 2 + K + K * T * (2 if algorithm == 2 else 1)
+    assert sum(c for _, _, c in led.history) == 2 + K + K * T * (2 if algorithm == 2 else 1)
+    assert len(led.history) == 2 + K + K * (2 if algorithm == 2 else 1)
 
 
 def test_sensitivity_helpers_against_brute_force():

@@ -563,8 +563,9 @@ class PrivacySpend:
 
     ``relation`` is the neighbouring relation ("add_remove" or "replace_one"); ``unit`` is what a
     neighbour changes ("example": a whole record; "sensitive_attribute": only a record's group
-    label; "group_member", "user"). ``delta = 0`` means pure epsilon-DP; ``epsilon = inf`` means
-    no guarantee.
+    label; "group_member", "user"). ``accountant`` says how epsilon was obtained ("rdp", "pld",
+    "zcdp" conversion, "closed_form" paper formula, or None). ``delta = 0`` means pure
+    epsilon-DP; ``epsilon = inf`` means no guarantee.
     """
 
     epsilon: float
@@ -607,13 +608,14 @@ class PrivacySpend:
 class ZcdpLedger:
     """Named zCDP charges that must add up to a planned total (sequential composition).
 
-    ``charge(name, rho, count=1)`` adds ``count * rho`` under ``name`` (repeated names
-    accumulate, e.g. one charge per iteration); ``total`` is the exact (``math.fsum``) sum;
-    ``assert_total(rho)`` raises ``AssertionError`` listing the charges if the total differs.
+    ``charge(name, rho, count=1)`` records ``count`` charges of ``rho`` under ``name`` (repeated
+    names accumulate, e.g. one charge per iteration); ``total`` is the exactly rounded sum
+    (``math.fsum``); ``assert_total(rho)`` raises ``AssertionError`` listing the charges if the
+    total differs.
     """
 
     def __init__(self) -> None:
-        self._history: list[tuple[str, float]] = []
+        self._history: list[tuple[str, float, int]] = []
 
     def charge(self, name: str, rho: float, count: int = 1) -> float:
         """Record ``count`` charges of ``rho`` under ``name``; returns ``rho``."""
@@ -622,24 +624,25 @@ class ZcdpLedger:
         rho = V.as_float("rho", rho)
         V.check_rho(rho)
         count = V.check_int("count", count, minimum=1)
-        self._history.extend([(name, rho)] * count)
+        self._history.append((name, rho, count))
         return rho
 
     @property
-    def history(self) -> list[tuple[str, float]]:
+    def history(self) -> list[tuple[str, float, int]]:
+        """The charges in order, as ``(name, rho, count)``."""
         return list(self._history)
 
     @property
     def charges(self) -> dict[str, float]:
         """Total rho per name, in order of first charge."""
         out: dict[str, list[float]] = {}
-        for name, rho in self._history:
-            out.setdefault(name, []).append(rho)
+        for name, rho, count in self._history:
+            out.setdefault(name, []).append(rho * count)
         return {k: math.fsum(v) for k, v in out.items()}
 
     @property
     def total(self) -> float:
-        return math.fsum(r for _, r in self._history)
+        return math.fsum(r * c for _, r, c in self._history)
 
     def assert_total(self, rho: float, rtol: float = 1e-9) -> None:
         """Raise ``AssertionError`` unless the charges add up to ``rho`` within ``rtol``."""
