@@ -24,6 +24,7 @@ All functions are pure and jit-able; group weights are arrays (no loops over gro
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -123,14 +124,20 @@ def hessian_trace(loss_fn: LossFn, params: PyTree, x: jax.Array, y: jax.Array, *
     """
     _check_common(loss_fn, x, y, weights)
     v.check_choice("method", method, METHODS)
+    if method == "hutchinson":
+        if key is None:
+            raise ValueError("method='hutchinson' needs key= (a threefry PRNG key).")
+        v.check_threefry_key(key)
+        num_probes = v.check_int("num_probes", num_probes, minimum=2)
+    return _single_trace(loss_fn, params, x, y, weights, key, method=method, num_probes=num_probes)
+
+
+@functools.partial(jax.jit, static_argnames=("loss_fn", "method", "num_probes"))
+def _single_trace(loss_fn, params, x, y, weights, key, *, method, num_probes):
     f = lambda p: weighted_mean_loss(loss_fn, p, x, y, weights)  # noqa: E731
     if method == "exact":
         t = _exact_trace_flat(f, params)
         return TraceEstimate(t, jnp.zeros_like(t))
-    if key is None:
-        raise ValueError("method='hutchinson' needs key= (a threefry PRNG key).")
-    v.check_threefry_key(key)
-    num_probes = v.check_int("num_probes", num_probes, minimum=2)
     return hutchinson_trace(key, f, params, num_probes)
 
 
@@ -157,6 +164,7 @@ def group_hessian_traces(loss_fn: LossFn, params: PyTree, x: jax.Array, y: jax.A
                          method=method, num_probes=num_probes)
 
 
+@functools.partial(jax.jit, static_argnames=("loss_fn", "num_groups", "method", "num_probes"))
 def _group_traces(loss_fn, params, x, y, s, mask, key, *, num_groups, method, num_probes):
     dt = jnp.result_type(x)
     base = jnp.ones(x.shape[0], dt) if mask is None else jnp.asarray(mask, dt)
@@ -184,6 +192,11 @@ def per_example_hessian_traces(loss_fn: LossFn, params: PyTree, x: jax.Array, y:
     """
     _check_common(loss_fn, x, y)
     chunk_size = v.check_int("chunk_size", chunk_size, minimum=1)
+    return _per_example_core(loss_fn, params, x, y, chunk_size=chunk_size)
+
+
+@functools.partial(jax.jit, static_argnames=("loss_fn", "chunk_size"))
+def _per_example_core(loss_fn, params, x, y, *, chunk_size):
     flat, unravel = ravel_pytree(params)
 
     def one(xy):
