@@ -353,12 +353,14 @@ def calibrate_noise_multiplier(
         if lo < 1e-6:
             return float(hi)
     # eps(lo) > target >= eps(hi): Brent on log z, then step up until the target holds
-    g = lambda u: math.log(eps(math.exp(u))) - math.log(target)  # noqa: E731
+    g = lambda u: math.log(max(eps(math.exp(u)), 1e-300)) - math.log(target)  # noqa: E731
     u = optimize.brentq(g, math.log(lo), math.log(hi), xtol=rtol / 4.0, rtol=4 * np.finfo(float).eps)
     z = min(math.exp(u), hi)
-    while z < hi and eps(z) > target:
+    for _ in range(20):  # a discretised accountant may need a few small steps up
+        if z >= hi or eps(z) <= target:
+            return float(z)
         z = min(z * (1.0 + rtol / 2.0), hi)
-    return float(z)
+    return float(hi)
 
 
 # ---------------------------------------------------------------------------------------------
