@@ -1,0 +1,272 @@
+"""Output perturbation for L2-regularized ERM (paper 001, Section 4 / App. C.1, Theorem 1).
+
+``theta_tilde = theta* + N(0, (Delta sigma)^2 I)`` where ``theta*`` minimizes
+``(1/n) sum_i l(theta; x_i, y_i) + (reg/2) ||theta||^2`` and ``Delta = 2 L / (n reg)`` is the
+L2 sensitivity of the minimizer of an L-Lipschitz loss with a ``reg``-strongly convex regularizer
+(Chaudhuri, Monteleoni, Sarwate 2011, Corollary 8). The noise std ``Delta sigma`` is calibrated by
+the analytic Gaussian mechanism (Balle & Wang 2018), as in the paper.
+
+Losses and their Lipschitz constants, for rows with ``||x_i|| <= radius`` (the paper standardizes
+features but never bounds the norms; here the bound is a declared, checked precondition, see
+``preprocessing.bound_row_norms``). With ``fit_intercept=True`` a constant feature 1 is appended
+(and regularized, which keeps the objective strongly convex), so the bound is ``sqrt(radius^2+1)``:
+
+* ``"logistic"``: ``l = log(1 + e^{z}) - y z``, ``z = theta^T x``; ``||grad|| <= ||x||``, ``L = R``.
+* ``"squared"`` (Corollary 1): ``l = (theta^T x - y)^2`` with ``|y| <= label_bound``. Not globally
+  Lipschitz; both neighbouring minimizers lie in the ball ``||theta|| <= Theta = label_bound
+  sqrt(2 / reg)`` (since ``(reg/2)||theta*||^2 <= objective(0) <= label_bound^2``), on which
+  ``||grad|| <= L = 2 R (R Theta + label_bound)``.
+
+Public names: :func:`fit`, :func:`minimize`, :func:`sensitivity`, :func:`noise_std`,
+:func:`perturb`, :func:`privacy`, :func:`group_losses`, :func:`excessive_risk_mc`,
+:func:`theorem1_prediction`, :class:`OutputPerturbation`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpfair_jax import _validation as v
+from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy import accounting as _acc
+
+__all__ = ["OutputPerturbation", "LOSSES", "augment", "minimize", "lipschitz_constant", "sensitivity",
+           "noise_std", "perturb", "fit", "privacy", "example_loss", "group_losses",
+           "excessive_risk_mc", "theorem1_prediction"]
+
+LOSSES = ("logistic", "squared")
+
+
+class OutputPerturbation(NamedTuple):
+    """Result of :func:`fit`.
+
+    Attributes:
+      theta: the private parameters ``theta* + psi`` (``[d]``, or ``[d + 1]`` with intercept last).
+      theta_star: the non-private regularized minimizer.
+      std: the noise std ``Delta sigma`` per coordinate.
+      sensitivity: ``Delta = 2 L / (n reg)``.
+      spend: ``accounting.PrivacySpend`` (replace-one neighbours, unit = example).
+    """
+
+    theta: jax.Array
+    theta_star: jax.Array
+    std: float
+    sensitivity: float
+    spend: Any
+
+
+def augment(x: jax.Array, fit_intercept: bool = True) -> jax.Array:
+    """Append a constant column 1 (the regularized intercept) when ``fit_intercept``."""
+    x = jnp.asarray(x)
+    if not fit_intercept:
+        return x
+    return jnp.concatenate([x, jnp.ones(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+
+
+def example_loss(theta: jax.Array, x: jax.Array, y: jax.Array, loss: str = "logistic") -> jax.Array:
+    """Per-example loss of the linear model ``z = x theta`` (``x`` already augmented); ``[n]``."""
+    z = x @ theta
+    y = jnp.asarray(y, z.dtype)
+    if loss == "logistic":
+        return jnp.logaddexp(0.0, z) - y * z
+    return (z - y) ** 2
+
+
+def _objective(theta, x, y, reg, loss):
+    return jnp.mean(example_loss(theta, x, y, loss)) + 0.5 * reg * jnp.sum(theta * theta)
+
+
+def _minimize_core(x, y, reg, *, loss: str, iters: int):
+    d = x.shape[1]
+    dt = x.dtype
+    reg = jnp.asarray(reg, dt)
+    if loss == "squared":
+        n = x.shape[0]
+        a = 2.0 * (x.T @ x) / n + reg * jnp.eye(d, dtype=dt)
+        return jnp.linalg.solve(a, 2.0 * (y.astype(dt) @ x) / n)
+
+    def newton(_, theta):
+        g = jax.grad(_objective)(theta, x, y, reg, loss)
+        h = jax.hessian(_objective)(theta, x, y, reg, loss)
+        return theta - jnp.linalg.solve(h, g)
+
+    return jax.lax.fori_loop(0, iters, newton, jnp.zeros((d,), dt))
+
+
+_minimize_jit = jax.jit(_minimize_core, static_argnames=("loss", "iters"))
+
+
+def minimize(x: jax.Array, y: jax.Array, *, reg: Any = 1.0, loss: str = "logistic",
+             fit_intercept: bool = True, iters: int = 30) -> jax.Array:
+    """The regularized minimizer ``theta*`` (Newton's method for logistic, closed form for squared).
+
+    Jit-able in ``reg`` (traced); ``iters`` Newton steps from 0 (the objective is ``reg``-strongly
+    convex and smooth, so 30 steps reach float32 precision for ``reg`` around 1e-3 or more).
+    """
+    v.check_choice("loss", loss, LOSSES)
+    v.check_shape("x", x, ndim=2)
+    v.check_finite("x", x)
+    v.check_finite("y", y)
+    v.check_same_length(x=x, y=y)
+    v.check_positive("reg", reg)
+    iters = v.check_int("iters", iters, minimum=1)
+    return _minimize_jit(augment(x, fit_intercept), jnp.asarray(y), reg, loss=loss, iters=iters)
+
+
+def lipschitz_constant(radius: float, *, loss: str = "logistic", reg: float = 1.0,
+                       label_bound: float = 1.0, fit_intercept: bool = True) -> float:
+    """``L`` of the loss over the relevant domain for rows with ``||x|| <= radius`` (see module doc)."""
+    v.check_choice("loss", loss, LOSSES)
+    v.check_positive("radius", radius)
+    v.check_positive("reg", reg)
+    v.check_positive("label_bound", label_bound)
+    r = math.sqrt(float(radius) ** 2 + (1.0 if fit_intercept else 0.0))
+    if loss == "logistic":
+        return r
+    theta_max = float(label_bound) * math.sqrt(2.0 / float(reg))
+    return 2.0 * r * (r * theta_max + float(label_bound))
+
+
+def sensitivity(n: int, reg: float, lipschitz: float) -> float:
+    """``Delta = 2 L / (n reg)``: L2 sensitivity of the regularized minimizer (Chaudhuri et al. 2011).
+
+    Privacy: holds under replace-one neighbours for an L-Lipschitz convex loss and
+    ``(reg/2)||theta||^2`` (add/remove-one changes ``n`` as well; we use replace-one, as they do).
+    """
+    n = v.check_int("n", n, minimum=1)
+    v.check_positive("reg", reg)
+    v.check_positive("lipschitz", lipschitz)
+    return 2.0 * float(lipschitz) / (n * float(reg))
+
+
+def noise_std(epsilon: float, delta: float, sens: float) -> float:
+    """Per-coordinate noise std of the analytic Gaussian mechanism at sensitivity ``sens``.
+
+    ``= Delta sigma`` in the paper's notation (``sigma`` the unit-sensitivity multiplier).
+    """
+    return _acc.analytic_gaussian_sigma(epsilon, delta, sens)
+
+
+def perturb(key: jax.Array, theta_star: jax.Array, std: Any) -> jax.Array:
+    """``theta* + N(0, std^2 I)`` (pure; vmap over keys and a traced ``std``)."""
+    return theta_star + jnp.asarray(std, theta_star.dtype) * jax.random.normal(
+        key, theta_star.shape, theta_star.dtype)
+
+
+def _check_rows(x, radius):
+    norms = np.linalg.norm(np.asarray(x, np.float64), axis=1)
+    if norms.size and norms.max() > float(radius) * (1 + 1e-5):
+        raise ValueError(
+            f"rows of x have L2 norm up to {norms.max():.4g} > radius={radius}; bound them first "
+            "(preprocessing.bound_row_norms(x, radius)) or pass a larger radius.")
+
+
+def privacy(epsilon: float, delta: float) -> Any:
+    """The spend of one release: (epsilon, delta)-DP, replace-one neighbours, unit = example."""
+    v.check_epsilon(epsilon)
+    v.check_delta(delta)
+    return _acc.PrivacySpend(epsilon=float(epsilon), delta=float(delta), relation="replace_one",
+                             unit="example", accountant="closed_form",
+                             notes="output perturbation of the L2-regularized minimizer, analytic Gaussian "
+                                   "(Chaudhuri et al. 2011 sensitivity, Balle-Wang calibration)")
+
+
+def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float = 1.0,
+        radius: float | None = None, loss: str = "logistic", label_bound: float = 1.0,
+        fit_intercept: bool = True, iters: int = 30) -> OutputPerturbation:
+    """Output perturbation (paper 001, Thm 1 setting): ``theta* + N(0, (Delta sigma)^2 I)``.
+
+    ``data``: a ``Dataset`` or ``(x, y)``. ``radius``: the bound on ``||x_i||`` (default: the
+    largest row norm of ``x``, which is then itself data-dependent and **not** private; pass a
+    public bound for a real release). For ``loss="squared"`` labels must satisfy
+    ``|y| <= label_bound``.
+
+    Privacy: (epsilon, delta)-DP under replace-one neighbours (one example's features and label
+    change), by the sensitivity bound ``2 L / (n reg)`` and the analytic Gaussian mechanism.
+    """
+    v.check_threefry_key(key)
+    x, y = (data.x, data.y) if isinstance(data, Dataset) else (data[0], data[1])
+    v.check_epsilon(epsilon)
+    v.check_delta(delta)
+    v.check_choice("loss", loss, LOSSES)
+    v.check_shape("x", x, ndim=2)
+    n = v.check_same_length(x=x, y=y)
+    v.check_finite("x", x)
+    v.check_positive("reg", reg)
+    if radius is None:
+        radius = float(np.linalg.norm(np.asarray(x, np.float64), axis=1).max()) or 1.0
+    _check_rows(x, radius)
+    if loss == "squared" and float(np.max(np.abs(np.asarray(y, np.float64)))) > float(label_bound) * (1 + 1e-6):
+        raise ValueError(f"|y| exceeds label_bound={label_bound}; clip labels or raise label_bound.")
+    theta_star = minimize(x, y, reg=reg, loss=loss, fit_intercept=fit_intercept, iters=iters)
+    lip = lipschitz_constant(radius, loss=loss, reg=reg, label_bound=label_bound, fit_intercept=fit_intercept)
+    sens = sensitivity(n, reg, lip)
+    std = noise_std(epsilon, delta, sens)
+    return OutputPerturbation(perturb(key, theta_star, std), theta_star, std, sens, privacy(epsilon, delta))
+
+
+def group_losses(theta: jax.Array, x_aug: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
+                 loss: str = "logistic") -> tuple[jax.Array, jax.Array]:
+    """Per-group mean losses ``[K]`` and the population mean loss (unregularized group risks)."""
+    ell = example_loss(theta, x_aug, y, loss)
+    oh = jax.nn.one_hot(s, num_groups, dtype=ell.dtype)
+    cnt = jnp.sum(oh, axis=0)
+    return (ell @ oh) / jnp.maximum(cnt, 1.0), jnp.mean(ell)
+
+
+def _mc_core(key, theta_star, std, x_aug, y, s, *, num_groups, loss, num_draws, antithetic, chunk):
+    ref_g, ref_p = group_losses(theta_star, x_aug, y, s, num_groups, loss)
+
+    def one(k):
+        noise = jax.random.normal(k, theta_star.shape, theta_star.dtype) * std
+        g1, p1 = group_losses(theta_star + noise, x_aug, y, s, num_groups, loss)
+        if antithetic:
+            g2, p2 = group_losses(theta_star - noise, x_aug, y, s, num_groups, loss)
+            g1, p1 = 0.5 * (g1 + g2), 0.5 * (p1 + p2)
+        return g1 - ref_g, p1 - ref_p
+
+    keys = jax.random.split(key, num_draws)
+    rg, rp = jax.lax.map(one, keys, batch_size=min(chunk, num_draws))
+    return {"group": jnp.mean(rg, 0), "population": jnp.mean(rp),
+            "group_se": jnp.std(rg, 0, ddof=1) / jnp.sqrt(num_draws),
+            "population_se": jnp.std(rp, ddof=1) / jnp.sqrt(num_draws),
+            "gap": jnp.max(jnp.abs(jnp.mean(rg, 0) - jnp.mean(rp)))}
+
+
+_mc_jit = jax.jit(_mc_core, static_argnames=("num_groups", "loss", "num_draws", "antithetic", "chunk"))
+
+
+def excessive_risk_mc(key: jax.Array, theta_star: jax.Array, std: Any, data: Dataset, *,
+                      loss: str = "logistic", num_draws: int = 4000, antithetic: bool = True,
+                      fit_intercept: bool = True, chunk: int = 512) -> dict[str, jax.Array]:
+    """Monte Carlo group excessive risks ``R_a`` (eq. 9), ``R`` (eq. 10) and the gap (eq. 2).
+
+    ``R_a = E_psi[L(theta* + psi; D_a)] - L(theta*; D_a)`` with ``psi ~ N(0, std^2 I)``, averaged
+    over ``num_draws`` keys in one program (``lax.map`` in chunks). ``antithetic=True`` pairs each
+    draw with ``-psi`` (same law), which cancels the zero-mean linear term of eq. (7) exactly, so
+    the estimate converges fast even at small noise. ``std`` is traced (vmap over an epsilon
+    grid). Returns ``group [K]``, ``population``, their standard errors and ``gap``.
+    """
+    v.check_threefry_key(key)
+    v.check_choice("loss", loss, LOSSES)
+    num_draws = v.check_int("num_draws", num_draws, minimum=2)
+    v.check_positive("std", std, allow_zero=True)
+    return _mc_jit(key, jnp.asarray(theta_star), std, augment(data.x, fit_intercept), data.y, data.s,
+                   num_groups=data.num_groups, loss=loss, num_draws=num_draws,
+                   antithetic=bool(antithetic), chunk=v.check_int("chunk", chunk))
+
+
+def theorem1_prediction(std: Any, group_traces: Any, population_trace: Any) -> dict[str, jax.Array]:
+    """Theorem 1: ``R_a ~ 1/2 std^2 Tr(H_a)``, ``R ~ 1/2 std^2 Tr(H)``, ``xi_a ~ |R_a - R|`` (eqs. 9, 10, 3).
+
+    ``std = Delta sigma``; traces of the per-sample **mean** Hessians of the group losses.
+    """
+    s2 = 0.5 * jnp.asarray(std) ** 2
+    g = s2 * jnp.asarray(group_traces)
+    p = s2 * jnp.asarray(population_trace)
+    return {"group": g, "population": p, "group_gap": jnp.abs(g - p)}

@@ -1,0 +1,122 @@
+"""Output perturbation (paper 001, Thm 1): minimizer, sensitivity, calibration, Monte Carlo vs Thm 1."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize
+
+from dpfair_jax.algorithms import output_perturbation as OP
+from dpfair_jax.analysis import hessian as H
+from dpfair_jax.data import synthetic
+from dpfair_jax.data.preprocessing import bound_row_norms
+from dpfair_jax.privacy import accounting
+
+
+@pytest.fixture(scope="module")
+def data():
+    d = synthetic.two_group_classification(jax.random.key(0), 600, ratio=0.5, d=4, norms=[0.6, 1.6],
+                                           margins=[1.0, 0.3]).data
+    return d.replace(x=bound_row_norms(d.x, 2.0))
+
+
+def _np_objective(th, x, y, reg):
+    z = x @ th
+    return np.mean(np.logaddexp(0, z) - y * z) + 0.5 * reg * th @ th
+
+
+def test_minimizer_matches_scipy_and_closed_form(data):
+    x = np.asarray(OP.augment(data.x), np.float64)
+    y = np.asarray(data.y, np.float64)
+    th = np.asarray(OP.minimize(data.x, data.y, reg=0.1))
+    ref = optimize.minimize(_np_objective, np.zeros(x.shape[1]), args=(x, y, 0.1), method="BFGS",
+                            options={"gtol": 1e-10}).x
+    np.testing.assert_allclose(th, ref, atol=2e-4)
+    # squared loss: (2/n X^T X + reg I) theta = 2/n X^T y
+    th2 = np.asarray(OP.minimize(data.x, data.y, reg=0.1, loss="squared"))
+    ref2 = np.linalg.solve(2 * x.T @ x / len(y) + 0.1 * np.eye(x.shape[1]), 2 * x.T @ y / len(y))
+    np.testing.assert_allclose(th2, ref2, atol=1e-4)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_sensitivity_bounds_replace_one(data, loss):
+    n, reg, radius = data.n, 0.05, 2.0
+    lip = OP.lipschitz_constant(radius, loss=loss, reg=reg)
+    sens = OP.sensitivity(n, reg, lip)
+    assert sens == pytest.approx(2 * lip / (n * reg))
+    x, y = np.asarray(data.x), np.asarray(data.y, np.float32)
+    th = np.asarray(OP.minimize(x, y, reg=reg, loss=loss))
+    worst = 0.0
+    for i, (row, lab) in enumerate([(np.r_[radius, 0, 0, 0], 0.0), (np.r_[0, -radius, 0, 0], 1.0)]):
+        x2, y2 = x.copy(), y.copy()
+        j = int(np.argmax(np.linalg.norm(x, axis=1))) + i
+        x2[j], y2[j] = row, lab
+        th2 = np.asarray(OP.minimize(x2, y2, reg=reg, loss=loss))
+        worst = max(worst, np.linalg.norm(th - th2))
+    assert 0 < worst <= sens
+
+
+def test_fit_calibrates_analytic_gaussian(data):
+    res = OP.fit(jax.random.key(1), data, epsilon=1.0, delta=1e-5, reg=1.0, radius=2.0)
+    sens = 2 * np.sqrt(2.0 ** 2 + 1) / (data.n * 1.0)
+    assert res.sensitivity == pytest.approx(sens)
+    assert res.std == pytest.approx(accounting.analytic_gaussian_sigma(1.0, 1e-5, sens))
+    assert res.spend.relation == "replace_one" and res.spend.epsilon == 1.0
+    # the noise is theta - theta*, with the right scale (chi-square bound on ||psi||^2 / std^2)
+    psi = np.asarray(res.theta - res.theta_star) / res.std
+    assert psi.shape == (5,) and np.sum(psi ** 2) < 30
+
+
+def test_theorem1_matches_monte_carlo_with_exact_traces(data):
+    reg = 1e-2
+    th = OP.minimize(data.x, data.y, reg=reg)
+    xa = OP.augment(data.x)
+
+    def loss(theta, xi, yi):
+        return OP.example_loss(theta, xi, yi)
+
+    g, pop = H.group_hessian_traces(loss, th, xa, data.y.astype(jnp.float32), data.s, 2)
+    std = 0.05  # small noise: second-order Taylor is accurate
+    mc = OP.excessive_risk_mc(jax.random.key(7), th, std, data, num_draws=4000)
+    pred = OP.theorem1_prediction(std, g.trace, pop.trace)
+    for a in range(2):
+        tol = 0.03 * float(pred["group"][a]) + 4 * float(mc["group_se"][a])
+        assert abs(float(mc["group"][a]) - float(pred["group"][a])) < tol
+    assert abs(float(mc["population"]) - float(pred["population"])) < 0.03 * float(pred["population"]) + 4 * float(mc["population_se"])
+    # larger trace -> larger excessive risk (Fig 8's claim)
+    order = np.argsort(np.asarray(g.trace))
+    assert np.all(np.argsort(np.asarray(mc["group"])) == order)
+
+
+def test_monte_carlo_jitted_vmap_over_std_grid(data):
+    th = OP.minimize(data.x, data.y, reg=1.0)
+    xa = OP.augment(data.x)
+
+    def risks(std):
+        return OP._mc_core(jax.random.key(2), th, std, xa, data.y, data.s, num_groups=2, loss="logistic",
+                           num_draws=256, antithetic=True, chunk=256)["group"]
+
+    grid = jnp.array([0.01, 0.1, 0.5])
+    batched = np.asarray(jax.jit(jax.vmap(risks))(grid))
+    single = np.asarray(OP.excessive_risk_mc(jax.random.key(2), th, 0.1, data, num_draws=256, chunk=256)["group"])
+    np.testing.assert_allclose(batched[1], single, rtol=1e-4, atol=1e-7)
+    assert np.all(np.diff(batched[:, 0]) > 0)  # more noise, more risk
+
+
+def test_antithetic_and_plain_agree(data):
+    th = OP.minimize(data.x, data.y, reg=1.0)
+    a = OP.excessive_risk_mc(jax.random.key(3), th, 0.3, data, num_draws=800)
+    b = OP.excessive_risk_mc(jax.random.key(4), th, 0.3, data, num_draws=800, antithetic=False)
+    z = np.abs(np.asarray(a["group"] - b["group"])) / np.sqrt(np.asarray(a["group_se"] ** 2 + b["group_se"] ** 2))
+    assert np.all(z < 4)
+
+
+def test_validation(data):
+    with pytest.raises(ValueError, match="radius"):
+        OP.fit(jax.random.key(0), data, epsilon=1.0, delta=1e-5, radius=0.1)
+    with pytest.raises(ValueError, match="epsilon"):
+        OP.fit(jax.random.key(0), data, epsilon=0.0, delta=1e-5)
+    with pytest.raises(ValueError, match="loss"):
+        OP.minimize(data.x, data.y, loss="hinge")
+    with pytest.raises(ValueError, match="label_bound"):
+        OP.fit(jax.random.key(0), (data.x, data.y * 3.0), epsilon=1.0, delta=1e-5, loss="squared")
