@@ -70,6 +70,9 @@ __all__ = [
     "METHODS",
     "fit",
     "fit_arrays",
+    "fit_many",
+    "fit_many_from_draws",
+    "num_draws",
     "stage1_standard_errors",
     "stage2_descent",
     "group_noise_stds",
@@ -279,13 +282,26 @@ def _prepare(x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int, weights:
 # --------------------------------------------------------------------------------------------
 
 
-def _stage1(key, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config):
+def _min_eig_and_solve(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Smallest eigenvalue of the symmetric ``a`` and ``a^-1 b``; closed forms for P <= 2."""
+    p = a.shape[0]
+    if p == 1:
+        return a[0, 0], b / a[0, 0]
+    if p == 2:
+        h, c, o = 0.5 * (a[0, 0] + a[1, 1]), 0.5 * (a[0, 0] - a[1, 1]), a[0, 1]
+        lam = h - jnp.sqrt(c * c + o * o)
+        det = a[0, 0] * a[1, 1] - o * o
+        sol = jnp.stack([a[1, 1] * b[0] - o * b[1], a[0, 0] * b[1] - o * b[0]]) / det
+        return lam, sol
+    return jnp.linalg.eigvalsh(a)[0], jnp.linalg.solve(a, b)
+
+
+def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config):
     """Algorithm 1 on structure-of-arrays inputs. Returns (se [K], fallback, beta [P])."""
     p = xs.shape[0]
     k_groups = onehot.shape[1]
     m = _sens_mult(cfg.neighbour)
     tau_k = tau / (k_groups + 1)  # line 7
-    k_xx, k_xy, k_res = jax.random.split(key, 3)
     # Lemma C.1 on bounded rows: clip ||x|| <= U_x, |y| <= U_y.
     a = 1.0 / jnp.maximum(1.0, xnorm / hp.stats_bound_x)
     xa = xs * a
@@ -296,18 +312,17 @@ def _stage1(key, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config):
     # Lines 8-9: budget tau_k / 2 each, std = sens / sqrt(2 * tau_k / 2) = sens / sqrt(tau_k).
     std_xx = m * hp.stats_bound_x**2 / jnp.sqrt(tau_k)
     std_xy = m * hp.stats_bound_x * hp.stats_bound_y / jnp.sqrt(tau_k)
-    z = jax.random.normal(k_xx, (p, p), xs.dtype)
+    z = z_all[: p * p].reshape(p, p)
     z = jnp.triu(z) + jnp.triu(z, 1).T  # symmetric: upper triangle i.i.d., mirrored
     xtx_n = xtx + std_xx * z
-    xty_n = xty + std_xy * jax.random.normal(k_xy, (p,), xs.dtype)
-    lam_min = jnp.linalg.eigvalsh(xtx_n)[0]  # line 11
-    beta = jnp.linalg.solve(xtx_n, xty_n)  # line 15
+    xty_n = xty + std_xy * z_all[p * p: p * p + p]
+    lam_min, beta = _min_eig_and_solve(xtx_n, xty_n)  # lines 11 and 15
     r2 = (beta @ xs - y) ** 2
     upper = hp.clip if cfg.stage1_clip == "paper" else hp.clip**2
     r2c = jnp.clip(r2, 0.0, upper)
     # Line 17: sensitivity Delta^2 (noise variance Delta^4 / (2 tau_k)).
     std_res = m * hp.clip**2 / jnp.sqrt(2.0 * tau_k)
-    s_sum = r2c @ onehot + std_res * jax.random.normal(k_res, (k_groups,), xs.dtype)
+    s_sum = r2c @ onehot + std_res * z_all[p * p + p:]
     denom = n_k - p if cfg.se_denominator == "n_minus_d" else n_k
     se = jnp.sqrt(jnp.maximum(s_sum, 0.0) / jnp.maximum(denom, 1.0))
     se = se / jnp.sqrt(jnp.sum(se**2))  # line 23
@@ -334,7 +349,9 @@ def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
     xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
                                          config.fit_intercept)
     tau = jnp.asarray(hparams.rho) * hparams.tau_fraction
-    return _stage1(key, xs, y, onehot, n_k, xnorm, tau, hparams, config)
+    z1, _ = _split_draws(_run_draws(key, config.steps, xs.shape[0], data.num_groups, xs.dtype),
+                         config.steps, xs.shape[0], data.num_groups)
+    return _stage1(z1, xs, y, onehot, n_k, xnorm, tau, hparams, config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,7 +360,7 @@ def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
 
 
 def _noise_stds(se, mu, hp: Hyperparams, cfg: Config, dtype):
-    """(grad_std [K or 1], loss_std [K or 1]) for the chosen method; zero when not private."""
+    """(grad_std, loss_std) on the clipped *sums*, [K] ([1] for pooled); zero when not private."""
     m = _sens_mult(cfg.neighbour)
     if cfg.method == "pooled":
         # DPNoSE (standard DP-GD): budget rho/T per iteration on the pooled clipped sum.
@@ -358,58 +375,100 @@ def _noise_stds(se, mu, hp: Hyperparams, cfg: Config, dtype):
     return grad_std, loss_std
 
 
-def _release(key, theta, xs, y, onehot, n_k, xnorm, grad_std, loss_std, hp: Hyperparams,
-             cfg: Config):
-    """One iteration's private release: (M1 [P, K] or [P, 1], M2 [K], fraction clipped).
+class _Release(NamedTuple):
+    """How one iteration's release is formed from the clipped group sums (all [K], traced):
+    ``M1[:, k] = gscale_k * gsum_k + gstd_k * z``, ``M2_k = lscale_k * lsum_k + lstd_k * z'``."""
 
-    M1 are the noisy (normalised) clipped gradient sums per group, M2 the noisy clipped group
-    losses (only used by Algorithm 2). Clip, sum, noise, then normalise by the public ``n_k``.
-    """
-    p = xs.shape[0]
-    k_groups = onehot.shape[1]
+    gscale: jax.Array
+    gstd: jax.Array
+    lscale: jax.Array
+    lstd: jax.Array
+
+
+def _release_params(se, mu, n_k, hp: Hyperparams, cfg: Config) -> tuple[_Release, jax.Array]:
+    """Scales and effective noise stds of the method (this is where ``scaling`` acts)."""
+    dtype = n_k.dtype
+    k_groups = n_k.shape[0]
     n = jnp.sum(n_k)
     paper = cfg.scaling == "paper"
+    grad_std, loss_std = _noise_stds(se, mu, hp, cfg, dtype)
+    ones = jnp.ones((k_groups,), dtype)
+    zeros = jnp.zeros((k_groups,), dtype)
+    if cfg.method == "pooled":
+        scale = ones if paper else ones / n
+        # one draw for the pooled sum: put it on the first column, M1 1_K is then the noisy sum
+        gstd = zeros.at[0].set(grad_std[0] * scale[0])
+        return _Release(scale, gstd, zeros, zeros), jnp.broadcast_to(grad_std, (k_groups,))
+    if paper and cfg.fairness:
+        gscale, gstd = 1.0 / n_k, grad_std  # Alg. 2 lines 10-11: group mean, noise for the sum
+    elif paper:
+        gscale, gstd = ones, grad_std  # Alg. 3 lines 8-9: noisy sum
+    else:
+        gscale, gstd = 1.0 / n_k, grad_std / n_k  # clip, sum, noise, then normalise
+    if cfg.fairness:
+        lscale, lstd = (ones / n, loss_std) if paper else (1.0 / n_k, loss_std / n_k)
+    else:
+        lscale, lstd = zeros, zeros
+    return _Release(gscale, gstd, lscale, lstd), grad_std
+
+
+def _release(theta, xs, y, onehot, xnorm, rel: _Release, zg, zl, hp: Hyperparams, cfg: Config):
+    """One iteration's private release: (M1 [P, K], M2 [K], fraction clipped).
+
+    Clip each example's gradient to norm ``Delta`` (exact norm ``|dloss| ||x||``) and its loss
+    to ``[0, Delta^2]``, sum per group (one matmul with the one-hot matrix), add the group's
+    Gaussian noise (``zg [P, K]``, ``zl [K]`` standard normal draws) and normalise (the scales of
+    :func:`_release_params`).
+    """
+    k_groups = onehot.shape[1]
     pred = theta @ xs
     dl, loss = _dloss_and_loss(pred, y, cfg.loss)
     gnorm = jnp.abs(dl) * xnorm
     u = dl / jnp.maximum(1.0, gnorm / hp.clip)
     gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
-    clipped = ((gnorm > hp.clip) @ onehot).sum() / n
-    kg, kl = jax.random.split(key)
-    if cfg.method == "pooled":
-        total = jnp.sum(gsum, axis=1, keepdims=True)
-        total = total + grad_std * jax.random.normal(kg, (p, 1), xs.dtype)
-        m1 = total if paper else total / n
-    else:
-        noise = grad_std * jax.random.normal(kg, (p, k_groups), xs.dtype)
-        if paper and cfg.fairness:
-            m1 = gsum / n_k + noise  # Alg. 2 lines 10-11: group mean, noise scaled for the sum
-        elif paper:
-            m1 = gsum + noise  # Alg. 3 lines 8-9: noisy sum
-        else:
-            m1 = (gsum + noise) / n_k  # clip, sum, noise, then normalise
+    w = jnp.sum(onehot, axis=1)
+    clipped = jnp.sum(w * (gnorm > hp.clip)) / jnp.sum(w)
+    m1 = gsum * rel.gscale + rel.gstd * zg
     if cfg.fairness:
         lsum = jnp.clip(loss, 0.0, hp.clip**2) @ onehot  # [K] (Alg. 2 line 13)
-        lnoise = loss_std * jax.random.normal(kl, (k_groups,), xs.dtype)
-        m2 = lsum / n + lnoise if paper else (lsum + lnoise) / n_k
+        m2 = lsum * rel.lscale + rel.lstd * zl
     else:
         m2 = jnp.zeros((k_groups,), xs.dtype)
     return m1, m2, clipped
 
 
-def _stage2(key, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config):
-    """Projected noisy GD. Returns (theta [P], grad noise std [K], mean fraction clipped)."""
+def num_draws(steps: int, p: int, k_groups: int) -> int:
+    """Standard normal draws one run consumes: stage 1 (``p^2 + p + K``) then T x (``pK + K``)."""
+    return p * p + p + k_groups + steps * (p * k_groups + k_groups)
+
+
+def _run_draws(key, steps: int, p: int, k_groups: int, dtype):
+    """All of a run's standard normal draws, from one ``jax.random.normal`` call.
+
+    Drawing once, outside the scan, keeps the compiled program small (each threefry call costs
+    compile time) and lets a Monte Carlo study draw a whole trial's noise at once.
+    """
+    return jax.random.normal(key, (num_draws(steps, p, k_groups),), dtype)
+
+
+def _split_draws(z, steps: int, p: int, k_groups: int):
+    """(stage-1 draws [p^2 + p + K], descent draws ([T, p, K], [T, K]))."""
+    s1 = p * p + p + k_groups
+    rest = z[s1:].reshape(steps, p * k_groups + k_groups)
+    return z[:s1], (rest[:, : p * k_groups].reshape(steps, p, k_groups), rest[:, p * k_groups:])
+
+
+def _descent(z2, xs, y, onehot, xnorm, rel: _Release, hp: Hyperparams, cfg: Config):
+    """Projected noisy GD (Alg. 2 or 3) given the release parameters. Returns (theta, clipped)."""
     p = xs.shape[0]
     k_groups = onehot.shape[1]
-    grad_std, loss_std = _noise_stds(se, mu, hp, cfg, xs.dtype)
     f_fn = _resolve_f(cfg.f)
     g_fn = _resolve_g(cfg.g)
     thresholds = jnp.broadcast_to(jnp.asarray(hp.thresholds, xs.dtype), (k_groups,))
     box = cfg.box
 
-    def step(theta, key_t):
-        m1, m2, clipped = _release(key_t, theta, xs, y, onehot, n_k, xnorm, grad_std, loss_std,
-                                   hp, cfg)
+    def step(theta, z):
+        m1, m2, clipped = _release(theta, xs, y, onehot, xnorm, rel, z[0], z[1], hp, cfg)
         if cfg.fairness:
             wf = jax.grad(f_fn)(m2)
             gval, wg = jax.value_and_grad(g_fn)(m2, thresholds)
@@ -423,9 +482,15 @@ def _stage2(key, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config
         return theta, clipped
 
     theta0 = jnp.zeros((p,), xs.dtype)
-    theta, clipped = jax.lax.scan(step, theta0, jax.random.split(key, cfg.steps))
-    std_out = jnp.broadcast_to(grad_std, (k_groups,))
-    return theta, std_out, jnp.mean(clipped)
+    theta, clipped = jax.lax.scan(step, theta0, z2)
+    return theta, jnp.mean(clipped)
+
+
+def _stage2(z2, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config):
+    """Projected noisy GD. Returns (theta [P], grad noise std [K], mean fraction clipped)."""
+    rel, std = _release_params(se, mu, n_k, hp, cfg)
+    theta, clipped = _descent(z2, xs, y, onehot, xnorm, rel, hp, cfg)
+    return theta, std, clipped
 
 
 def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
@@ -435,7 +500,8 @@ def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
 
     ``M1[:, k]`` is group k's clipped gradient sum plus ``N(0, grad_std_k^2)`` noise, divided by
     ``n_k`` (default scaling); ``M2[k]`` the same for the clipped loss (zeros for Algorithm 3). For
-    ``method="pooled"`` ``M1`` has one column. The noise stds are :func:`group_noise_stds`.
+    ``method="pooled"`` ``M1`` has one column (the noisy pooled sum, normalised). The noise stds
+    are :func:`group_noise_stds`.
 
     Privacy: ``mu/T``-zCDP (one of T iterations) under ``config.neighbour``.
     """
@@ -443,9 +509,13 @@ def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
     xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
                                          config.fit_intercept)
     se = jnp.asarray(se, xs.dtype)
-    grad_std, loss_std = _noise_stds(se, _mu(hparams, config), hparams, config, xs.dtype)
-    m1, m2, _ = _release(key, jnp.asarray(theta, xs.dtype), xs, y, onehot, n_k, xnorm, grad_std,
-                         loss_std, hparams, config)
+    rel, _ = _release_params(se, _mu(hparams, config), n_k, hparams, config)
+    _, (zg, zl) = _split_draws(_run_draws(key, 1, xs.shape[0], data.num_groups, xs.dtype), 1,
+                               xs.shape[0], data.num_groups)
+    m1, m2, _ = _release(jnp.asarray(theta, xs.dtype), xs, y, onehot, xnorm, rel, zg[0], zl[0],
+                         hparams, config)
+    if config.method == "pooled":
+        m1 = jnp.sum(m1, axis=1, keepdims=True)
     return m1, m2
 
 
@@ -462,7 +532,9 @@ def stage2_descent(key: jax.Array, data: Dataset, se: Any, hparams: Hyperparams,
     xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
                                          config.fit_intercept)
     mu = _mu(hparams, config)
-    theta, _, _ = _stage2(key, xs, y, onehot, n_k, xnorm, jnp.asarray(se, xs.dtype), mu, hparams,
+    _, z2 = _split_draws(_run_draws(key, config.steps, xs.shape[0], data.num_groups, xs.dtype),
+                         config.steps, xs.shape[0], data.num_groups)
+    theta, _, _ = _stage2(z2, xs, y, onehot, n_k, xnorm, jnp.asarray(se, xs.dtype), mu, hparams,
                           config)
     return theta
 
@@ -485,20 +557,122 @@ def fit_arrays(key: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_gro
     return _fit_soa(key, xs, yy, onehot, n_k, xnorm, hparams, config)
 
 
+def fit_many(keys: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
+             hparams: Hyperparams, configs: tuple[Config, ...], weights: jax.Array | None = None
+             ) -> tuple[jax.Array, Diagnostics]:
+    """Several methods on the same data as one batched computation: entry ``m`` equals
+    ``fit_arrays(keys[m], x, y, s, num_groups, hparams, configs[m])``.
+
+    The configs may differ only in ``method``, ``fairness`` and ``scaling``; the methods with the
+    same ``fairness`` share one vmapped descent (the methods differ only in traced scales and noise
+    stds), which keeps the compiled program small. No host validation (use inside jit/vmap).
+    Returns ``theta [M, P]`` and stacked :class:`Diagnostics`.
+
+    Privacy: each entry is that method's run (``rho``-zCDP each); releasing several entries
+    composes their budgets.
+    """
+    configs = tuple(configs)
+    base = dataclasses.replace(configs[0], method="dpse", fairness=False, scaling="group_mean")
+    for c in configs:
+        c.validate()
+        if dataclasses.replace(c, method="dpse", fairness=False, scaling="group_mean") != base:
+            raise ValueError("fit_many configs may differ only in method, fairness and scaling; "
+                             "run the others separately.")
+    xs, yy, onehot, n_k, xnorm = _prepare(x, y, s, num_groups, weights, base.fit_intercept)
+    z = jax.vmap(lambda k: _run_draws(k, base.steps, xs.shape[0], num_groups, xs.dtype))(keys)
+    return _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs)
+
+
+def fit_many_from_draws(draws: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array,
+                        num_groups: int, hparams: Hyperparams, configs: tuple[Config, ...],
+                        weights: jax.Array | None = None) -> tuple[jax.Array, Diagnostics]:
+    """:func:`fit_many` with the standard normal draws given (``[M, num_draws(T, P, K)]``).
+
+    ``fit_many(keys, ...)`` is this with ``draws[m] = normal(keys[m], (num_draws,))``. A Monte
+    Carlo study can draw a whole trial's randomness in one call and slice it (fewer threefry
+    calls to compile). The draws must be fresh i.i.d. N(0, 1) for the privacy guarantee.
+    """
+    configs = tuple(configs)
+    _check_same_but_method(configs)
+    xs, yy, onehot, n_k, xnorm = _prepare(x, y, s, num_groups, weights, configs[0].fit_intercept)
+    return _fit_many_soa(draws, xs, yy, onehot, n_k, xnorm, hparams, configs)
+
+
+def _check_same_but_method(configs):
+    base = dataclasses.replace(configs[0], method="dpse", fairness=False, scaling="group_mean")
+    for c in configs:
+        c.validate()
+        if dataclasses.replace(c, method="dpse", fairness=False, scaling="group_mean") != base:
+            raise ValueError("fit_many configs may differ only in method, fairness and scaling; "
+                             "run the others separately.")
+    return base
+
+
+def _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs):
+    base = _check_same_but_method(configs)
+    num_groups = onehot.shape[1]
+    m_count = len(configs)
+    steps, p = base.steps, xs.shape[0]
+    z1, z2 = jax.vmap(lambda zz: _split_draws(zz, steps, p, num_groups))(z)
+    rho = jnp.asarray(hparams.rho, xs.dtype)
+    equal = jnp.full((num_groups,), 1.0 / math.sqrt(num_groups), xs.dtype)
+    is_dpse = np.array([c.method == "dpse" for c in configs])
+    if is_dpse.any():
+        tau = rho * hparams.tau_fraction
+        se_all, fb_all, beta_all = jax.vmap(
+            lambda zz: _stage1(zz, xs, yy, onehot, n_k, xnorm, tau, hparams, base))(z1)
+    else:
+        se_all = jnp.broadcast_to(equal, (m_count, num_groups))
+        fb_all = jnp.zeros((m_count,), bool)
+        beta_all = jnp.zeros((m_count, xs.shape[0]), xs.dtype)
+    sel = jnp.asarray(is_dpse)
+    se = jnp.where(sel[:, None], se_all, equal)
+    fb = sel & fb_all
+    beta1 = jnp.where(sel[:, None], beta_all, 0.0)
+    rels, stds, rho1, rho2 = [], [], [], []
+    for m, c in enumerate(configs):  # host-side bookkeeping over the (few, static) methods
+        mu = _mu(hparams, c)
+        rel, std = _release_params(se[m], mu, n_k, hparams, c)
+        rels.append(rel)
+        stds.append(std)
+        private = c.method != "nonprivate"
+        rho1.append(rho * hparams.tau_fraction if (c.method == "dpse" and private) else 0.0 * rho)
+        r2 = mu * (1.0 if c.method == "pooled" else jnp.sum(se[m] ** 2))
+        rho2.append(r2 if private else 0.0 * rho)
+    thetas = [None] * m_count
+    clipped = [None] * m_count
+    for fair in (False, True):
+        idx = [m for m, c in enumerate(configs) if c.fairness == fair]
+        if not idx:
+            continue
+        cfg = dataclasses.replace(base, fairness=fair)
+        rel = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *[rels[m] for m in idx])
+        sel_idx = np.asarray(idx)
+        th, cl = jax.vmap(lambda za, zb, r: _descent((za, zb), xs, yy, onehot, xnorm, r, hparams,
+                                                     cfg))(z2[0][sel_idx], z2[1][sel_idx], rel)
+        for j, m in enumerate(idx):
+            thetas[m], clipped[m] = th[j], cl[j]
+    diag = Diagnostics(se=se, fallback=fb, beta_stage1=beta1, noise_std=jnp.stack(stds),
+                       rho_stage1=jnp.stack(rho1), rho_stage2=jnp.stack(rho2),
+                       fraction_clipped=jnp.stack(clipped))
+    return jnp.stack(thetas), diag
+
+
 def _fit_soa(key, xs, y, onehot, n_k, xnorm, hp: Hyperparams, cfg: Config):
-    k1, k2 = jax.random.split(key)
+    z1, z2 = _split_draws(_run_draws(key, cfg.steps, xs.shape[0], onehot.shape[1], xs.dtype),
+                          cfg.steps, xs.shape[0], onehot.shape[1])
     k_groups = onehot.shape[1]
     rho = jnp.asarray(hp.rho, xs.dtype)
     equal = jnp.full((k_groups,), 1.0 / math.sqrt(k_groups), xs.dtype)
     if cfg.method == "dpse":
         tau = rho * hp.tau_fraction
-        se, fallback, beta1 = _stage1(k1, xs, y, onehot, n_k, xnorm, tau, hp, cfg)
+        se, fallback, beta1 = _stage1(z1, xs, y, onehot, n_k, xnorm, tau, hp, cfg)
         rho1 = tau
     else:
         se, fallback, beta1 = equal, jnp.array(False), jnp.zeros((xs.shape[0],), xs.dtype)
         rho1 = jnp.zeros((), xs.dtype)
     mu = _mu(hp, cfg)
-    theta, std, clipped = _stage2(k2, xs, y, onehot, n_k, xnorm, se, mu, hp, cfg)
+    theta, std, clipped = _stage2(z2, xs, y, onehot, n_k, xnorm, se, mu, hp, cfg)
     private = cfg.method != "nonprivate"
     rho2 = mu * (1.0 if cfg.method == "pooled" else jnp.sum(se**2)) if private else 0.0 * mu
     diag = Diagnostics(se=se, fallback=fallback, beta_stage1=beta1, noise_std=std,
