@@ -150,7 +150,7 @@ def resolve_per_example(model_or_loss: Any, params: Any, per_example: str = "aut
 # ------------------------------------------------------------------------------------------------
 # One step's clipped sum
 # ------------------------------------------------------------------------------------------------
-def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm):
+def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm, x_sq=None):
     """Returns (clipped gradient sum, norms [B], per-example losses [B])."""
     if cfg.mode == "glm":
         w = params["w"]
@@ -164,7 +164,8 @@ def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm):
             return jnp.sum(losses), losses
 
         dz, losses = jax.grad(total, has_aux=True)(z)
-        sums, norms = _clip.glm_clipped_grad_sum(xb, dz, clip_norm, mask, fit_intercept="b" in params)
+        sums, norms = _clip.glm_clipped_grad_sum(xb, dz, clip_norm, mask, fit_intercept="b" in params,
+                                                 x_sq_norms=x_sq)
         grads = {"w": sums["w"]}
         if "b" in params:
             grads["b"] = sums["b"]
@@ -203,6 +204,8 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
     q = cfg.batch_size / cfg.n
     opt = _make_optimizer(cfg, learning_rate)
     opt_state = opt.init(params)
+    # GLM ghost norms need ||x_i||^2, which training does not change: compute them once.
+    x_sq_all = jnp.sum(jnp.square(x), axis=1) if cfg.mode == "glm" else None
 
     def step(carry, inputs):
         params, opt_state = carry
@@ -219,7 +222,8 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
         if data_mask is not None:
             mask = mask * data_mask[idx].astype(dt)
         xb, yb = x[idx], y[idx]
-        sums, norms, losses = _clipped_sum(cfg, params, xb, yb, mask, clip_norm)
+        x_sq = None if x_sq_all is None else x_sq_all[idx]
+        sums, norms, losses = _clipped_sum(cfg, params, xb, yb, mask, clip_norm, x_sq)
         noisy = _agg.noisy_sum(k_noise, sums, std)
         grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy)
         updates, opt_state = opt.update(grad, opt_state, params)

@@ -191,20 +191,25 @@ def _sq_rows(a: jax.Array) -> jax.Array:
 
 
 def glm_per_example_norms(
-    x: jax.Array, dloss_dlogits: jax.Array, fit_intercept: bool = True
+    x: jax.Array,
+    dloss_dlogits: jax.Array,
+    fit_intercept: bool = True,
+    *,
+    x_sq_norms: jax.Array | None = None,
 ) -> jax.Array:
     """Exact per-example gradient norms of a GLM ``z_i = x_i W + b`` without per-example gradients.
 
     ``grad_W l_i = x_i^T (dl/dz_i)`` so ``||grad_i||^2 = ||x_i||^2 ||dl/dz_i||^2`` (``+ ||dl/dz_i||^2``
     for the intercept). ``dloss_dlogits`` is ``[B]`` (one output: linear, logistic) or ``[B, k]``
-    (multinomial). Returns ``[B]``.
+    (multinomial). ``x_sq_norms`` (``||x_i||^2``, ``[B]``) may be passed when precomputed once for
+    the whole dataset (they do not change during training). Returns ``[B]``.
     """
     v.check_shape("x", x, ndim=2)
-    v.check_same_length(x=x, dloss_dlogits=dloss_dlogits)
+    v.check_same_length(x=x, dloss_dlogits=dloss_dlogits, x_sq_norms=x_sq_norms)
     x = jnp.asarray(x)
     g = jnp.asarray(dloss_dlogits)
     g_sq = _sq_rows(g)
-    x_sq = jnp.sum(jnp.square(x), axis=1)
+    x_sq = jnp.sum(jnp.square(x), axis=1) if x_sq_norms is None else jnp.asarray(x_sq_norms, g_sq.dtype)
     total = x_sq * g_sq + (g_sq if fit_intercept else 0.0)
     return jnp.sqrt(total)
 
@@ -215,18 +220,20 @@ def glm_clipped_grad_sum(
     clip_norm: Any,
     mask: jax.Array | None = None,
     fit_intercept: bool = True,
+    *,
+    x_sq_norms: jax.Array | None = None,
 ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Sum of clipped per-example GLM gradients from ghost norms: ``({"w", "b"}, norms)``.
 
     ``w`` has shape ``[d]`` (for ``[B]`` logit gradients) or ``[d, k]``; ``b`` is a scalar or ``[k]``
     (zeros when ``fit_intercept`` is False). The per-example weight ``c_i = mask_i min(1, C/||g_i||)``
     is folded into the logit gradients, so the sum is ``(c * dl/dz) @ x``: no ``[B, d]`` gradient
-    array is formed.
+    array is formed. ``x_sq_norms`` as in :func:`glm_per_example_norms`.
 
     Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
     """
     v.check_clip_norm(clip_norm)
-    norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept)
+    norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept, x_sq_norms=x_sq_norms)
     x = jnp.asarray(x)
     g = jnp.asarray(dloss_dlogits, x.dtype)
     c = clip_factors(norms, clip_norm) * _mask_weights(mask, norms.shape[0], norms.dtype)
