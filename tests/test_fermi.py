@@ -265,3 +265,19 @@ def test_validation_errors():
     with pytest.raises(ValueError, match="lam"):
         F.fit(jax.random.key(0), ds, F.FermiHparams(lam=-1.0),
               F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=10))
+
+
+def test_linear_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
+    ds = _data(n=80, seed=11)
+    for unit in ("sensitive_attribute", "all_features"):
+        hp = F.FermiHparams(lam=1.5, lr_theta=0.3, lr_w=0.4, clip_theta=0.05, clip_w=0.3,
+                            noise_theta=0.7, noise_w=0.9, radius=3.0)
+        outs = []
+        for path in ("auto", "generic"):
+            cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=6, batch_size=20,
+                                privacy_unit=unit, grad_path=path)
+            r = F.fit(jax.random.key(12), ds, hp, cfg)
+            outs.append((r.params["w"], r.W, r.diagnostics["clipped_frac_theta"]))
+        np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-6)
+        assert float(outs[0][2]) == pytest.approx(float(outs[1][2])) and float(outs[0][2]) > 0

@@ -98,7 +98,9 @@ class FermiConfig:
     ``steps``/``batch_size``/``sampling``/``projection``/``iterate``/``max_batch_size`` as in
     :class:`~dpfair_jax.algorithms.sgda.SGDAConfig`. ``num_groups`` k and ``num_classes`` l (of the
     targets; 2 for a one-logit model). Named departures: ``variant``, ``clip_mode``, ``w_init``,
-    ``ermi_form``, ``eo_weighted`` (see the module docstring).
+    ``ermi_form``, ``eo_weighted`` (see the module docstring). ``grad_path="auto"`` uses exact
+    ghost norms for (multinomial) logistic models (``sgda.dpsgda(linear=True)``); ``"generic"``
+    forces ``vmap(grad)`` over the parameters (same numbers, slower).
     """
 
     model: Any
@@ -117,6 +119,7 @@ class FermiConfig:
     projection: str = "ball"
     iterate: str = "last"
     max_batch_size: int | None = None
+    grad_path: str = "auto"
 
     def validate(self, n: int | None = None) -> "FermiConfig":
         v.check_int("num_groups", self.num_groups, minimum=2)
@@ -127,6 +130,7 @@ class FermiConfig:
         v.check_choice("clip_mode", self.clip_mode, CLIP_MODES)
         v.check_choice("w_init", self.w_init, W_INITS)
         v.check_choice("ermi_form", self.ermi_form, ERMI_FORMS)
+        v.check_choice("grad_path", self.grad_path, ("auto", "generic"))
         if self.ermi_form == "one_cell" and (self.num_classes != 2 or self.fairness != "dp"):
             raise ValueError("ermi_form='one_cell' is the authors' binary DP code path; use "
                              "num_classes=2 and fairness='dp', or ermi_form='full'.")
@@ -228,12 +232,11 @@ def _example_weights(config: FermiConfig, data: Dataset) -> jax.Array:
 
 
 def _fermi_parts(config: FermiConfig, P: jax.Array):
-    """``parts(theta, W, ex) -> (task loss, s-free part, s-dependent part)`` of one example."""
+    """``parts(logits, W, ex) -> (task loss, s-free part, s-dependent part)`` of one example."""
     model = config.model
     cell = E.one_cell_mask(config.num_groups, config.num_classes) if config.ermi_form == "one_cell" else 1.0
 
-    def parts(theta, W, ex):
-        logits = model.apply(theta, ex["x"])
+    def parts(logits, W, ex):
         probs = _probs_one(model, logits)
         Wc = W[ex["c"]] * cell
         pub, sens = E.psi_parts(probs, ex["s"], Wc, P[ex["c"]])
@@ -242,8 +245,21 @@ def _fermi_parts(config: FermiConfig, P: jax.Array):
     return parts
 
 
-def _losses(config: FermiConfig, parts, lam):
-    """``(private_loss, public_loss)`` per example for the configured privacy unit."""
+def _use_linear(config: FermiConfig, data: Dataset) -> bool:
+    if config.grad_path == "generic":
+        return False
+    lin = getattr(config.model, "name", "") in ("logistic", "multinomial_logistic", "linear")
+    return lin and data.x.ndim == 2
+
+
+def _losses(config: FermiConfig, parts_z, lam, linear: bool):
+    """``(private_loss, public_loss)`` per example for the configured privacy unit; functions of
+    the logits (``linear``) or of the model parameters."""
+    if linear:
+        parts = parts_z
+    else:
+        def parts(theta, W, ex):
+            return parts_z(config.model.apply(theta, ex["x"]), W, ex)
     if config.privacy_unit == "sensitive_attribute":
         def private(theta, W, ex):
             return lam * parts(theta, W, ex)[2]
@@ -336,10 +352,11 @@ def fit(
         clip_w=clip_w * batch_scale, noise_theta=noise_theta, noise_w=noise_w, radius=hparams.radius,
     )
     parts = (parts_builder or _fermi_parts)(config, P)
-    private, public = _losses(config, parts, lam)
+    linear = _use_linear(config, data)
+    private, public = _losses(config, parts, lam, linear)
     res = sgda.dpsgda(
         k_run, examples, theta0, W0, hp, config.sgda_config(), private_loss=private,
-        public_loss=public, batch_key=batch_key, validate=False,
+        public_loss=public, batch_key=batch_key, validate=False, linear=linear,
     )
     return FermiResult(res.theta, res.w, res.diagnostics)
 

@@ -38,8 +38,7 @@ __all__ = ["fit", "config", "violations"]
 def _pfld_parts(config: _F.FermiConfig, P: jax.Array):
     model = config.model
 
-    def parts(theta, nu, ex):
-        logits = model.apply(theta, ex["x"])
+    def parts(logits, nu, ex):
         probs = _F._probs_one(model, logits)
         nuc = nu[ex["c"]]  # [k, l]
         pc = P[ex["c"]]  # [k]

@@ -232,6 +232,7 @@ def dpsgda(
     public_loss: Callable[..., jax.Array] | None = None,
     batch_key: jax.Array | None = None,
     validate: bool = True,
+    linear: bool = False,
 ) -> SGDAResult:
     """Noisy DP-SGDA (Algorithm 2): simultaneous projected descent-ascent with clipping and noise.
 
@@ -246,6 +247,12 @@ def dpsgda(
       public_loss: optional ``f_pub(theta, w, example)`` whose gradients are used exactly.
       batch_key: key for the batch sampling only. Passing the same ``batch_key`` to runs vmapped
         over hyperparameters shares their batches (the gather is then computed once).
+      linear: generalized-linear fast path. ``theta`` is ``{"w": [d, out], "b": [out]}`` (the
+        layout of ``models.logistic``/``multinomial_logistic``; ``"b"`` optional), ``example["x"]``
+        the features, and both losses take the example's logits instead of theta:
+        ``f(logits [out], w, example)``. Per-example theta-gradients are ``x_i (x) df/dlogits_i``,
+        so their norms are ``|df/dz_i| sqrt(|x_i|^2 + 1)`` (exact, never materialized) and the
+        clipped sum is one matmul ``c @ x`` (the same numbers as the generic path).
 
     Returns:
       :class:`SGDAResult`.
@@ -276,7 +283,9 @@ def dpsgda(
     fct = float(config.sensitivity_factor)
     std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)
     std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)
-    priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(None, None, 0))
+    priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(0 if linear else None, None, 0))
+    if linear and not (isinstance(theta0, dict) and "w" in theta0 and set(theta0) <= {"w", "b"}):
+        raise ValueError('linear=True needs theta as {"w": [d, out], "b": [out]} (models.logistic layout).')
 
     def public_grad(theta, w, batch, mask):
         def total(th, ww):
@@ -288,20 +297,48 @@ def dpsgda(
     def weighted_sum(tree, mask):
         return jax.tree_util.tree_map(lambda x: jnp.tensordot(mask.astype(x.dtype), x, axes=1), tree)
 
+    def glm_sums(theta, w, batch, mask):
+        x = batch["x"]
+        z = x @ theta["w"]
+        if "b" in theta:
+            z = z + theta["b"]
+        gz, g_w = priv_grad(z, w, batch)  # [B, out], tree [B, ...]
+        sq = jnp.sum(x * x, axis=1) + (1.0 if "b" in theta else 0.0)
+        norm = jnp.sqrt(jnp.sum(gz * gz, axis=1) * sq)
+        clip = jnp.asarray(hparams.clip_theta, norm.dtype)
+        fac = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
+        c_th = (norm > clip).astype(norm.dtype)
+        coef = gz * (fac * mask)[:, None]  # [B, out]
+        g_w, c_w = clip_tree(g_w, hparams.clip_w)
+        s_w = weighted_sum(g_w, mask)
+        if public_loss is not None:
+            pz, p_w = jax.vmap(jax.grad(public_loss, argnums=(0, 1)), in_axes=(0, None, 0))(z, w, batch)
+            coef = coef + pz * mask[:, None]
+            s_w = jax.tree_util.tree_map(jnp.add, s_w, weighted_sum(p_w, mask))
+        s_th = {"w": (coef.T @ x).T}
+        if "b" in theta:
+            s_th["b"] = jnp.sum(coef, axis=0)
+        return s_th, s_w, c_th, c_w
+
     def step(carry, t, idx, mask, trunc):
         theta, w, sel_theta, sel_w = carry
         batch = jax.tree_util.tree_map(lambda a: a[idx], data)
-        g_th, g_w = priv_grad(theta, w, batch)
-        g_th, c_th = clip_tree(g_th, hparams.clip_theta)
-        g_w, c_w = clip_tree(g_w, hparams.clip_w)
         kt = jax.random.fold_in(k_noise, t)
         k1, k2 = jax.random.split(kt)
-        s_th = jax.tree_util.tree_map(jnp.add, weighted_sum(g_th, mask), _noise_like(k1, theta, std_theta))
-        s_w = jax.tree_util.tree_map(jnp.add, weighted_sum(g_w, mask), _noise_like(k2, w, std_w))
-        if public_loss is not None:
-            p_th, p_w = public_grad(theta, w, batch, mask)
-            s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
-            s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
+        if linear:
+            s_th, s_w, c_th, c_w = glm_sums(theta, w, batch, mask)
+            s_th = jax.tree_util.tree_map(jnp.add, s_th, _noise_like(k1, theta, std_theta))
+            s_w = jax.tree_util.tree_map(jnp.add, s_w, _noise_like(k2, w, std_w))
+        else:
+            g_th, g_w = priv_grad(theta, w, batch)
+            g_th, c_th = clip_tree(g_th, hparams.clip_theta)
+            g_w, c_w = clip_tree(g_w, hparams.clip_w)
+            s_th = jax.tree_util.tree_map(jnp.add, weighted_sum(g_th, mask), _noise_like(k1, theta, std_theta))
+            s_w = jax.tree_util.tree_map(jnp.add, weighted_sum(g_w, mask), _noise_like(k2, w, std_w))
+            if public_loss is not None:
+                p_th, p_w = public_grad(theta, w, batch, mask)
+                s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
+                s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
         new_theta = jax.tree_util.tree_map(lambda a, g: a - hparams.lr_theta * g / m, theta, s_th)
         new_w = project(
             jax.tree_util.tree_map(lambda a, g: a + hparams.lr_w * g / m, w, s_w),

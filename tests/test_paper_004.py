@@ -1,0 +1,87 @@
+"""Paper 004 experiments: registration, the equal-error rule, the study engine, skipping."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfair_jax import models as M
+from dpfair_jax.data import make_dataset
+from dpfair_jax.experiments import paper_004 as P
+from dpfair_jax.experiments import registry
+
+
+def test_registered_with_quick_and_full_and_paper_grid():
+    names = {e.name for e in P.EXPERIMENTS}
+    assert {"fermi_adult_dp", "fermi_credit_dp", "fermi_parkinsons_dp", "fermi_credit_eo",
+            "fermi_adult_eo", "fermi_adult_nonbinary", "fermi_cnn_synthetic", "sgda_convergence"} <= names
+    for e in P.EXPERIMENTS:
+        assert registry.get(e.name) is e and e.paper == "004"
+        assert set(e.configs) == {"quick", "full"}
+    full = registry.get("fermi_adult_dp").configs["full"]
+    # the paper's grid: 15 seeds x 6 lambdas in [0, 2.5] x eps {0.5, 1, 3, 9} (+ inf), batch 1024,
+    # 200 epochs, step sizes 0.005 / 0.01
+    assert full["seeds"] == 15 and len(full["lams"]) == 6 and max(full["lams"]) == 2.5
+    assert full["epsilons"][:4] == [0.5, 1.0, 3.0, 9.0] and math.isinf(full["epsilons"][4])
+    assert (full["batch_size"], full["epochs"], full["lr_theta"], full["lr_w"]) == (1024, 200, 0.005, 0.01)
+    assert registry.get("fermi_credit_eo").configs["full"]["epsilons"][:3] == [0.5, 1.0, 3.0]
+
+
+def test_equal_error_table_rule():
+    rows = []
+    # lambda=0 is shared: error 0.20, violation 0.30
+    for meth, pts in {"dpfermi": [(0.0, 0.20, 0.30), (1.0, 0.205, 0.10), (2.0, 0.25, 0.01)],
+                      "pfld": [(0.0, 0.20, 0.30), (1.0, 0.209, 0.15), (2.0, 0.30, 0.0)]}.items():
+        for lam, err, vio in pts:
+            for seed in range(2):
+                rows.append({"epsilon": 1.0, "method": meth, "lam": lam, "seed": seed,
+                             "error": err, "dp_violation": vio})
+    t = P.equal_error_table(pd.DataFrame(rows), "dp_violation", 0.01).set_index("method")
+    assert t.loc["dpsgd", "best_violation"] == pytest.approx(0.30)
+    assert t.loc["dpfermi", "best_violation"] == pytest.approx(0.10)  # 0.25 error is over budget
+    assert t.loc["pfld", "best_violation"] == pytest.approx(0.15)
+    assert t.loc["dpfermi", "budget"] == pytest.approx(0.21)
+
+
+def _toy(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 2, n)
+    x = rng.normal(size=(n, 3)) + s[:, None]
+    y = (x[:, 0] > 0.5).astype(int)
+    return make_dataset(x, y, s)
+
+
+def test_tradeoff_study_grid_and_shared_lambda_zero_baseline():
+    train, test = _toy(), _toy(seed=1)
+    hp = {"lr_theta": 0.1, "lr_w": 0.2, "clip_theta": 1.0, "clip_w": 2.0, "radius": 2.0}
+    kw = dict(model=M.logistic(), fairness="dp", lams=[0.0, 1.0], epsilons=[1.0, math.inf],
+              seeds=2, epochs=1, batch_size=50, delta=1e-5, hp=hp)
+    a = P.tradeoff_study(train, test, method="dpfermi", **kw)
+    b = P.tradeoff_study(train, test, method="pfld", **kw)
+    assert len(a) == 2 * 2 * 2 and set(a["lam"]) == {0.0, 1.0}
+    assert np.all(a["truncated_steps"] == 0)
+    # at lambda = 0 both methods are the same DP-SGD run (same keys, no regularizer): identical
+    za = a[a["lam"] == 0].sort_values(["epsilon", "seed"])
+    zb = b[b["lam"] == 0].sort_values(["epsilon", "seed"])
+    np.testing.assert_allclose(za["error"].to_numpy(), zb["error"].to_numpy())
+    np.testing.assert_allclose(za["dp_violation"].to_numpy(), zb["dp_violation"].to_numpy())
+
+
+def test_parkinsons_skips_with_reason(tmp_path, monkeypatch):
+    from dpfair_jax.experiments.context import run_experiment
+
+    monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
+    res = run_experiment(registry.get("fermi_parkinsons_dp"), size="quick",
+                         overrides={"path": str(tmp_path / "missing.csv")}, root=tmp_path)
+    assert res.claims and "skipped" in res.claims[0]["id"]
+    assert "Parkinsons CSV" in res.claims[0]["statement"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["sgda_convergence", "fermi_cnn_synthetic", "fermi_adult_dp"])
+def test_quick_configs_run(tmp_path, name):
+    from dpfair_jax.experiments.context import run_experiment
+
+    res = run_experiment(registry.get(name), size="quick", root=tmp_path)
+    assert res.claims
