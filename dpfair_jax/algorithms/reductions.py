@@ -43,6 +43,7 @@ Departures from the paper (corrected by default, literal behind ``variant="paper
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -378,6 +379,14 @@ def exponential_sampling(key: Array, losses: Array, problem: CGOO, *, G: Any, ep
     V.check_threefry_key(key)
     _check_loss_matrix(losses, problem.num_groups)
     V.check_epsilon(epsilon)
+    V.check_choice("variant", variant, ("corrected", "paper"))
+    V.check_positive("G", G, allow_zero=True)
+    return _exponential_sampling(key, jnp.asarray(losses, jnp.float32), jnp.asarray(G, jnp.float32),
+                                 jnp.asarray(epsilon, jnp.float32), problem=problem, n=int(n), variant=variant)
+
+
+@partial(jax.jit, static_argnames=("problem", "n", "variant"))
+def _exponential_sampling(key, losses, G, epsilon, *, problem, n, variant):
     sens = h_sensitivity(problem, n, G, variant=variant)
     logits = exponential_sampling_logits(losses, problem, G=G, epsilon=epsilon, sensitivity=sens)
     return jax.random.categorical(key, logits).astype(jnp.int32)
@@ -548,7 +557,13 @@ def frank_wolfe(losses: Array, problem: CGOO, *, G: Any, steps: int, init_index:
     _check_loss_matrix(losses, problem.num_groups)
     steps = V.check_int("steps", steps)
     V.check_choice("variant", variant, ("jaggi", "paper"))
-    L = jnp.asarray(losses, jnp.float32)
+    V.check_choice("grad_variant", grad_variant, ("corrected", "paper"))
+    return _frank_wolfe(jnp.asarray(losses, jnp.float32), jnp.asarray(G, jnp.float32), problem=problem,
+                        steps=steps, init_index=int(init_index), variant=variant, grad_variant=grad_variant)
+
+
+@partial(jax.jit, static_argnames=("problem", "steps", "init_index", "variant", "grad_variant"))
+def _frank_wolfe(L, G, *, problem, steps, init_index, variant, grad_variant):
     T = steps
 
     if variant == "jaggi":
@@ -670,13 +685,20 @@ def private_cgoo(key: Array, losses: Array, problem: CGOO, *, G: Any, steps: int
     V.check_choice("variant", variant, ("corrected", "paper"))
     V.check_epsilon(oracle_epsilon)
     V.check_positive("laplace_scale", laplace_scale, allow_zero=True)
-    L = jnp.asarray(losses, jnp.float32)
+    return _private_cgoo(key, jnp.asarray(losses, jnp.float32), jnp.asarray(G, jnp.float32),
+                         jnp.asarray(oracle_epsilon, jnp.float32), jnp.asarray(laplace_scale, jnp.float32),
+                         problem=problem, steps=steps, lsens=loss_sensitivity(n, problem.num_groups),
+                         point=point, variant=variant, init_index=int(init_index))
+
+
+@partial(jax.jit, static_argnames=("problem", "steps", "lsens", "point", "variant", "init_index"))
+def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, lsens, point, variant,
+                  init_index):
     K = problem.num_groups
-    lsens = loss_sensitivity(n, K)
     literal = variant == "paper"
     if literal:
         point = "last"
-    scale = jnp.asarray(0.0 if literal else laplace_scale, jnp.float32)
+    scale = jnp.zeros((), jnp.float32) if literal else laplace_scale
 
     def body(carry, xs):
         m_prev, total = carry
