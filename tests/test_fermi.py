@@ -207,6 +207,9 @@ def test_theorem33_noise_matches_hand_computation():
         p = F.theorem33_noise(1000, 100, 1.0, 1e-6, rho, unit="all_features", form="proof")
         s = F.theorem33_noise(1000, 100, 1.0, 1e-6, rho, unit="all_features", form="statement")
         assert s[0] >= p[0] and s[1] == p[1]
+    # the joint correction: both updates together (eps, delta) -> stds times sqrt 2
+    j = F.theorem33_noise(n, T, 1.0, 1 / n**2, 0.318, composition="joint")
+    assert j[1] == pytest.approx(math.sqrt(2) * F.theorem33_noise(n, T, 1.0, 1 / n**2, 0.318)[1])
     assert F.min_steps_theorem33(4406, 1024, 1.0) == math.ceil((4406 / 2048) ** 2)
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=1024)
     zt, zw = F.theorem33_multipliers(cfg, 2.0, 0.1, clip_theta=5.0, clip_w=1.0)

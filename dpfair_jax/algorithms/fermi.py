@@ -439,7 +439,7 @@ def min_steps_theorem33(n: int, batch_size: int, epsilon: float) -> int:
 def theorem33_noise(
     n: int, steps: int, epsilon: float, delta: float, rho: float, *,
     lipschitz: float = 5.0, radius: float = 5.0, num_classes: int = 2,
-    unit: str = "sensitive_attribute", form: str = "proof",
+    unit: str = "sensitive_attribute", form: str = "proof", composition: str = "paper",
 ) -> tuple[float, float]:
     """The paper's closed-form noise (Theorem 3.3 / D.2): ``(sigma_theta, sigma_w)``, the std of
     the Gaussian added to the *averaged* minibatch gradients (before the ``lam`` factor).
@@ -450,40 +450,34 @@ def theorem33_noise(
     ``sigma_theta^2 = 8 L^2 D^2 T ln(1/delta) (4/rho + l^2) / (eps^2 n^2)`` (``form="proof"``, the
     proof's last line) or ``64 L^2 D^2 ln T / (eps^2 n^2 rho) + 32 D^4 L^2 l^2 T ln / (eps^2 n^2)``
     (``form="statement"``, the theorem as printed, more conservative; notes II.6).
-    Conditions ``eps <= 2 ln(1/delta)`` and ``T >= (n sqrt(eps) / (2m))^2`` are the caller's.
+    ``composition="paper"`` gives the printed values (each update separately (eps, delta));
+    ``"joint"`` scales both stds by sqrt 2 so the two updates together meet (eps, delta) under the
+    same recipe. Delegates to :func:`dpfair_jax.privacy.paper_formulas.dpfermi_noise`; the
+    theorem's conditions ``eps <= 2 ln(1/delta)``, ``T >= (n sqrt(eps) / (2m))^2`` are the caller's.
     """
-    v.check_int("n", n)
-    v.check_int("steps", steps)
-    v.check_epsilon(epsilon)
-    v.check_delta(delta)
-    if not 0 < rho <= 1:
-        raise ValueError(f"rho must lie in (0, 1] (smallest group fraction), got {rho!r}.")
+    from dpfair_jax.privacy import paper_formulas as PF
+
     v.check_choice("unit", unit, UNITS)
     v.check_choice("form", form, ("proof", "statement"))
-    L, D, ll, T = float(lipschitz), float(radius), float(num_classes), float(steps)
-    base = T * math.log(1.0 / delta) / (epsilon**2 * n**2)
-    if unit == "sensitive_attribute":
-        return math.sqrt(16 * L**2 * D**2 * base / rho), math.sqrt(16 * base / rho)
-    sw2 = 32 * base * (1.0 / rho + D**2)
-    if form == "proof":
-        st2 = 8 * L**2 * D**2 * base * (4.0 / rho + ll**2)
-    else:
-        st2 = 64 * L**2 * D**2 * base / rho + 32 * D**4 * L**2 * ll**2 * base
-    return math.sqrt(st2), math.sqrt(sw2)
+    out = PF.dpfermi_noise(
+        float(epsilon), float(delta), n, steps, float(rho), lipschitz_theta=lipschitz,
+        w_bound=radius, num_classes=num_classes, privacy=unit, theta_formula=form,
+        composition=composition, check_assumptions=False,
+    )
+    return float(out.sigma_theta), float(out.sigma_w)
 
 
 def official_calibration(n_train: int, min_group_count: int, epochs: int, batch_size: int,
                          epsilon: float, *, lipschitz: float = 5.0, radius: float = 5.0) -> dict:
     """The authors' code's calibration (notes II.10-9): ``delta = 1/n^2``, ``T = epochs ceil(n/B)``,
-    ``rho = (min count - 1)/n`` and the sensitive-attribute formulas of :func:`theorem33_noise`."""
-    n = v.check_int("n_train", n_train)
-    T = epochs * math.ceil(n / batch_size)
-    rho = (min_group_count - 1) / n
-    delta = 1.0 / n**2
-    if math.isinf(float(epsilon)):
-        return {"delta": delta, "steps": T, "rho": rho, "std_theta": 0.0, "std_w": 0.0}
-    st, sw = theorem33_noise(n, T, float(epsilon), delta, rho, lipschitz=lipschitz, radius=radius)
-    return {"delta": delta, "steps": T, "rho": rho, "std_theta": st, "std_w": sw}
+    ``rho = (min count - 1)/n`` and the sensitive-attribute formulas of :func:`theorem33_noise`
+    (``paper_formulas.official_dpfermi_calibration`` as a dict)."""
+    from dpfair_jax.privacy import paper_formulas as PF
+
+    out = PF.official_dpfermi_calibration(n_train, min_group_count, epochs, batch_size, float(epsilon),
+                                          lipschitz_theta=lipschitz, radius=radius)
+    return {"delta": out.delta, "steps": out.steps, "rho": out.rho, "std_theta": out.std_theta,
+            "std_w": out.std_w}
 
 
 def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: float,
