@@ -1,0 +1,264 @@
+"""The (gamma1, gamma2) mitigation of paper 001 (App. C.4, Fig. 12) -- a **reconstruction**.
+
+The supplement states only the intent: two penalties added to DP-SGD, gamma1 acting on the
+clipping term R^clip and gamma2 on the noise term R^noise, (1, 1) being good on all datasets; the
+explicit objective is in the main text, which is not available. This module implements the reading
+of the engineering notes (I.7) in a form that can be privatized and accounted:
+
+* Theorem 3: the group with larger gradient norms suffers the larger R^clip; Theorem 4/5: the group
+  with larger Hessian trace suffers the larger R^noise, and the trace grows with the prediction
+  uncertainty ``u(x) = 1 - sum_k f_k(x)^2`` (App. D: the output-layer block is ``u(x) sum_j O_j^2``).
+* Penalized batch objective ``L(theta; B) + gamma1 sum_a |m_a - m| + gamma2 sum_a |t_a - t|`` with
+  ``m_a`` the mean per-example gradient norm ``||g_i||`` over group ``a`` of the batch (``m`` over
+  the batch) and ``t_a`` the mean uncertainty ``u(x_i)`` (``t`` over the batch).
+* Its gradient, with the signs and group fractions **plugged in from a private release**, is a sum
+  of per-example terms: example ``i`` in group ``a`` gets
+  ``g_i + gamma1 c1_a nabla ||g_i|| + gamma2 c2_a nabla u(x_i)``, where
+  ``c_a = sign(stat_a - stat) / p_a - sum_b sign(stat_b - stat)`` is the derivative of
+  ``sum_b |stat_b - stat|`` with respect to example ``i``'s contribution times the batch size
+  (``nabla ||g_i|| = H_i g_i / ||g_i||``, a per-example Hessian-vector product).
+* These augmented per-example gradients are clipped, summed and noised exactly as in DP-SGD.
+
+Private statistics ("group-weighted noise"): each example contributes the vector
+``(1, min(||g_i||, C) / C, u(x_i) / (1 - 1/K))`` (every entry in [0, 1], L2 norm <= sqrt 3) to
+its group's row; the ``[K, 3]`` group sums get ``N(0, (z_s sqrt 3)^2)`` noise
+(``aggregation.group_weighted_noisy_sums``), from which the noisy counts, fractions ``p_a``, mean
+clipped norms and mean uncertainties are formed (post-processing). ``m_a`` is thus measured in
+units of ``C`` from clipped norms.
+
+Privacy: per step, two Gaussian mechanisms on the same Poisson-sampled batch, composed inside
+the sampled event: the statistics (sensitivity sqrt 3, multiplier ``stats_noise_multiplier``) and
+then, adaptively, the clipped sum of augmented gradients (sensitivity ``C``, multiplier
+``noise_multiplier``; the coefficients ``c_a`` depend on the data only through the first
+release). Add/remove-one neighbours, unit = example; :func:`privacy` accounts both (with the
+RDP or PLD accountant); pass ``include_statistics=False`` only for runs with gamma1 = gamma2 = 0
+where the statistics are computed but unused.
+
+Caveat: this is a private *surrogate* of the reconstructed penalty (noisy plug-in signs and
+fractions, ``psi_a`` dropped per Fig. 10, the trace replaced by its uncertainty proxy), not the
+authors' method; the statistics' noise also costs budget, so at equal epsilon the model update
+gets a larger noise multiplier than plain DP-SGD.
+
+With ``gamma1 = gamma2 = 0`` :func:`train` equals ``dpsgd.train(..., per_example="vmap")``
+bit for bit under the same key: same key splitting (the statistics' key is
+``fold_in(k_noise, 1)``), same batches, same noise draws, and the penalty terms enter as exact
+zeros.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from dpfair_jax import _validation as v
+from dpfair_jax import models as _models
+from dpfair_jax.algorithms import dpsgd as _dpsgd
+from dpfair_jax.analysis.hessian import prediction_uncertainty
+from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy import aggregation as _agg
+from dpfair_jax.privacy import clipping as _clip
+from dpfair_jax.privacy import sampling as _sampling
+
+__all__ = ["train", "privacy", "penalty_coefficients", "RECONSTRUCTION_NOTE"]
+
+RECONSTRUCTION_NOTE = ("paper 001 (gamma1, gamma2) mitigation: reconstruction (objective not in the "
+                       "supplement); private plug-in surrogate, see dpfair_jax.algorithms.mitigation")
+STATS_SENSITIVITY = math.sqrt(3.0)
+
+
+class _Cfg(NamedTuple):
+    model: Any
+    loss: Any
+    n: int
+    batch_size: int
+    max_batch_size: int
+    steps: int
+    num_groups: int
+    num_outputs: int
+    optimizer: Any
+    diagnostics: bool
+
+
+def penalty_coefficients(stat: jax.Array, fractions: jax.Array) -> jax.Array:
+    """``c_a = sign(stat_a - stat) / p_a - sum_b sign(stat_b - stat)`` with ``stat = sum_a p_a stat_a``.
+
+    ``(1/B) sum_i c_{a(i)} d_i`` is the gradient of ``sum_a |stat_a - stat|`` when ``stat_a`` is
+    the mean over group ``a`` of per-example quantities with gradients ``d_i`` (signs held fixed).
+    """
+    p = jnp.asarray(fractions)
+    pop = jnp.sum(p * stat)
+    sgn = jnp.sign(stat - pop)
+    return sgn / jnp.maximum(p, 1e-6) - jnp.sum(sgn)
+
+
+def _safe_norm(tree) -> jax.Array:
+    sq = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(tree))
+    return jnp.sqrt(jnp.maximum(sq, 1e-24))
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multiplier,
+             stats_noise_multiplier, gamma1, gamma2, learning_rate):
+    dt = jnp.result_type(x)
+    clip_norm = jnp.asarray(clip_norm, dt)
+    noise_multiplier = jnp.asarray(noise_multiplier, dt)
+    std = noise_multiplier * clip_norm
+    denominator = jnp.asarray(cfg.batch_size, dt)
+    q = cfg.batch_size / cfg.n
+    opt = cfg.optimizer if isinstance(cfg.optimizer, optax.GradientTransformation) else cfg.optimizer(learning_rate)
+    opt_state = opt.init(params)
+    k_cls = max(cfg.num_outputs, 2)
+    u_max = 1.0 - 1.0 / k_cls
+    stats_std = jnp.asarray(stats_noise_multiplier, dt) * STATS_SENSITIVITY
+    g1 = jnp.asarray(gamma1, dt)
+    g2 = jnp.asarray(gamma2, dt)
+
+    def probs_one(p, xi):
+        out = cfg.model.apply(p, xi)
+        return jax.nn.sigmoid(out) if cfg.num_outputs == 1 else jax.nn.softmax(out)
+
+    def grad_norm_i(p, xi, yi):
+        return _safe_norm(jax.grad(cfg.loss)(p, xi, yi))
+
+    def uncert_i(p, xi):
+        return prediction_uncertainty(probs_one(p, xi)[None])[0]
+
+    def step(carry, k):
+        params, opt_state = carry
+        k_sample, k_noise = jax.random.split(k)
+        sample = _sampling.poisson_sample(k_sample, cfg.n, q, cfg.max_batch_size)
+        idx, mask = sample.indices, sample.mask.astype(dt)
+        if data_mask is not None:
+            mask = mask * data_mask[idx].astype(dt)
+        xb, yb, sb = x[idx], y[idx], s[idx]
+        losses, grads = jax.vmap(jax.value_and_grad(cfg.loss), in_axes=(None, 0, 0))(params, xb, yb)
+        norms = _clip.per_example_norms(grads)
+        # --- private group statistics (group-weighted Gaussian noise on clipped contributions)
+        unc = jax.vmap(uncert_i, in_axes=(None, 0))(params, xb)
+        contrib = jnp.stack([jnp.ones_like(norms), jnp.minimum(norms, clip_norm) / clip_norm,
+                             jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
+        oh = jax.nn.one_hot(sb, cfg.num_groups, dtype=dt)
+        sums = oh.T @ contrib  # [K, 3]
+        noisy = _agg.group_weighted_noisy_sums(jax.random.fold_in(k_noise, 1), sums,
+                                               jnp.full((cfg.num_groups,), 1.0, dt) * stats_std)
+        cnt = jnp.maximum(noisy[:, 0], 1.0)
+        frac = cnt / jnp.sum(cnt)
+        m_a = jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0)
+        t_a = jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
+        c1 = penalty_coefficients(m_a, frac)[sb]
+        c2 = penalty_coefficients(t_a, frac)[sb]
+        # --- per-example penalty gradients (zero contributions when gamma1 = gamma2 = 0)
+        pg1 = jax.vmap(jax.grad(grad_norm_i), in_axes=(None, 0, 0))(params, xb, yb)
+        pg2 = jax.vmap(jax.grad(uncert_i), in_axes=(None, 0))(params, xb)
+        w1 = g1 * c1
+        w2 = g2 * c2
+
+        def combine(g, a, b):
+            shp = (-1,) + (1,) * (g.ndim - 1)
+            return g + (w1.reshape(shp) * a + w2.reshape(shp) * b)
+
+        aug = jax.tree_util.tree_map(combine, grads, pg1, pg2)
+        norms_aug = _clip.per_example_norms(aug)
+        cf = _clip.clip_factors(norms_aug, clip_norm) * mask
+        sums_g = _clip.weighted_sum(aug, cf)
+        noisy_g = _agg.noisy_sum(k_noise, sums_g, std)
+        grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy_g)
+        updates, opt_state = opt.update(grad, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        if cfg.diagnostics:
+            bsz = jnp.maximum(jnp.sum(mask), 1.0)
+            diag = {"loss": jnp.sum(losses * mask) / bsz, "mean_grad_norm": jnp.sum(norms * mask) / bsz,
+                    "private_group_clipped_norm": m_a * clip_norm, "private_group_uncertainty": t_a * u_max,
+                    "private_group_fraction": frac}
+        else:
+            diag = {}
+        return (params, opt_state), diag
+
+    keys = jax.random.split(key, cfg.steps + 1)
+    (params, _), diag = jax.lax.scan(step, (params, opt_state), keys[:-1])
+    return params, diag
+
+
+def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, gamma1: Any,
+          gamma2: Any, clip_norm: Any, noise_multiplier: Any, stats_noise_multiplier: Any,
+          learning_rate: Any, batch_size: int, steps: int | None = None, epochs: int | None = None,
+          optimizer: Any = optax.sgd, loss: Any = None, max_batch_size: int | None = None,
+          diagnostics: bool = True) -> tuple[Any, dict]:
+    """DP-SGD with the (gamma1, gamma2) fairness penalties (reconstruction; see the module doc).
+
+    ``gamma1``, ``gamma2``, ``clip_norm``, ``noise_multiplier``, ``stats_noise_multiplier`` and
+    ``learning_rate`` are traced (one program for a whole gamma grid under ``vmap``). Poisson
+    sampling with expected batch ``batch_size`` (the accounting of :func:`privacy`).
+    Diagnostics ``private_group_*`` are the released (noisy) statistics; ``loss`` and
+    ``mean_grad_norm`` are not private.
+
+    Privacy: see the module doc; :func:`privacy` returns the spend.
+    """
+    v.check_threefry_key(key)
+    if not isinstance(model, _models.Model):
+        raise ValueError("model must be a models.Model (the penalty needs its predictions).")
+    if not isinstance(data, Dataset):
+        raise ValueError("data must be a Dataset (the penalty needs the group ids s).")
+    v.check_shape("x", data.x, ndim=2)
+    n = data.n
+    v.check_finite("x", data.x)
+    v.check_finite("params", params)
+    v.check_group_ids(data.s, data.num_groups)
+    for name, val in (("gamma1", gamma1), ("gamma2", gamma2)):
+        v.check_positive(name, val, allow_zero=True)
+    v.check_clip_norm(clip_norm)
+    v.check_noise_multiplier(noise_multiplier)
+    v.check_noise_multiplier(stats_noise_multiplier, "stats_noise_multiplier")
+    batch_size = v.check_int("batch_size", batch_size, minimum=1)
+    if batch_size > n:
+        raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
+    steps = _dpsgd._resolve_steps(n, batch_size, steps, epochs, "poisson")
+    if isinstance(optimizer, optax.GradientTransformation):
+        if learning_rate is not None:
+            raise ValueError("learning_rate must be None when optimizer is a GradientTransformation.")
+    else:
+        if learning_rate is None:
+            raise ValueError("learning_rate is required with an optimizer factory.")
+        v.check_positive("learning_rate", learning_rate)
+    if max_batch_size is None:
+        max_batch_size = _sampling.max_batch_size_for(n, batch_size / n, steps)
+    max_batch_size = min(v.check_int("max_batch_size", max_batch_size, minimum=batch_size), n)
+    out_loss = _dpsgd.output_loss_for(model, data.num_classes, loss)
+    loss_fn = _dpsgd._PerExampleLoss(model.apply, out_loss)
+    cfg = _Cfg(model, loss_fn, n, batch_size, max_batch_size, steps, data.num_groups,
+               model.num_outputs, optimizer, bool(diagnostics))
+    return _program(cfg, key, params, data.x, data.y, data.s, data.mask, clip_norm, noise_multiplier,
+                    stats_noise_multiplier, gamma1, gamma2, learning_rate)
+
+
+def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, batch_size: int,
+            delta: float, steps: int | None = None, epochs: int | None = None,
+            accountant: str = "rdp", include_statistics: bool = True):
+    """``PrivacySpend`` of a :func:`train` run: per step, the statistics Gaussian (multiplier
+    ``stats_noise_multiplier``) and the clipped-sum Gaussian (``noise_multiplier``) composed inside
+    one Poisson-sampled event (add/remove-one, unit = example). As in ``dpsgd.privacy``, the
+    returned ``delta`` adds the truncation charge of the padded Poisson batch."""
+    from dpfair_jax.privacy import accounting as _acc
+
+    v.check_noise_multiplier(noise_multiplier)
+    v.check_noise_multiplier(stats_noise_multiplier, "stats_noise_multiplier")
+    v.check_delta(delta)
+    n = v.check_int("n", n, minimum=1)
+    batch_size = v.check_int("batch_size", batch_size, minimum=1)
+    steps = _dpsgd._resolve_steps(n, batch_size, steps, epochs, "poisson")
+    z, zs = float(noise_multiplier), float(stats_noise_multiplier)
+    if z == 0.0 or (include_statistics and zs == 0.0):
+        return _acc.PrivacySpend(epsilon=float("inf"), delta=float(delta), relation="add_remove",
+                                 unit="example", accountant=accountant, notes="non-private")
+    rel = (1.0, zs / z) if include_statistics else (1.0,)
+    event = _acc.dpsgd_event(z, batch_size / n, steps, relative_noise=rel)
+    eps = _acc.epsilon_of_event(event, delta, accountant=accountant)
+    b = _sampling.max_batch_size_for(n, batch_size / n, steps)
+    total_delta = float(delta) + _sampling.truncation_delta(n, batch_size / n, min(b, n), steps, eps)
+    return _acc.PrivacySpend(epsilon=eps, delta=min(total_delta, 1.0 - 1e-12), event=event, relation="add_remove",
+                             unit="example", accountant=accountant, notes=RECONSTRUCTION_NOTE)
