@@ -275,18 +275,35 @@ def penalty_weight(alpha: float, num_groups: int, lipschitz_f: float = 1.0) -> f
     return (float(alpha) + float(lipschitz_f) * math.sqrt(K)) / float(alpha)
 
 
-def penalized(problem: CGOO, l: Array, G: Any) -> Array:
-    """``h(l) = f(l) + G max(0, g(l))`` (Lemma 4.1). ``l: [..., K]``; ``G`` may be traced."""
-    return problem.f(l) + jnp.asarray(G, jnp.float32) * jax.nn.relu(problem.g(l))
+def _penalty(gval: Array, smoothing: Any) -> Array:
+    if smoothing is None:
+        return jax.nn.relu(gval)
+    t = jnp.asarray(smoothing, gval.dtype)
+    return jax.nn.softplus(t * gval) / t
 
 
-def penalized_grad(problem: CGOO, l: Array, G: Any, *, variant: str = "corrected") -> Array:
-    """The weight vector of Alg. 2 line 10 / Alg. 4: ``grad f(l) + G 1[g(l) >= 0] grad g(l)``.
-    ``variant="paper"`` drops ``G`` (line 10 as printed). ``l: [K]``."""
+def penalized(problem: CGOO, l: Array, G: Any, *, smoothing: float | None = None) -> Array:
+    """``h(l) = f(l) + G max(0, g(l))`` (Lemma 4.1). ``l: [..., K]``; ``G`` may be traced.
+
+    ``smoothing=t`` replaces the hinge by ``softplus(t g)/t`` (an upper bound within ``log(2)/t``,
+    ``G t L_g^2``-smooth): Frank-Wolfe's rate (Lemma B.2/B.4) needs a smooth ``h``, which the
+    hinge is not (the paper assumes smooth ``f, g`` but not a smooth penalty)."""
+    return problem.f(l) + jnp.asarray(G, jnp.float32) * _penalty(problem.g(l), smoothing)
+
+
+def penalized_grad(problem: CGOO, l: Array, G: Any, *, variant: str = "corrected",
+                   smoothing: float | None = None) -> Array:
+    """The weight vector of Alg. 2 line 10 / Alg. 4: ``grad f(l) + G 1[g(l) >= 0] grad g(l)``
+    (with ``smoothing=t`` the indicator becomes ``sigmoid(t g)``, the gradient of the smoothed
+    penalty). ``variant="paper"`` drops ``G`` (line 10 as printed). ``l: [K]``."""
     V.check_choice("variant", variant, ("corrected", "paper"))
     gf = jax.grad(lambda z: problem.f(z))(l)
     gg = jax.grad(lambda z: problem.g(z))(l)
-    on = (problem.g(l) >= 0).astype(l.dtype)
+    gv = problem.g(l)
+    if smoothing is None:
+        on = (gv >= 0).astype(l.dtype)
+    else:
+        on = jax.nn.sigmoid(jnp.asarray(smoothing, l.dtype) * gv)
     scale = 1.0 if variant == "paper" else jnp.asarray(G, l.dtype)
     return gf + scale * on * gg
 
@@ -543,7 +560,8 @@ def _finish(problem, losses, idx, wts, traj):
 
 
 def frank_wolfe(losses: Array, problem: CGOO, *, G: Any, steps: int, init_index: int = 0,
-                variant: str = "jaggi", grad_variant: str = "corrected") -> MixtureResult:
+                variant: str = "jaggi", grad_variant: str = "corrected", smoothing: float | None = None
+                ) -> MixtureResult:
     """Frank-Wolfe for CGOO over a grid's loss vectors (Algorithms 3-4, App. B), non-private.
 
     ``variant="jaggi"`` (default): Algorithm 3 in loss space, ``gamma_t = 2/(t+2)`` for
@@ -552,30 +570,33 @@ def frank_wolfe(losses: Array, problem: CGOO, *, G: Any, steps: int, init_index:
     ``h``, ``C_h <= diam^2 beta_h`` (Lemma B.3).
     ``variant="paper"``: Algorithm 4 as printed: ``c_1 = init``, gradient at ``ell(c_t, D)``,
     output ``Unif(c_1..c_T)``.
-    The gradient is :func:`penalized_grad` (``grad_variant``); the oracle is :func:`lopt_grid`.
+    The gradient is :func:`penalized_grad` (``grad_variant``, ``smoothing``); the oracle is
+    :func:`lopt_grid`. With the hinge penalty (``smoothing=None``) ``h`` is not smooth and
+    Frank-Wolfe can stall at the constraint's kink; pass ``smoothing`` for the rate of Lemma B.2.
     """
     _check_loss_matrix(losses, problem.num_groups)
     steps = V.check_int("steps", steps)
     V.check_choice("variant", variant, ("jaggi", "paper"))
     V.check_choice("grad_variant", grad_variant, ("corrected", "paper"))
     return _frank_wolfe(jnp.asarray(losses, jnp.float32), jnp.asarray(G, jnp.float32), problem=problem,
-                        steps=steps, init_index=int(init_index), variant=variant, grad_variant=grad_variant)
+                        steps=steps, init_index=int(init_index), variant=variant, grad_variant=grad_variant,
+                        smoothing=None if smoothing is None else float(smoothing))
 
 
-@partial(jax.jit, static_argnames=("problem", "steps", "init_index", "variant", "grad_variant"))
-def _frank_wolfe(L, G, *, problem, steps, init_index, variant, grad_variant):
+@partial(jax.jit, static_argnames=("problem", "steps", "init_index", "variant", "grad_variant", "smoothing"))
+def _frank_wolfe(L, G, *, problem, steps, init_index, variant, grad_variant, smoothing):
     T = steps
 
     if variant == "jaggi":
         def body(carry, t):
             l, wts, _ = carry
-            r = penalized_grad(problem, l, G, variant=grad_variant)
+            r = penalized_grad(problem, l, G, variant=grad_variant, smoothing=smoothing)
             m = lopt_grid(L, r)
             gam = 2.0 / (t + 2.0)
             l = (1.0 - gam) * l + gam * L[m]
             wts = (1.0 - gam) * wts
             wts = wts.at[t].set(gam)
-            return (l, wts, m), (m, penalized(problem, l, G))
+            return (l, wts, m), (m, penalized(problem, l, G, smoothing=smoothing))
 
         init = (L[init_index], jnp.zeros((T,), jnp.float32), jnp.int32(init_index))
         (_, wts, _), (idx, traj) = jax.lax.scan(body, init, jnp.arange(T))
@@ -583,16 +604,16 @@ def _frank_wolfe(L, G, *, problem, steps, init_index, variant, grad_variant):
 
     def body_p(carry, t):
         l, m_prev = carry
-        r = penalized_grad(problem, L[m_prev], G, variant=grad_variant)
+        r = penalized_grad(problem, L[m_prev], G, variant=grad_variant, smoothing=smoothing)
         m = lopt_grid(L, r)
         gam = 2.0 / (t + 2.0)
         l = (1.0 - gam) * l + gam * L[m]
-        return (l, m), (m, penalized(problem, l, G))
+        return (l, m), (m, penalized(problem, l, G, smoothing=smoothing))
 
     m0 = jnp.int32(init_index)
     (_, _), (idx, traj) = jax.lax.scan(body_p, (L[m0], m0), jnp.arange(1, T, dtype=jnp.float32))
     idx = jnp.concatenate([m0[None], idx])
-    traj = jnp.concatenate([penalized(problem, L[m0], G)[None], traj])
+    traj = jnp.concatenate([penalized(problem, L[m0], G, smoothing=smoothing)[None], traj])
     return _finish(problem, L, idx, jnp.full((T,), 1.0 / T, jnp.float32), traj)
 
 
@@ -661,14 +682,14 @@ def algorithm2_ledger(budget: Algorithm2Budget) -> dict[str, Any]:
 
 def private_cgoo(key: Array, losses: Array, problem: CGOO, *, G: Any, steps: int, oracle_epsilon: Any,
                  laplace_scale: Any, n: int, point: str = "mixture", variant: str = "corrected",
-                 init_index: int = 0) -> MixtureResult:
+                 init_index: int = 0, smoothing: float | None = None) -> MixtureResult:
     """Algorithm 2 (paper 002) over a grid with the pure LOPT_{eps',0} of :func:`lopt_grid_private`.
 
     Each of ``steps`` rounds: (1) release ``l~ = ell(c~_{t-1}, D) + Laplace(laplace_scale)`` (the
     previous decision's loss; ``c~_0 = init_index`` is data-independent); (2) the weight
     ``r_t = grad f + G 1[g >= 0] grad g`` at ``point``: ``"mixture"`` (default, the mean of the
     released losses so far, i.e. the uniform mixture's loss) or ``"last"`` (``l~`` itself, line 10);
-    (3) ``c~_t = LOPT_{eps',0}(r_t)``. Output: the uniform mixture of ``c~_1..c~_T`` (line 13).
+    (3) ``c~_t = LOPT_{eps',0}(r_t)`` (``smoothing`` as in :func:`penalized_grad`). Output: the uniform mixture of ``c~_1..c~_T`` (line 13).
     ``variant="paper"``: line 10 literally (no noise, no ``G``, ``point="last"``), leaving the
     privacy gap of notes B.5 open. Budgets come from :func:`algorithm2_budget`; ``oracle_epsilon``
     and ``laplace_scale`` may be traced.
@@ -688,12 +709,13 @@ def private_cgoo(key: Array, losses: Array, problem: CGOO, *, G: Any, steps: int
     return _private_cgoo(key, jnp.asarray(losses, jnp.float32), jnp.asarray(G, jnp.float32),
                          jnp.asarray(oracle_epsilon, jnp.float32), jnp.asarray(laplace_scale, jnp.float32),
                          problem=problem, steps=steps, lsens=loss_sensitivity(n, problem.num_groups),
-                         point=point, variant=variant, init_index=int(init_index))
+                         point=point, variant=variant, init_index=int(init_index),
+                         smoothing=None if smoothing is None else float(smoothing))
 
 
-@partial(jax.jit, static_argnames=("problem", "steps", "lsens", "point", "variant", "init_index"))
+@partial(jax.jit, static_argnames=("problem", "steps", "lsens", "point", "variant", "init_index", "smoothing"))
 def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, lsens, point, variant,
-                  init_index):
+                  init_index, smoothing):
     K = problem.num_groups
     literal = variant == "paper"
     if literal:
@@ -707,7 +729,8 @@ def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, l
         released = L[m_prev] + scale * jax.random.laplace(k_noise, (K,), jnp.float32)
         total = total + released
         at = total / (t + 1.0) if point == "mixture" else released
-        r = penalized_grad(problem, at, G, variant="paper" if literal else "corrected")
+        r = penalized_grad(problem, at, G, variant="paper" if literal else "corrected",
+                           smoothing=None if literal else smoothing)
         m = lopt_grid_private(k_em, L, r, epsilon=oracle_epsilon, loss_sens=lsens)
         return (m, total), m
 
@@ -716,5 +739,5 @@ def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, l
     _, idx = jax.lax.scan(body, init, xs)
     wts = jnp.full((steps,), 1.0 / steps, jnp.float32)
     lm = jnp.cumsum(L[idx], axis=0) / jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
-    traj = jax.vmap(lambda l: penalized(problem, l, G))(lm)
+    traj = jax.vmap(lambda l: penalized(problem, l, G, smoothing=smoothing))(lm)
     return _finish(problem, L, idx, wts, traj)

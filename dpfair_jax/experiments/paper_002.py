@@ -146,7 +146,7 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print) -> tupl
         idx = jax.vmap(lambda k, e: R.exponential_sampling(k, Lj, prob, G=G, epsilon=e, n=n))(
             jax.random.split(k1, len(eps)), ej)
         a2 = jax.vmap(lambda k, o, sc: R.private_cgoo(k, Lj, prob, G=G, steps=T, oracle_epsilon=o,
-                                                      laplace_scale=sc, n=n).loss)(
+                                                      laplace_scale=sc, n=n, smoothing=cfg["penalty_smoothing"]).loss)(
             jax.random.split(k2, len(eps)), oe, ls)
         return {"alg1": Lj[idx], "alg1_index": idx, "alg2": a2}
 
@@ -167,7 +167,7 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print) -> tupl
         for j, e in enumerate(eps):
             add("exp_sampling", e, t, A1[t, j])
             add("lopt_alg2", e, t, A2[t, j])
-    fw = R.frank_wolfe(Lj, prob, G=G, steps=int(cfg["fw_steps"]))
+    fw = R.frank_wolfe(Lj, prob, G=G, steps=int(cfg["fw_steps"]), smoothing=cfg["penalty_smoothing"])
     add("frank_wolfe", _INF, 0, fw.loss)
     note = None
     try:
@@ -384,19 +384,19 @@ def run_sample_complexity(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 _SYN_QUICK = {"dataset": "synthetic", "group_sizes": [4000, 1000], "slopes": [1.0, -1.0], "noise_sd": 0.3,
               "group_intercepts": [0.0, 0.5], "grid_per_axis": 31, "grid_radius": 1.5,
-              "intercepts": [-0.5, -0.25, 0.0, 0.25, 0.5, 0.75], "loss_bound": 4.0, "slack": 0.5, "temperature": 200.0,
-              "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6, "steps": 30, "fw_steps": 300,
+              "intercepts": [-0.5, -0.25, 0.0, 0.25, 0.5, 0.75], "loss_bound": 4.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0,
+              "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6, "steps": 30, "fw_steps": 3000,
               "seeds": 64, "seed": 0, "claim_prefix": "p002_syn", "title": "synthetic, bounded group loss"}
 _SYN_FULL = dict(_SYN_QUICK, group_sizes=[40000, 4000], grid_per_axis=61,
                  intercepts=[-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0], epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
-                 steps=60, fw_steps=1000, seeds=1000)
+                 steps=60, fw_steps=10000, seeds=1000)
 _LAW_QUICK = {"dataset": "law", "groups": "race", "target": "zfya", "features": ["LSAT", "UGPA"],
               "grid_per_axis": 9, "grid_radius": 0.8, "intercepts": [-0.4, -0.2, 0.0, 0.2],
-              "loss_bound": 9.0, "slack": 0.5, "temperature": 200.0, "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6,
-              "steps": 30, "fw_steps": 300, "seeds": 32, "seed": 0, "claim_prefix": "p002_law",
+              "loss_bound": 9.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0, "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6,
+              "steps": 30, "fw_steps": 3000, "seeds": 32, "seed": 0, "claim_prefix": "p002_law",
               "title": "Law school (race), bounded group loss"}
 _LAW_FULL = dict(_LAW_QUICK, grid_per_axis=17, intercepts=[-0.6, -0.4, -0.2, 0.0, 0.2, 0.4],
-                 epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0], steps=60, fw_steps=1000, seeds=500)
+                 epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0], steps=60, fw_steps=10000, seeds=500)
 
 EXPERIMENTS = [
     register(Experiment("reductions_synthetic_bgl", "002",
