@@ -1,0 +1,402 @@
+"""Audits of the kit's training mechanisms: group-weighted aggregation, DP-SGD and DP-FERMI.
+
+Each builder returns ``(mechanism_fn(key, flag) -> scalar, info)`` for
+:func:`dpfair_jax.audit.games.run_game`: ``flag = 0`` runs the real public code on ``D0``,
+``flag = 1`` on its neighbour ``D1``, and the scalar is a white-box attack statistic (higher =
+"``D1``"). ``info["claimed_epsilon"]``/``info["delta"]`` are what the kit's own accountant says the
+run spends for that neighbouring relation. Trials are cheap (a few rows, a few steps), so tens of
+thousands of trials per world run as one vmapped program.
+
+Games ("gradient canary": the canary's gradient is a fixed, huge vector orthogonal to every other
+example's, so the statistic is the canary direction's projection of the release):
+
+* ``group_weighted``: :func:`dpfair_jax.privacy.aggregation.group_weighted_private_mean`;
+  add/remove of a canary (through ``mask``) in the group with the smallest noise multiplier.
+* ``dpsgd``: :func:`dpfair_jax.algorithms.dpsgd.train` with the per-example loss
+  ``-<theta, x_i>`` (gradient ``-x_i`` whatever ``theta``), Poisson sampling at ``q = 1/2``, SGD at
+  learning rate 1; add/remove of the canary row (``mask``). Statistic: ``theta_T[0]``.
+* ``fermi_sensitive``: :func:`dpfair_jax.algorithms.fermi.fit`, ``privacy_unit=
+  "sensitive_attribute"``: the canary's ``s`` flips from 0 to 1 (Definition 2.2). One full-batch
+  step from ``W_0 = 0`` with public group frequencies; statistic ``W_1[0, 1, 1] - W_1[0, 0, 1]``
+  (the canary alone moves the second column of ``W``; see :func:`fermi_mechanism`).
+* ``fermi_all``: ``privacy_unit="all_features"``: add/remove of one example (``D1`` has one more
+  row; both worlds are computed and selected by ``flag``, full batches so ``q = 1`` in both).
+  Statistic: ``W_1[0, 0, 1]``.
+
+Planted bugs (the audit must report a lower bound above the claimed epsilon):
+
+* ``"noise"``: noise multiplier 10x smaller than the one accounted for;
+* ``"clipping"``: clipping disabled (clip norm x 1e4) while the noise std stays that of the
+  nominal clip norm;
+* ``"paper_w_noise"`` (DP-FERMI only): ``variant="paper"`` at ``lam = 4``, the W-noise of
+  Algorithm 1 line 6 not scaled with ``lam`` (paper 004; notes II.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpfair_jax import _validation as V
+from dpfair_jax.audit.games import audit_mechanism
+
+__all__ = [
+    "FAMILIES",
+    "FAMILY_BUGS",
+    "group_weighted_mechanism",
+    "dpsgd_mechanism",
+    "fermi_mechanism",
+    "audit_family",
+    "audit_family_variants",
+    "mechanism_audit_suite",
+    "SUITE_TRIALS",
+]
+
+FAMILY_BUGS: dict[str, tuple[str, ...]] = {
+    "group_weighted": ("noise", "clipping"),
+    "dpsgd": ("noise", "clipping"),
+    "fermi_sensitive": ("noise",),
+    "fermi_all": ("noise", "paper_w_noise"),
+}
+FAMILIES = tuple(FAMILY_BUGS)
+_UNCLIPPED = 1e4  # clip-norm multiplier of the "clipping" bug
+
+
+def _check_bug(family: str, bug: str | None) -> None:
+    if bug is not None:
+        V.check_choice("bug", bug, FAMILY_BUGS[family])
+
+
+def group_weighted_mechanism(
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    bug: str | None = None,
+    clip_norm: float = 1.0,
+    n: int = 12,
+    dim: int = 3,
+    canary_scale: float = 100.0,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """Group-weighted private mean with a canary in group 0 (two groups).
+
+    Group 0's noise multiplier is the analytic Gaussian calibration (Balle & Wang 2018) of
+    ``(epsilon, delta)`` at sensitivity 1; group 1 gets twice as much noise. Weights and
+    denominators are public constants.
+
+    Privacy: a member of group ``k`` is protected by the Gaussian mechanism with multiplier
+    ``sigma_k`` (add/remove-one): here ``(epsilon, delta)``-DP for the canary.
+    """
+    from dpfair_jax.privacy import aggregation as agg
+    from dpfair_jax.privacy.accounting import analytic_gaussian_sigma
+
+    V.check_epsilon(epsilon)
+    V.check_delta(delta)
+    V.check_clip_norm(clip_norm)
+    _check_bug("group_weighted", bug)
+    n = V.check_int("n", n, minimum=2)
+    dim = V.check_int("dim", dim, minimum=2)
+    z0 = analytic_gaussian_sigma(epsilon, delta, 1.0)
+    z = np.array([z0, 2.0 * z0])
+    c = float(clip_norm)
+    if bug == "noise":
+        z = z / 10.0
+    elif bug == "clipping":
+        c, z = c * _UNCLIPPED, z / _UNCLIPPED
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, dim)) * clip_norm
+    x[:, 0] = 0.0
+    x[-1] = 0.0
+    x[-1, 0] = canary_scale * clip_norm  # the canary: last row, group 0
+    s = np.arange(n) % 2
+    s[-1] = 0
+    s = jnp.asarray(s, jnp.int32)
+    x = jnp.asarray(x, jnp.float32)
+    weights = jnp.asarray([0.9, 0.1], jnp.float32)  # little of group 1's (larger) noise in the release
+    den = jnp.asarray([n / 2.0, n / 2.0], jnp.float32)
+    zj = jnp.asarray(z, jnp.float32)
+    base_mask = jnp.ones((n,), jnp.float32).at[-1].set(0.0)
+    canary_mask = jnp.zeros((n,), jnp.float32).at[-1].set(1.0)
+    scale = float(den[0] / (weights[0] * clip_norm))
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        mask = base_mask + flag.astype(jnp.float32) * canary_mask
+        out = agg.group_weighted_private_mean(
+            key, x, s, 2, clip_norm=c, noise_multipliers=zj, group_weights=weights,
+            denominators=den, mask=mask,
+        )
+        return out[0] * scale
+
+    info = {"claimed_epsilon": float(epsilon), "delta": float(delta), "noise_multiplier": float(z0),
+            "relation": "add_remove"}
+    return mechanism_fn, info
+
+
+def dpsgd_mechanism(
+    *,
+    noise_multiplier: float = 2.0,
+    steps: int = 4,
+    n: int = 8,
+    batch_size: int = 4,
+    delta: float = 1e-5,
+    bug: str | None = None,
+    clip_norm: float = 1.0,
+    canary_scale: float = 100.0,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """DP-SGD (:func:`dpfair_jax.algorithms.dpsgd.train`) with a gradient canary.
+
+    The per-example loss is ``-<theta, x_i>``; the canary row is ``canary_scale * C * e_0`` and the
+    other rows are zero in coordinate 0. ``claimed_epsilon`` is ``dpsgd.privacy`` of the bug-free
+    run (Poisson, ``q = batch_size / n``, RDP accountant; ``delta`` includes the truncation charge).
+
+    Privacy: Poisson-subsampled Gaussian mechanism, add/remove-one (the canary row's mask).
+    """
+    from dpfair_jax.algorithms import dpsgd
+
+    V.check_noise_multiplier(noise_multiplier)
+    V.check_delta(delta)
+    V.check_clip_norm(clip_norm)
+    _check_bug("dpsgd", bug)
+    n = V.check_int("n", n, minimum=2)
+    steps = V.check_int("steps", steps)
+    batch_size = V.check_int("batch_size", batch_size)
+    spend = dpsgd.privacy(float(noise_multiplier), n=n, batch_size=batch_size, delta=delta, steps=steps)
+    z, c = float(noise_multiplier), float(clip_norm)
+    if bug == "noise":
+        z = z / 10.0
+    elif bug == "clipping":
+        c, z = c * _UNCLIPPED, z / _UNCLIPPED
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3)) * clip_norm
+    x[:, 0] = 0.0
+    x[-1] = 0.0
+    x[-1, 0] = canary_scale * clip_norm
+    x = jnp.asarray(x, jnp.float32)
+    y = jnp.zeros((n,), jnp.float32)
+    base_mask = jnp.ones((n,), jnp.float32).at[-1].set(0.0)
+    canary_mask = jnp.zeros((n,), jnp.float32).at[-1].set(1.0)
+    params0 = {"w": jnp.zeros((3,), jnp.float32)}
+
+    def loss(params, xi, yi):
+        del yi
+        return -jnp.dot(params["w"], xi)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        mask = base_mask + flag.astype(jnp.float32) * canary_mask
+        params, _ = dpsgd.train(
+            key, loss, params0, (x, y, mask), clip_norm=c, noise_multiplier=z, learning_rate=1.0,
+            batch_size=batch_size, steps=steps, sampling="poisson", per_example="vmap",
+            diagnostics=False,
+        )
+        return params["w"][0] * batch_size / clip_norm
+
+    info = {"claimed_epsilon": float(spend.epsilon), "delta": float(spend.delta),
+            "noise_multiplier": float(noise_multiplier), "relation": spend.relation}
+    return mechanism_fn, info
+
+
+def fermi_mechanism(
+    unit: str = "sensitive_attribute",
+    *,
+    noise_multiplier: float = 2.0,
+    delta: float = 1e-5,
+    lam: float = 1.0,
+    bug: str | None = None,
+    n: int = 32,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """One full-batch step of DP-FERMI (:func:`dpfair_jax.algorithms.fermi.fit`) as a game.
+
+    ``unit="sensitive_attribute"``: ``D0``/``D1`` differ in the canary's ``s`` (0 vs 1).
+    ``unit="all_features"``: ``D1`` has one more example (the canary). Logistic model without
+    intercept from a fixed ``theta_0`` under which the canary is predicted positive with
+    certainty (``F = [0, 1]``) and every other example negative (``F = [1, 0]``), so only the
+    canary moves the ``W[:, :, 1]`` column; ``W_0 = 0``, public ``p_s``, ``lam`` as given (4 for ``bug="paper_w_noise"``, which runs ``variant="paper"``).
+    ``claimed_epsilon`` is ``fermi.privacy`` of the run (both noisy updates composed, RDP).
+
+    Privacy: sensitive-attribute DP (substitution of one ``s_i``) or add/remove-one DP
+    (all features), as configured.
+    """
+    from dpfair_jax import models as M
+    from dpfair_jax.algorithms import fermi
+    from dpfair_jax.data.dataset import Dataset
+
+    family = "fermi_sensitive" if unit == "sensitive_attribute" else "fermi_all"
+    V.check_choice("unit", unit, ("sensitive_attribute", "all_features"))
+    V.check_noise_multiplier(noise_multiplier)
+    V.check_delta(delta)
+    V.check_positive("lam", lam)
+    _check_bug(family, bug)
+    n = V.check_int("n", n, minimum=4)
+    if bug == "paper_w_noise":
+        lam = 4.0
+    variant = "paper" if bug == "paper_w_noise" else "corrected"
+    model = M.logistic(fit_intercept=False, input_dim=2)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    x[:, 0] = -5.0
+    x[-1, 0] = 5.0  # the canary
+    y = (np.arange(n) % 2).astype(np.int32)
+    s = (np.arange(n) // 2 % 2).astype(np.int32)
+    s[-1] = 0
+    p_s = jnp.asarray([0.5, 0.5], jnp.float32)
+    z = float(noise_multiplier) / (10.0 if bug == "noise" else 1.0)
+    hp = fermi.FermiHparams(lam=float(lam), lr_theta=0.01, lr_w=0.01, clip_theta=1.0, clip_w=1.0,
+                            noise_theta=z, noise_w=z, radius=1e6)
+
+    def config(rows: int) -> Any:
+        return fermi.FermiConfig(model=model, num_groups=2, steps=1, batch_size=rows, fairness="dp",
+                                 privacy_unit=unit, variant=variant, projection="none")
+
+    theta0 = {"w": jnp.asarray([[10.0], [0.0]], jnp.float32)}
+    if unit == "sensitive_attribute":
+        cfg = config(n)
+        spend = fermi.privacy(cfg, n, float(noise_multiplier), float(noise_multiplier), delta)
+        xj, yj = jnp.asarray(x), jnp.asarray(y)
+        s0 = jnp.asarray(s)
+        onehot = jnp.zeros((n,), jnp.int32).at[-1].set(1)
+
+        def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+            data = Dataset(xj, yj, s0 + flag.astype(jnp.int32) * onehot, 2)
+            res = fermi.fit(key, data, hp, cfg, p_s=p_s, params0=theta0)
+            return res.W[0, 1, 1] - res.W[0, 0, 1]
+    else:
+        cfg0, cfg1 = config(n - 1), config(n)
+        spend = fermi.privacy(cfg0, n - 1, float(noise_multiplier), float(noise_multiplier), delta)
+        d0 = Dataset(jnp.asarray(x[:-1]), jnp.asarray(y[:-1]), jnp.asarray(s[:-1]), 2)
+        d1 = Dataset(jnp.asarray(x), jnp.asarray(y), jnp.asarray(s), 2)
+
+        def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+            w0 = fermi.fit(key, d0, hp, cfg0, p_s=p_s, params0=theta0).W
+            w1 = fermi.fit(key, d1, hp, cfg1, p_s=p_s, params0=theta0).W
+            return jnp.where(flag == 1, w1[0, 0, 1], w0[0, 0, 1])
+
+    info = {"claimed_epsilon": float(spend.epsilon), "delta": float(spend.delta),
+            "noise_multiplier": float(noise_multiplier), "relation": spend.relation,
+            "unit": spend.unit, "lam": float(lam)}
+    return mechanism_fn, info
+
+
+def _build(family: str, bug: str | None, **kwargs: Any):
+    if family == "group_weighted":
+        return group_weighted_mechanism(bug=bug, **kwargs)
+    if family == "dpsgd":
+        return dpsgd_mechanism(bug=bug, **kwargs)
+    if family == "fermi_sensitive":
+        return fermi_mechanism("sensitive_attribute", bug=bug, **kwargs)
+    return fermi_mechanism("all_features", bug=bug, **kwargs)
+
+
+def _variants_trial(fns: tuple) -> Callable[[jax.Array], jax.Array]:
+    """One trial of every variant and both worlds: ``[num_variants, 2]`` statistics."""
+
+    def trial(k: jax.Array) -> jax.Array:
+        flags = jnp.array([0, 1], dtype=jnp.int32)
+        keys = jax.random.split(k, len(fns))
+        return jnp.stack([jnp.reshape(jax.vmap(fn)(jax.random.split(kk, 2), flags), (2,))
+                          for fn, kk in zip(fns, keys)])
+
+    return trial
+
+
+def audit_family_variants(
+    key: jax.Array,
+    family: str,
+    bugs: tuple[str | None, ...] | None = None,
+    *,
+    num_trials: int = 4000,
+    confidence: float = 0.95,
+    chunk_size: int | None = 2000,
+    mesh: Any = None,
+    **mechanism_kwargs: Any,
+) -> list[dict[str, Any]]:
+    """Audit rows for several variants of one family (``None`` = bug-free; default: bug-free and
+    every bug of ``FAMILY_BUGS[family]``), all trials of all variants and both worlds in ONE
+    compiled program (:func:`dpfair_jax.montecarlo.run_trials`).
+
+    Each row has the :data:`~dpfair_jax.audit.games.AUDIT_COLUMNS` plus ``threshold``,
+    ``selection`` and ``relation``. ``passed``: lower bound <= claimed epsilon for the bug-free
+    variant, > claimed epsilon for a planted bug (see :func:`~dpfair_jax.audit.games.audit_mechanism`).
+    """
+    from dpfair_jax import montecarlo
+    from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_scores
+
+    V.check_choice("family", family, FAMILIES)
+    V.check_threefry_key(key)
+    bugs = (None,) + FAMILY_BUGS[family] if bugs is None else tuple(bugs)
+    if not bugs:
+        raise ValueError("bugs must name at least one variant (None = bug-free).")
+    for b in bugs:
+        _check_bug(family, b)
+    num_trials = V.check_int("num_trials", num_trials, minimum=4)
+    c = V.as_float("confidence", confidence)
+    if not 0.0 < c < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
+    built = [_build(family, b, **mechanism_kwargs) for b in bugs]
+    trial = _variants_trial(tuple(fn for fn, _ in built))
+    chunk = min(chunk_size, num_trials) if chunk_size else None
+    out = np.asarray(montecarlo.run_trials(trial, key, num_trials, chunk_size=chunk, mesh=mesh),
+                     dtype=np.float64)  # [T, V, 2]
+    rows = []
+    for j, (b, (_, info)) in enumerate(zip(bugs, built)):
+        bound = epsilon_lower_bound_from_scores(out[:, j, 1], out[:, j, 0], info["delta"], c)
+        lb, eps = float(bound.epsilon_lower_bound), float(info["claimed_epsilon"])
+        rows.append({
+            "mechanism": family, "planted_bug": b or "none", "claimed_epsilon": eps,
+            "delta": float(info["delta"]), "epsilon_lower_bound": lb, "confidence": c,
+            "trials": num_trials, "passed": bool(lb > eps if b else lb <= eps),
+            "threshold": float(bound.threshold), "selection": bound.selection,
+            "relation": info["relation"],
+        })
+    return rows
+
+
+def audit_family(
+    key: jax.Array,
+    family: str,
+    *,
+    bug: str | None = None,
+    num_trials: int = 4000,
+    confidence: float = 0.95,
+    chunk_size: int | None = 2000,
+    **mechanism_kwargs: Any,
+) -> dict[str, Any]:
+    """Audit row (:func:`dpfair_jax.audit.games.audit_mechanism` columns, plus ``relation``) for one
+    mechanism family of :data:`FAMILIES`, bug-free or with one of ``FAMILY_BUGS[family]``."""
+    V.check_choice("family", family, FAMILIES)
+    _check_bug(family, bug)
+    num_trials = V.check_int("num_trials", num_trials, minimum=4)
+    fn, info = _build(family, bug, **mechanism_kwargs)
+    row = audit_mechanism(
+        fn, key, mechanism=family, claimed_epsilon=info["claimed_epsilon"], delta=info["delta"],
+        num_trials=num_trials, planted_bug=bug, confidence=confidence,
+        chunk_size=min(chunk_size, num_trials) if chunk_size else None,
+    )
+    row["relation"] = info["relation"]
+    return row
+
+
+# trials per world: the DP-FERMI games need more (their power check compares with an RDP bound of
+# two composed Gaussians); every trial is a few rows and one to four steps, so this is cheap.
+SUITE_TRIALS = {"quick": {"group_weighted": 4000, "dpsgd": 4000, "fermi_sensitive": 20000,
+                          "fermi_all": 20000},
+                "full": {"group_weighted": 50000, "dpsgd": 50000, "fermi_sensitive": 100000,
+                         "fermi_all": 100000}}
+
+
+def mechanism_audit_suite(
+    key: jax.Array, *, quick: bool = True, confidence: float = 0.95
+) -> list[dict[str, Any]]:
+    """Every family of :data:`FAMILIES`, bug-free and with each of its planted bugs (one compiled
+    program per family), at the :data:`SUITE_TRIALS` sizes."""
+    trials = SUITE_TRIALS["quick" if quick else "full"]
+    keys = jax.random.split(key, len(FAMILIES))
+    rows: list[dict[str, Any]] = []
+    for fam, k in zip(FAMILIES, keys):
+        rows += audit_family_variants(k, fam, num_trials=trials[fam], confidence=confidence)
+    return rows
