@@ -514,14 +514,16 @@ def stratified_privacy(rhos: Sequence[float], num_groups: int, delta: float, *,
 # ------------------------------------------------------------------------------------------------
 def reference_code_stratified_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
                                    center: Any = 0.0, radius: Any = 3.0,
-                                   rhos: Any = (0.125, 0.375), beta: float = REFERENCE_BETA
-                                   ) -> jax.Array:
+                                   rhos: Any = (0.125, 0.375), beta: float = REFERENCE_BETA,
+                                   mask: Any = None) -> jax.Array:
     """What the paper's public code stored as "StratCOINPRESS" (NOT differentially private).
 
     ``coinpress_results.ipynb`` first runs global COINPRESS, which clips ``X`` in place, then
     appends the **non-private** group means of that clipped data (the private group estimate is
     computed but unused), recombined by exact sizes. Returned only to reproduce the stored
     numbers; never report it as a private result.
+
+    ``mask [n]`` (optional) excludes rows (padding in a vectorized study).
 
     Privacy: none (the group means are exact).
     """
@@ -535,17 +537,18 @@ def reference_code_stratified_mean(key: jax.Array, x: Any, s: Any, num_groups: i
     c = jnp.broadcast_to(jnp.asarray(center, jnp.float32), (d,))
     r = jnp.asarray(radius, jnp.float32)
     xs = x2
-    n = x2.shape[0]
+    m = jnp.ones(x2.shape[0], jnp.float32) if mask is None else jnp.asarray(mask, jnp.float32)
+    n = jnp.maximum(jnp.sum(m), 1.0)
     for t, k_t in enumerate(jax.random.split(key, np.shape(rhos)[0])):
         C = coinpress_clip_radius(r, gamma)
         diff = xs - c
         norm = jnp.sqrt(jnp.sum(diff * diff, axis=1))
         xs = c + diff * jnp.where(norm > C, C / jnp.where(norm > 0, norm, 1.0), 1.0)[:, None]
         sigma = (2.0 * C / n) / jnp.sqrt(2.0 * jnp.asarray(rhos, jnp.float32)[t])
-        c = jnp.mean(xs, axis=0) + sigma * jax.random.normal(k_t, (d,), jnp.float32)
+        c = (m @ xs) / n + sigma * jax.random.normal(k_t, (d,), jnp.float32)
         r = jnp.sqrt(1.0 / n + sigma ** 2) * gamma
-    counts = _counts(s, num_groups)
-    sums = jax.ops.segment_sum(xs, s, num_segments=num_groups)
+    counts = jax.ops.segment_sum(m, s, num_segments=num_groups)
+    sums = jax.ops.segment_sum(xs * m[:, None], s, num_segments=num_groups)
     gm = sums / jnp.maximum(counts, 1.0)[:, None]
     out = (counts / n) @ gm
     return out[0] if np.ndim(x) == 1 else out

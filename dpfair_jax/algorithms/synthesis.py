@@ -1,0 +1,477 @@
+"""Stratified private synthetic data (paper 003, Sec. 6, Figs. 4, 5, 7).
+
+Two pieces:
+
+- A small vectorized JAX **marginal synthesizer** for categorical tables (integer codes): all
+  one-way and two-way marginals are measured at once as the Gram matrix ``O^T O`` of the one-hot
+  rows plus symmetric Gaussian noise; a maximum spanning tree of the noisy mutual informations
+  (post-processing) orders the columns, and rows are sampled root-first from the noisy one-way
+  marginal and then each column from its noisy conditional given its tree parent
+  (``mode="tree"``, an MST-like model without graphical-model inference) or from one-way
+  marginals only (``mode="independent"``). Strata are native: with group ids ``s`` every stratum
+  gets its own noisy marginals and tree in one program (segment weights, ``num_groups`` static),
+  and sampled rows carry a stratum id.
+- :class:`StratifiedSynthesizer`: fits **any** private synthesizer with ``fit(df)``/``sample(n)``
+  per stratum (e.g. smartnoise-synth's MST: :func:`mst_factory`, the ``synth`` extra, imported
+  lazily) and samples in proportion to the strata (paper: ``D_i`` w.p. ``|G_i| / sum_j |G_j|``).
+
+Privacy (marginal synthesizer): one record changes ``d(d+1)/2`` entries of the upper triangle of
+``O^T O`` by 1 (add/remove), so the Gram matrix has L2 sensitivity ``sqrt(d(d+1)/2)`` and noise
+``sigma = sqrt(d(d+1)/2) / sqrt(2 rho)`` gives ``rho``-zCDP; the tree, the conditionals and the
+samples are post-processing. Strata are disjoint, so fitting every stratum with the full ``rho``
+is ``rho``-zCDP overall (parallel composition). The **stratum proportions** used for sampling
+are the exact private counts in the paper's code (not private: pass public ``proportions`` or use
+``count_rho`` for noisy counts), and the paper's dropping of strata below ``0.001 n`` is
+likewise a non-private decision (not done here).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpfair_jax import _validation as v
+from dpfair_jax.privacy import accounting as acc
+from dpfair_jax.privacy.mechanisms import symmetric_gaussian_noise
+
+__all__ = [
+    "CategoricalTable",
+    "MarginalModel",
+    "fit_marginal_synthesizer",
+    "sample_marginal_synthesizer",
+    "marginal_sigma",
+    "stratum_proportions",
+    "StratifiedSynthesizer",
+    "JaxMarginalSynthesizer",
+    "mst_factory",
+    "adult_synthesis_table",
+    "column_mean_parity_error",
+    "synthesis_study",
+    "synthesis_privacy",
+]
+
+
+class CategoricalTable(NamedTuple):
+    """Integer-coded categorical data: ``codes int32[n, d]`` with ``codes[:, j] < domains[j]``."""
+
+    codes: np.ndarray
+    domains: tuple[int, ...]
+    columns: tuple[str, ...]
+
+
+class MarginalModel(NamedTuple):
+    """A fitted marginal synthesizer: ``tables [k, d, d, V, V]`` (non-negative noisy pair
+    marginals, ``tables[g, a, a]`` diagonal = one-way), ``order [k, d]`` and ``parent [k, d]``
+    (sampling order per stratum; parent column of ``order[g, j]`` or -1), ``domains [d]``."""
+
+    tables: jax.Array
+    order: jax.Array
+    parent: jax.Array
+    domains: tuple[int, ...]
+
+
+def marginal_sigma(d: int, rho: Any) -> jax.Array:
+    """Noise std on each Gram entry: ``sqrt(d (d+1) / 2) / sqrt(2 rho)`` (rho-zCDP, add/remove)."""
+    return jnp.sqrt(d * (d + 1) / 2.0) / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))
+
+
+def _check_codes(codes: Any, domains: Sequence[int]) -> None:
+    v.check_shape("codes", codes, ndim=2)
+    d = np.shape(codes)[1]
+    if len(domains) != d:
+        raise ValueError(f"domains has {len(domains)} entries but codes has {d} columns; one domain size per column.")
+    for j, m in enumerate(domains):
+        v.check_int(f"domains[{j}]", m, minimum=1)
+    arr = np.asarray(codes)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"codes must be integer category codes, got dtype {arr.dtype}.")
+    if arr.size and (arr.min() < 0 or np.any(arr.max(axis=0) >= np.asarray(domains))):
+        raise ValueError("codes has values outside [0, domains[j]) in some column; recode or raise domains.")
+
+
+def _one_hot_rows(codes: jax.Array, V: int) -> jax.Array:
+    n, d = codes.shape
+    return jax.nn.one_hot(codes, V, dtype=jnp.float32).reshape(n, d * V)
+
+
+def _mutual_information(tables: jax.Array) -> jax.Array:
+    """MI of every column pair from the (noisy, clamped) joint tables ``[k, d, d, V, V]``."""
+    tot = jnp.sum(tables, axis=(-1, -2), keepdims=True)
+    p = tables / jnp.maximum(tot, 1e-12)
+    pa = jnp.sum(p, axis=-1, keepdims=True)
+    pb = jnp.sum(p, axis=-2, keepdims=True)
+    ratio = p / jnp.maximum(pa * pb, 1e-30)
+    return jnp.sum(jnp.where(p > 0, p * jnp.log(jnp.maximum(ratio, 1e-30)), 0.0), axis=(-1, -2))
+
+
+def _fit_tables(key, codes, s, mask, rho, num_groups: int, V: int, domains: tuple[int, ...]):
+    n, d = codes.shape
+    O = _one_hot_rows(codes, V)  # [n, dV]
+    W = jax.nn.one_hot(s, num_groups, dtype=jnp.float32) * mask[:, None]  # [n, k]
+    # per-stratum Gram: G_g = O^T diag(W_g) O, written as (W_g * O)^T @ O without transposes of O
+    grams = jnp.einsum("nk,na,nb->kab", W, O, O)
+    sigma = marginal_sigma(d, rho)
+    keys = jax.random.split(key, num_groups)
+    noise = jax.vmap(lambda kk: symmetric_gaussian_noise(kk, d * V, 1.0))(keys)
+    noisy = jnp.maximum(grams + sigma * noise, 0.0)
+    t = noisy.reshape(num_groups, d, V, d, V).transpose(0, 1, 3, 2, 4)  # [k, d, d, V, V]
+    valid = jnp.arange(V)[None, :] < jnp.asarray(domains)[:, None]  # [d, V]
+    vm = valid[:, None, :, None] & valid[None, :, None, :]
+    eye = jnp.eye(V, dtype=bool)
+    same = jnp.eye(d, dtype=bool)[:, :, None, None]
+    vm = vm & (~same | eye[None, None])  # one-way marginals live on the diagonal blocks' diagonals
+    return jnp.where(vm[None], t, 0.0)
+
+
+def _max_spanning_trees(mi: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Prim's algorithm on ``[k, d, d]`` mutual informations, vectorized over strata."""
+    k, d, _ = mi.shape
+    order = np.zeros((k, d), np.int32)
+    parent = np.full((k, d), -1, np.int32)
+    if mode == "independent" or d == 1:
+        order[:] = np.arange(d)
+        return order, parent
+    rows = np.arange(k)
+    in_tree = np.zeros((k, d), bool)
+    in_tree[:, 0] = True
+    best = mi[:, 0, :].copy()
+    best_par = np.zeros((k, d), np.int32)
+    for step in range(1, d):
+        cand = np.where(in_tree, -np.inf, best)
+        j = np.argmax(cand, axis=1)
+        in_tree[rows, j] = True
+        order[:, step] = j
+        parent[:, step] = best_par[rows, j]
+        upd = mi[rows, j, :] > best
+        best = np.where(upd, mi[rows, j, :], best)
+        best_par = np.where(upd, j[:, None], best_par)
+    return order, parent
+
+
+def fit_marginal_synthesizer(key: jax.Array, codes: Any, domains: Sequence[int], rho: Any, *,
+                             s: Any = None, num_groups: int = 1, mask: Any = None,
+                             mode: str = "tree") -> MarginalModel:
+    """Fit the marginal synthesizer on integer codes ``[n, d]`` (per stratum with ``s``).
+
+    Privacy: ``rho``-zCDP under add/remove of one row (Gram sensitivity ``sqrt(d(d+1)/2)``, see
+    the module docstring); every stratum uses the full ``rho`` (parallel composition).
+    """
+    v.check_threefry_key(key)
+    _check_codes(codes, domains)
+    v.check_rho(rho)
+    v.check_choice("mode", mode, ("tree", "independent"))
+    num_groups = v.check_int("num_groups", num_groups, minimum=1)
+    n, d = np.shape(codes)
+    if s is None:
+        s = np.zeros(n, np.int32)
+    v.check_group_ids(s, num_groups, "s")
+    v.check_same_length(codes=codes, s=s, mask=mask)
+    m = jnp.ones(n, jnp.float32) if mask is None else jnp.asarray(mask, jnp.float32)
+    domains = tuple(int(x) for x in domains)
+    V = max(domains)
+    tables = _fit_jit(key, jnp.asarray(codes, jnp.int32), jnp.asarray(s, jnp.int32), m,
+                      jnp.asarray(rho, jnp.float32), num_groups, V, domains)
+    mi = np.asarray(_mutual_information(tables), np.float64)
+    order, parent = _max_spanning_trees(mi, mode)
+    return MarginalModel(tables, jnp.asarray(order), jnp.asarray(parent), domains)
+
+
+_fit_jit = jax.jit(_fit_tables, static_argnums=(5, 6, 7))
+
+
+def _sample_core(key, tables, order, parent, row_stratum, domains):
+    k, d, _, V, _ = tables.shape
+    n = row_stratum.shape[0]
+    valid = jnp.arange(V)[None, :] < jnp.asarray(domains)[:, None]  # [d, V]
+    out = jnp.zeros((n, d), jnp.int32)
+    keys = jax.random.split(key, d)
+    ords = order[row_stratum]  # [n, d]
+    pars = parent[row_stratum]
+    for j in range(d):  # columns (static), not rows
+        col = ords[:, j]
+        par = pars[:, j]
+        one_way = jnp.diagonal(tables[row_stratum, col, col], axis1=-2, axis2=-1)  # [n, V]
+        par_safe = jnp.maximum(par, 0)
+        par_val = jnp.take_along_axis(out, par_safe[:, None], axis=1)[:, 0]
+        joint = tables[row_stratum, par_safe, col]  # [n, V(par), V(col)]
+        cond = jnp.take_along_axis(joint, par_val[:, None, None], axis=1)[:, 0]  # [n, V]
+        use_cond = (par >= 0) & (jnp.sum(cond, axis=1) > 0)
+        w = jnp.where(use_cond[:, None], cond, one_way)
+        vcol = valid[col]
+        w = jnp.where(vcol, w, 0.0)
+        w = jnp.where(jnp.sum(w, axis=1, keepdims=True) > 0, w, vcol.astype(jnp.float32))  # uniform fallback
+        val = jax.random.categorical(keys[j], jnp.log(w), axis=1).astype(jnp.int32)
+        out = jnp.where(jax.nn.one_hot(col, d, dtype=bool), val[:, None], out)
+    return out
+
+
+_sample_jit = jax.jit(_sample_core, static_argnums=(5,))
+
+
+def _largest_remainder(p: np.ndarray, n: int) -> np.ndarray:
+    real = p * n
+    fl = np.floor(real).astype(np.int64)
+    rem = n - fl.sum()
+    order = np.argsort(-(real - fl), kind="stable")
+    fl[order[:rem]] += 1
+    return fl
+
+
+def stratum_proportions(s: Any, num_groups: int, *, key: jax.Array | None = None,
+                        count_rho: float | None = None) -> np.ndarray:
+    """Stratum proportions for sampling: exact counts (the paper; NOT private) or, with
+    ``count_rho``, Gaussian noisy counts (``count_rho``-zCDP, add/remove), clamped at 0."""
+    v.check_int("num_groups", num_groups, minimum=1)
+    v.check_group_ids(s, num_groups, "s")
+    c = np.bincount(np.asarray(s), minlength=num_groups).astype(np.float64)
+    if count_rho is not None:
+        if key is None:
+            raise ValueError("key is required with count_rho (noisy counts).")
+        v.check_rho(count_rho, "count_rho")
+        c = c + np.asarray(jax.random.normal(key, (num_groups,)), np.float64) / math.sqrt(2 * count_rho)
+        c = np.maximum(c, 0.0)
+    if c.sum() <= 0:
+        raise ValueError("all stratum counts are 0; nothing to sample from.")
+    return c / c.sum()
+
+
+def sample_marginal_synthesizer(key: jax.Array, model: MarginalModel, n_rows: int,
+                                proportions: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``n_rows`` rows: stratum ``g`` gets ``round(n_rows * proportions[g])`` rows (largest
+    remainder; default equal proportions), returns ``(codes int32[n_rows, d], strata int32[n_rows])``.
+
+    Privacy: post-processing of the fitted model; ``proportions`` must be public or private.
+    """
+    v.check_threefry_key(key)
+    n_rows = v.check_int("n_rows", n_rows, minimum=1)
+    k = model.tables.shape[0]
+    p = np.full(k, 1.0 / k) if proportions is None else np.asarray(proportions, np.float64)
+    if p.shape != (k,) or np.any(p < 0) or p.sum() <= 0:
+        raise ValueError(f"proportions must be {k} non-negative numbers with a positive sum, got {proportions!r}.")
+    counts = _largest_remainder(p / p.sum(), n_rows)
+    strata = np.repeat(np.arange(k), counts).astype(np.int32)
+    codes = _sample_jit(key, model.tables, model.order, model.parent, jnp.asarray(strata), model.domains)
+    return np.asarray(codes), strata
+
+
+# ------------------------------------------------------------------------------------------------
+# generic synthesizer wrapper
+# ------------------------------------------------------------------------------------------------
+class JaxMarginalSynthesizer:
+    """``fit(df)``/``sample(n)`` adapter of the marginal synthesizer for categorical frames
+    (columns are factorized; values are mapped back on sampling). ``rho``-zCDP per fit."""
+
+    def __init__(self, rho: float, *, mode: str = "tree", seed: int = 0):
+        v.check_rho(rho)
+        self.rho, self.mode, self.seed = float(rho), mode, int(seed)
+
+    def fit(self, df: Any) -> "JaxMarginalSynthesizer":
+        import pandas as pd
+
+        self.columns = list(df.columns)
+        self.levels = [pd.Index(pd.unique(df[c])) for c in self.columns]
+        codes = np.stack([lv.get_indexer(df[c]) for c, lv in zip(self.columns, self.levels)], 1)
+        # the set of levels is read from the data: pass a frame whose columns are categorical
+        # with public categories (their full domain) to avoid leaking which values occur.
+        for j, c in enumerate(self.columns):
+            if isinstance(df[c].dtype, pd.CategoricalDtype):
+                self.levels[j] = pd.Index(df[c].cat.categories)
+                codes[:, j] = self.levels[j].get_indexer(df[c])
+        domains = [len(lv) for lv in self.levels]
+        self.model = fit_marginal_synthesizer(jax.random.key(self.seed), codes.astype(np.int32), domains,
+                                              self.rho, mode=self.mode)
+        return self
+
+    def sample(self, n: int) -> Any:
+        import pandas as pd
+
+        codes, _ = sample_marginal_synthesizer(jax.random.key(self.seed + 1), self.model, n)
+        return pd.DataFrame({c: np.asarray(lv)[codes[:, j]] for j, (c, lv) in
+                             enumerate(zip(self.columns, self.levels))})
+
+
+def mst_factory(epsilon: float, delta: float = 1e-9) -> Callable[[], Any]:
+    """Factory of smartnoise-synth's MST (``snsynth``, the ``synth`` extra), as in the paper's
+    code: ``MSTSynthesizer(epsilon=epsilon, delta=delta)``; raises ``ImportError`` naming the extra."""
+    try:
+        from snsynth.mst import MSTSynthesizer  # noqa: F401
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("MST needs smartnoise-synth: pip install 'dpfair_jax[synth]'") from err
+
+    class _MST:
+        def __init__(self):
+            self.inner = MSTSynthesizer(epsilon=epsilon, delta=delta)
+
+        def fit(self, df):
+            self.inner.fit(df, preprocessor_eps=0.0)
+            return self
+
+        def sample(self, n):
+            return self.inner.sample(n)
+
+    return _MST
+
+
+class StratifiedSynthesizer:
+    """Fit a private synthesizer per stratum; sample in proportion to the strata (paper Sec. 6).
+
+    ``factory()`` returns a fresh synthesizer with ``fit(df)`` and ``sample(n)`` (each fit
+    spends the full budget; strata are disjoint, so the total is one fit's by parallel
+    composition). ``strata_columns`` name the stratifying columns. Sampling proportions are the
+    exact stratum counts (the paper's code; not private) unless ``proportions`` (public) are given
+    to :meth:`sample`. Each stratum gets ``round(n p_g)`` rows (largest remainder) rather than the
+    code's ``max(1, int(n p_g))``.
+    """
+
+    def __init__(self, factory: Callable[[], Any], strata_columns: Sequence[str]):
+        if not callable(factory):
+            raise ValueError("factory must be callable and return a synthesizer with fit/sample.")
+        if not strata_columns:
+            raise ValueError("strata_columns is empty; use the synthesizer directly for vanilla fits.")
+        self.factory, self.strata_columns = factory, list(strata_columns)
+
+    def fit(self, df: Any) -> "StratifiedSynthesizer":
+        missing = [c for c in self.strata_columns if c not in df.columns]
+        if missing:
+            raise ValueError(f"strata_columns {missing} are not columns of df ({list(df.columns)}).")
+        self.models, self.counts, self.keys = [], [], []
+        for key, part in df.groupby(self.strata_columns, observed=True, sort=True):
+            self.keys.append(key)
+            self.counts.append(len(part))
+            self.models.append(self.factory().fit(part.reset_index(drop=True)))
+        return self
+
+    def sample(self, n: int, proportions: Any = None) -> Any:
+        import pandas as pd
+
+        n = v.check_int("n", n, minimum=1)
+        p = np.asarray(self.counts if proportions is None else proportions, np.float64)
+        if p.shape != (len(self.models),):
+            raise ValueError(f"proportions must have {len(self.models)} entries (one per fitted stratum).")
+        counts = _largest_remainder(p / p.sum(), n)
+        parts = [m.sample(int(c)) for m, c in zip(self.models, counts) if c > 0]
+        return pd.concat(parts, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Adult study (Figs. 4, 5, 7 stand-in)
+# ------------------------------------------------------------------------------------------------
+def adult_synthesis_table(*, path: Any = None, bins: int = 5) -> Any:
+    """Adult as an integer-coded categorical frame (the paper's ACSEmployment "simple scenario"
+    stand-in): age, education-num and hours-per-week in ``bins`` equal-width bins, sex, race,
+    marital-status, workclass, relationship, native_us and the target ``income`` (1 = >50K)."""
+    import pandas as pd
+
+    from dpfair_jax.data.tabular import adult_strata
+
+    f = adult_strata(path=path, age_bins=bins)
+    out = pd.DataFrame({
+        "age": f["age_bucket"].astype(int),
+        "education": pd.cut(f["education-num"], bins=bins, labels=False).astype(int),
+        "hours": pd.cut(f["hours-per-week"], bins=bins, labels=False).astype(int),
+    })
+    for c in ("sex", "race", "marital-status", "workclass", "relationship", "native_us"):
+        out[c] = pd.Categorical(f[c]).codes.astype(int)
+    out["income"] = (f["income"].astype(str).str.contains(">")).astype(int)
+    return out
+
+
+def column_mean_parity_error(real: Any, synth: Any, strata_columns: Sequence[str],
+                             omega: float = 1.0 / 12.0) -> float:
+    """Fig. 5's parity error: Def. 10 (:func:`~dpfair_jax.fairness.metrics.parity_error`) with
+    ``f`` = column means, strata = cells of ``strata_columns`` in the real data; a stratum missing
+    from the synthetic data uses the synthetic data's overall means (as the paper's code)."""
+    from dpfair_jax.fairness.metrics import parity_error
+
+    cols = list(real.columns)
+    tg = real.groupby(strata_columns, observed=True)[cols].mean()
+    sg = synth.groupby(strata_columns, observed=True)[cols].mean().reindex(tg.index)
+    overall = synth[cols].mean()
+    sg = sg.fillna(overall)
+    return float(parity_error(tg.to_numpy(np.float32), sg.to_numpy(np.float32),
+                              real[cols].mean().to_numpy(np.float32), overall.to_numpy(np.float32),
+                              omega=omega))
+
+
+VARIANT_COLUMNS = {"vanilla": [], "sex": ["sex"], "race": ["race"], "sex_race": ["sex", "race"]}
+
+
+def synthesis_privacy(epsilon: float, delta: float) -> acc.PrivacySpend:
+    """What one (stratified or vanilla) synthesizer fit spends: ``rho = dp_to_rho(eps, delta)``."""
+    rho = acc.dp_to_rho(epsilon, delta)
+    return acc.PrivacySpend(epsilon=float(epsilon), delta=float(delta), rho=rho, relation="add_remove",
+                            accountant="zcdp", notes="marginal synthesizer; strata by parallel "
+                            "composition; sampling proportions from exact counts (not private)")
+
+
+def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence[str], seeds: int = 1,
+                    synthesizer: str = "marginal", delta: float = 1e-9, max_rows: int | None = None,
+                    trees: int = 10, seed: int = 0, target: str = "income",
+                    test_size: float = 0.2) -> Any:
+    """Vanilla vs stratified synthesis on an integer-coded frame: per (epsilon, variant, seed) fit on
+    the training split (the paper's code fits on all rows, test included), sample as many rows,
+    train a random forest on the synthetic rows, and evaluate on the real test split: accuracy,
+    column-mean parity error (Def. 10, strata sex x race), demographic-parity ratio and FNR
+    difference of the classifier over sex x race (fairlearn)."""
+    import pandas as pd
+    from fairlearn.metrics import MetricFrame, demographic_parity_ratio, false_negative_rate
+    from sklearn.ensemble import RandomForestClassifier
+
+    for vname in variants:
+        v.check_choice("variant", vname, tuple(VARIANT_COLUMNS))
+    v.check_choice("synthesizer", synthesizer, ("marginal", "mst"))
+    rng = np.random.default_rng(seed)
+    data = table if max_rows is None or len(table) <= max_rows else table.sample(max_rows, random_state=seed)
+    data = data.reset_index(drop=True)
+    perm = rng.permutation(len(data))
+    n_test = int(round(test_size * len(data)))
+    test, train = data.iloc[perm[:n_test]].reset_index(drop=True), data.iloc[perm[n_test:]].reset_index(drop=True)
+    feats = [c for c in data.columns if c != target]
+    sens_test = test["sex"].astype(str) + "_" + test["race"].astype(str)
+    domains = [int(data[c].max()) + 1 for c in data.columns]
+    codes = train.to_numpy(np.int32)
+    rows = []
+    for eps in epsilons:
+        rho = acc.dp_to_rho(float(eps), delta)
+        for vname in variants:
+            scols = VARIANT_COLUMNS[vname]
+            for sd in range(seeds):
+                key = jax.random.key(seed * 1000 + sd)
+                if synthesizer == "marginal":
+                    if scols:
+                        sid = pd.factorize(train[scols].astype(str).agg("|".join, axis=1), sort=True)[0]
+                        k = int(sid.max()) + 1
+                    else:
+                        sid, k = np.zeros(len(train), np.int32), 1
+                    model = fit_marginal_synthesizer(key, codes, domains, rho, s=sid.astype(np.int32), num_groups=k)
+                    props = np.bincount(sid, minlength=k)
+                    sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, len(train), props)
+                    synth = pd.DataFrame(sc, columns=list(data.columns))
+                else:
+                    fac = mst_factory(float(eps), delta)
+                    syn = StratifiedSynthesizer(fac, scols) if scols else fac()
+                    synth = syn.fit(train.astype(str)).sample(len(train)).astype(int)
+                ysyn = synth[target].to_numpy()
+                if len(np.unique(ysyn)) < 2:
+                    pred = np.full(len(test), ysyn[0])
+                else:
+                    clf = RandomForestClassifier(n_estimators=trees, random_state=42, n_jobs=1)
+                    clf.fit(synth[feats].to_numpy(), ysyn)
+                    pred = clf.predict(test[feats].to_numpy())
+                ytest = test[target].to_numpy()
+                fnr = MetricFrame(metrics=false_negative_rate, y_true=ytest, y_pred=pred,
+                                  sensitive_features=sens_test).difference()
+                rows.append({
+                    "epsilon": float(eps), "variant": vname, "seed": sd, "synthesizer": synthesizer,
+                    "accuracy": float(np.mean(pred == ytest)),
+                    "parity_error": column_mean_parity_error(train.astype(np.float32), synth.astype(np.float32),
+                                                             ["sex", "race"]),
+                    "dp_ratio": float(demographic_parity_ratio(ytest, pred, sensitive_features=sens_test)),
+                    "fnr_difference": float(fnr),
+                    "majority_rate": float(max(ytest.mean(), 1 - ytest.mean())),
+                })
+    return pd.DataFrame(rows)
