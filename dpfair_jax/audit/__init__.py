@@ -6,6 +6,9 @@
 * :mod:`~dpfair_jax.audit.games`: distinguishing games as one compiled program and audit rows.
 * :mod:`~dpfair_jax.audit.sum_audits`: Gaussian and Laplace mechanisms on a clipped sum with a
   canary, with planted bugs that the audits must catch.
+* :mod:`~dpfair_jax.audit.mechanism_audits`: the training mechanisms (group-weighted
+  aggregation, DP-SGD, DP-FERMI for the sensitive attribute and for all features), each with
+  planted bugs.
 
 :func:`run_audit` is what ``dpfair audit`` calls.
 """
@@ -26,18 +29,30 @@ from dpfair_jax.audit.lower_bounds import (
     one_run_epsilon_lower_bound,
     one_run_p_value,
 )
+from dpfair_jax.audit.mechanism_audits import (
+    FAMILIES,
+    FAMILY_BUGS,
+    audit_family,
+    audit_family_variants,
+    mechanism_audit_suite,
+)
 from dpfair_jax.audit.sum_audits import BUGS, audit_clipped_sum, audit_suite, clipped_sum_mechanism
 
 __all__ = [
     "AUDIT_COLUMNS",
     "BUGS",
+    "FAMILIES",
+    "FAMILY_BUGS",
     "GameResult",
     "ScoreBound",
     "audit_clipped_sum",
+    "audit_family",
+    "audit_family_variants",
     "audit_mechanism",
     "audit_suite",
     "clipped_sum_mechanism",
     "clopper_pearson",
+    "mechanism_audit_suite",
     "epsilon_lower_bound_from_counts",
     "epsilon_lower_bound_from_scores",
     "one_run_audit_from_scores",
@@ -48,15 +63,23 @@ __all__ = [
 ]
 
 
-def run_audit(quick: bool = False, out: str | Path | None = None, *, seed: int = 0) -> Any:
+def run_audit(
+    quick: bool = False, out: str | Path | None = None, *, seed: int = 0, mechanisms: bool = False
+) -> Any:
     """Run :func:`audit_suite` (2,000 trials per world when ``quick``, else 50,000) and return a
     pandas DataFrame of audit rows; with ``out``, also write ``audit.csv`` and ``audit.json`` there.
+
+    ``mechanisms=True`` appends :func:`mechanism_audit_suite` (group-weighted aggregation,
+    DP-SGD, DP-FERMI; sizes in ``mechanism_audits.SUITE_TRIALS``). Rows share the columns
+    :data:`AUDIT_COLUMNS` (the mechanism rows add ``relation``).
     """
     import jax
     import pandas as pd
 
     trials = 2_000 if quick else 50_000
     rows = audit_suite(jax.random.key(seed), num_trials=trials)
+    if mechanisms:
+        rows += mechanism_audit_suite(jax.random.fold_in(jax.random.key(seed), 1), quick=quick)
     df = pd.DataFrame(rows)
     if out is not None:
         path = Path(out)
