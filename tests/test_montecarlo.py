@@ -3,6 +3,7 @@ one compile per sweep, tidy frames and t-interval summaries against NumPy/SciPy,
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -342,3 +343,48 @@ def test_sweep_bad_outputs():
         mc.sweep(lambda k, a: {"a": a}, KEY, {"a": [1.0]}, 2)
     with pytest.raises(ValueError, match="nested"):
         mc.sweep(lambda k, a: {"x": {"y": a}}, KEY, {"a": [1.0]}, 2)
+
+
+# ------------------------------------------------------------------------------ benchmark helpers
+
+
+def _bench_module(name: str):
+    import importlib
+
+    bench_dir = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if bench_dir not in sys.path:
+        sys.path.insert(0, bench_dir)
+    return importlib.import_module(name)
+
+
+def test_benchmark_common_rows_table_and_json(tmp_path: Path):
+    common = _bench_module("common")
+    m = "test machine"
+    r1 = common.row("fast", 2.0, "s", machine_desc=m, baseline="slow", baseline_value=7.0, target=3.0)
+    assert r1["ratio"] == pytest.approx(3.5) and r1["met"] is True
+    r2 = common.row("rate", 10.0, "ex/s", machine_desc=m, baseline="b", baseline_value=4.0, target=3.0,
+                    higher_is_better=True)
+    assert r2["ratio"] == pytest.approx(2.5) and r2["met"] is False
+    r3 = common.row("plain", 1.0, "s", machine_desc=m)
+    assert r3["ratio"] is None and r3["met"] is None
+    table = common.markdown_table([r1, r2, r3])
+    assert table.splitlines()[0].startswith("| name | baseline | value |") and "| NO |" in table
+    path = common.write_results("x", [r1, r2, r3], tmp_path / "x.json")
+    rows = json.loads(path.read_text())
+    assert [r["name"] for r in rows] == ["fast", "rate", "plain"]
+    assert all(set(common.KEYS) <= set(r) for r in rows)
+    with pytest.raises(ValueError, match="lacks keys"):
+        common.write_results("x", [{"name": "bad"}], tmp_path / "y.json")
+    t = common.timed(lambda: jnp.ones(3) * 2, repeats=2)
+    assert len(t.times_s) == 2 and t.best_s <= t.median_s and t.compile_s >= 0
+    assert "jax" in common.machine()
+
+
+@pytest.mark.slow
+def test_benchmark_script_smoke(tmp_path: Path):
+    bench = _bench_module("montecarlo")
+    rows = bench.main(["--quick", "--trials", "4", "--chunk", "2", "--chunks", "", "--repeats", "1",
+                       "--out", str(tmp_path / "mc.json"), "--no-reexec"])
+    names = {r["name"] for r in rows}
+    assert {"jax_run_trials_chunk2", "numpy_careful", "numpy_naive", "jax_python_loop_jitted"} <= names
+    assert json.loads((tmp_path / "mc.json").read_text())[0]["target"] == 3.0
