@@ -155,32 +155,34 @@ class _Item:
 
     fn: Callable[..., PyTree]
     num_trials: int
-    swept: bool  # False: fn(key); True: fn(key, **point)
+    swept: bool  # False: fn(key[, data]); True: fn(key[, data], **point)
+    with_data: bool = False
 
-    def __call__(self, i: jax.Array, keys: jax.Array, points: dict[str, jax.Array]) -> PyTree:
-        key = keys[i % self.num_trials]
+    def __call__(self, i: jax.Array, keys: jax.Array, points: dict[str, jax.Array], data: PyTree = None) -> PyTree:
+        args = (keys[i % self.num_trials],) + ((data,) if self.with_data else ())
         if not self.swept:
-            return self.fn(key)
+            return self.fn(*args)
         point = {name: values[i // self.num_trials] for name, values in points.items()}
-        return self.fn(key, **point)
+        return self.fn(*args, **point)
 
 
-def _device_chunks(item: _Item, plan: Plan, idx: jax.Array, keys: jax.Array, points: dict) -> PyTree:
+def _device_chunks(item: _Item, plan: Plan, idx: jax.Array, keys: jax.Array, points: dict, data: PyTree) -> PyTree:
     """Evaluate this device's ``plan.per_device`` items chunk by chunk (lax.map of vmap)."""
-    batched = jax.vmap(item, in_axes=(0, None, None))
+    batched = jax.vmap(item, in_axes=(0, None, None, None))
     if plan.num_chunks == 1:
-        return batched(idx, keys, points)
-    out = jax.lax.map(lambda c: batched(c, keys, points), idx.reshape(plan.num_chunks, plan.chunk))
+        return batched(idx, keys, points, data)
+    out = jax.lax.map(lambda c: batched(c, keys, points, data), idx.reshape(plan.num_chunks, plan.chunk))
     return jax.tree.map(lambda a: a.reshape((plan.per_device,) + a.shape[2:]), out)
 
 
 @functools.partial(jax.jit, static_argnames=("item", "plan", "mesh"))
-def _engine(item: _Item, key_data: jax.Array, points: dict, *, plan: Plan, mesh: Mesh | None) -> PyTree:
+def _engine(item: _Item, key_data: jax.Array, points: dict, data: PyTree, *, plan: Plan,
+            mesh: Mesh | None) -> PyTree:
     keys = jax.random.split(jax.random.wrap_key_data(key_data, impl="threefry2x32"), item.num_trials)
     # padded items repeat the last real item; their results are sliced off below
     idx = jnp.minimum(jnp.arange(plan.padded, dtype=jnp.int32), plan.num_items - 1)
     if mesh is None:
-        out = _device_chunks(item, plan, idx, keys, points)
+        out = _device_chunks(item, plan, idx, keys, points, data)
     else:
         spec = PartitionSpec(tuple(mesh.axis_names))
         idx = jax.lax.with_sharding_constraint(idx, NamedSharding(mesh, spec))
@@ -188,10 +190,10 @@ def _engine(item: _Item, key_data: jax.Array, points: dict, *, plan: Plan, mesh:
         out = jax.shard_map(
             body,
             mesh=mesh,
-            in_specs=(spec, PartitionSpec(), PartitionSpec()),
+            in_specs=(spec, PartitionSpec(), PartitionSpec(), PartitionSpec()),
             out_specs=spec,
             check_vma=False,
-        )(idx, keys, points)
+        )(idx, keys, points, data)
     return jax.tree.map(lambda a: a[: plan.num_items], out)
 
 
@@ -214,33 +216,42 @@ def _key_data(key: jax.Array) -> jax.Array:
 # ----------------------------------------------------------------------------------- memory budget
 
 
-def estimate_trial_memory(fn: Callable[..., PyTree], key: jax.Array, points: Mapping[str, Any] | None = None) -> tuple[int, int]:
+def estimate_trial_memory(
+    fn: Callable[..., PyTree],
+    key: jax.Array,
+    points: Mapping[str, Any] | None = None,
+    data: PyTree = None,
+) -> tuple[int, int]:
     """Estimate ``(bytes_per_trial, fixed_bytes)`` of ``vmap(fn)`` from XLA's memory analysis.
 
     Compiles the vmapped trial for 4 and 8 trials and takes the difference of
     ``temp + output`` bytes (``Compiled.memory_analysis()``). Where the backend gives no analysis,
     falls back to the output size of one trial from ``jax.eval_shape`` (a lower bound).
-    ``points`` (a dict of 1-D grid values) estimates a sweep item instead of a plain trial.
+    ``points`` (a dict of 1-D grid values) estimates a sweep item instead of a plain trial, and
+    ``data`` one that takes ``fn(key, data, ...)``. Depends on shapes only (cached).
     """
     _check_scalar_key(key)
-    swept = points is not None
     pts = {k: jnp.asarray(v) for k, v in (points or {}).items()}
+    leaves, treedef = jax.tree.flatten(data)
+    data_sig = (treedef, tuple((np.shape(x), str(jnp.asarray(x).dtype)) for x in leaves))
     signature = tuple((k, v.shape, str(v.dtype)) for k, v in pts.items())
-    return _estimate_cached(fn, swept, signature)
+    return _estimate_cached(fn, points is not None, data is not None, signature, data_sig)
 
 
 @functools.lru_cache(maxsize=64)
-def _estimate_cached(fn: Callable[..., PyTree], swept: bool, signature: tuple) -> tuple[int, int]:
-    """The estimate depends on fn and the grid's shapes only (cached: it costs two compiles)."""
-    pts = {k: jnp.zeros(shape, dtype) for k, shape, dtype in signature}
-    item = _Item(fn, 8, swept)
-    keys = jax.random.split(jax.random.key(0), 8)
+def _estimate_cached(fn: Callable[..., PyTree], swept: bool, with_data: bool, signature: tuple,
+                     data_sig: tuple) -> tuple[int, int]:
+    """The estimate depends on fn and the shapes only (cached: it costs two compiles)."""
+    pts = {k: jax.ShapeDtypeStruct(shape, dtype) for k, shape, dtype in signature}
+    treedef, leaf_sig = data_sig
+    data = jax.tree.unflatten(treedef, [jax.ShapeDtypeStruct(sh, dt) for sh, dt in leaf_sig])
+    item = _Item(fn, 8, swept, with_data)
+    keys = jax.ShapeDtypeStruct((8,), jax.random.key(0).dtype)
 
     def nbytes(b: int) -> int | None:
-        f = jax.jit(jax.vmap(item, in_axes=(0, None, None)))
-        idx = jnp.zeros((b,), jnp.int32)
+        f = jax.jit(jax.vmap(item, in_axes=(0, None, None, None)))
         try:
-            ma = f.lower(idx, keys, pts).compile().memory_analysis()
+            ma = f.lower(jax.ShapeDtypeStruct((b,), jnp.int32), keys, pts, data).compile().memory_analysis()
         except Exception:  # noqa: BLE001 - backends without memory analysis
             return None
         if ma is None:
@@ -249,16 +260,16 @@ def _estimate_cached(fn: Callable[..., PyTree], swept: bool, signature: tuple) -
 
     m4, m8 = nbytes(4), nbytes(8)
     if m4 is None or m8 is None:
-        out = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32), keys, pts)
+        out = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32), keys, pts, data)
         per = sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves(out))
         return max(per, 1), 0
     per = max((m8 - m4) // 4, 1)
     return per, max(m4 - 4 * per, 0)
 
 
-def _chunk_from_budget(item_fn, key, points, budget: int, per_device: int) -> int:
+def _chunk_from_budget(item_fn, key, points, data, budget: int, per_device: int) -> int:
     budget = V.check_int("memory_budget_bytes", budget, minimum=1)
-    per, fixed = estimate_trial_memory(item_fn, key, points)
+    per, fixed = estimate_trial_memory(item_fn, key, points, data)
     chunk = (budget - fixed) // per
     if chunk < 1:
         raise ValueError(
@@ -279,6 +290,7 @@ def run_trials(
     chunk_size: int | None = None,
     mesh: Mesh | None = None,
     memory_budget_bytes: int | None = None,
+    data: PyTree = None,
 ) -> PyTree:
     """Evaluate ``fn(k)`` for ``k in trial_keys(key, num_trials)`` as one compiled program.
 
@@ -294,6 +306,10 @@ def run_trials(
         multiple of the device count). ``None``: the default device.
       memory_budget_bytes: choose ``chunk_size`` so that one chunk's temporaries fit this many bytes
         per device (estimated with ``estimate_trial_memory``); exclusive with ``chunk_size``.
+      data: optional pytree of arrays (e.g. a ``Dataset``) shared by all trials: then
+        ``fn(key, data)`` is called and ``data`` enters the program as an argument (replicated on
+        every device) instead of being baked into it as constants, so new data of the same shapes
+        does not recompile.
 
     Returns:
       ``fn``'s pytree with a leading ``[num_trials]`` axis; row ``t`` is trial ``t``.
@@ -307,11 +323,12 @@ def run_trials(
         raise ValueError("pass either chunk_size or memory_budget_bytes, not both.")
     if chunk_size is not None:
         V.check_int("chunk_size", chunk_size, minimum=1)
-    item = _Item(fn, num_trials, False)
+    V.check_finite("data", data)
+    item = _Item(fn, num_trials, False, data is not None)
     if memory_budget_bytes is not None:
-        chunk_size = _chunk_from_budget(fn, key, None, memory_budget_bytes, -(-num_trials // devices))
+        chunk_size = _chunk_from_budget(fn, key, None, data, memory_budget_bytes, -(-num_trials // devices))
     plan = plan_chunks(num_trials, devices, chunk_size)
-    return _engine(item, _key_data(key), {}, plan=plan, mesh=mesh)
+    return _engine(item, _key_data(key), {}, data, plan=plan, mesh=mesh)
 
 
 # --------------------------------------------------------------------------------------------- sweep
@@ -348,6 +365,7 @@ def sweep(
     chunk_size: int | None = None,
     mesh: Mesh | None = None,
     memory_budget_bytes: int | None = None,
+    data: PyTree = None,
 ) -> "SweepResult":
     """Trials x the Cartesian product of ``grid``, as one jitted program.
 
@@ -355,7 +373,8 @@ def sweep(
     0-d array (float32 for floats, int32 for integers), so the grid's values can change without
     recompiling and ``fn`` is traced once for the whole sweep. Grid point x trial items are flattened
     to one axis and evaluated like ``run_trials`` (chunks of at most ``chunk_size`` items per
-    device, sharded over ``mesh``).
+    device, sharded over ``mesh``). With ``data`` (a pytree of arrays shared by all items, passed as
+    a program argument as in ``run_trials``), ``fn(key, data, **point)`` is called.
 
     Common random numbers: trial ``t`` gets ``trial_keys(key, num_trials)[t]`` at every grid point.
 
@@ -377,11 +396,12 @@ def sweep(
     grid_shape = tuple(len(v) for v in g.values())
     mesh_axes = np.meshgrid(*g.values(), indexing="ij")
     points = {n: jnp.asarray(a.ravel()) for n, a in zip(names, mesh_axes)}
-    item = _Item(fn, num_trials, True)
+    V.check_finite("data", data)
+    item = _Item(fn, num_trials, True, data is not None)
 
     # check fn's output on the host before compiling the whole sweep
     out_shape = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32),
-                               jax.ShapeDtypeStruct((num_trials,), jax.random.key(0).dtype), points)
+                               jax.ShapeDtypeStruct((num_trials,), jax.random.key(0).dtype), points, data)
     if not isinstance(out_shape, Mapping) or not all(isinstance(k, str) for k in out_shape):
         raise ValueError("fn must return a dict mapping metric names (str) to scalars or arrays, "
                          f"got {type(out_shape).__name__}.")
@@ -393,9 +413,9 @@ def sweep(
 
     num_items = math.prod(grid_shape) * num_trials
     if memory_budget_bytes is not None:
-        chunk_size = _chunk_from_budget(fn, key, points, memory_budget_bytes, -(-num_items // devices))
+        chunk_size = _chunk_from_budget(fn, key, points, data, memory_budget_bytes, -(-num_items // devices))
     plan = plan_chunks(num_items, devices, chunk_size)
-    flat = _engine(item, _key_data(key), points, plan=plan, mesh=mesh)
+    flat = _engine(item, _key_data(key), points, data, plan=plan, mesh=mesh)
     values = {k: v.reshape(grid_shape + (num_trials,) + v.shape[1:]) for k, v in flat.items()}
     return SweepResult(values=values, grid=g, num_trials=num_trials)
 

@@ -388,3 +388,21 @@ def test_benchmark_script_smoke(tmp_path: Path):
     names = {r["name"] for r in rows}
     assert {"jax_run_trials_chunk2", "numpy_careful", "numpy_naive", "jax_python_loop_jitted"} <= names
     assert json.loads((tmp_path / "mc.json").read_text())[0]["target"] == 3.0
+
+
+def test_data_argument_is_traced_not_baked(caplog):
+    def fn(k, data, shift):
+        return {"v": jnp.sum(data["x"]) + shift + 0.0 * jax.random.normal(k)}
+
+    x1, x2 = np.arange(6.0, dtype=np.float32), np.ones(6, np.float32)
+    with jax.log_compiles(), caplog.at_level(logging.WARNING):
+        r1 = mc.sweep(fn, KEY, {"shift": [0.0, 1.0]}, 2, data={"x": x1})
+        r2 = mc.sweep(fn, KEY, {"shift": [0.0, 1.0]}, 2, data={"x": x2})
+    compiles = [r for r in caplog.records if "Compiling" in r.getMessage() and "_engine" in r.getMessage()]
+    assert len(compiles) == 1
+    np.testing.assert_allclose(np.asarray(r1.values["v"]), [[15.0, 15.0], [16.0, 16.0]])
+    np.testing.assert_allclose(np.asarray(r2.values["v"]), [[6.0, 6.0], [7.0, 7.0]])
+    out = mc.run_trials(lambda k, d: d * jax.random.uniform(k), KEY, 3, data=jnp.float32(2.0))
+    np.testing.assert_allclose(np.asarray(out), 2.0 * np.asarray(jax.vmap(jax.random.uniform)(mc.trial_keys(KEY, 3))))
+    with pytest.raises(ValueError, match="data"):
+        mc.run_trials(lambda k, d: d, KEY, 3, data=jnp.array([np.nan]))
