@@ -4,11 +4,11 @@ Adult-sized synthetic data (n = 34,000, d = 102). Two models: logistic regressio
 a one-hidden-layer MLP (256 tanh units, batch 256). JAX variants run many steps inside one jitted
 ``lax.scan`` (the DP rows call ``dpfair_jax.algorithms.dpsgd.train`` with its default Poisson
 sampling, padded to a static maximum batch; the non-private row is the same sampled loop without
-clipping or noise). Shuffled epochs are not used for the JAX rows: a permutation of n = 34,000 is a
-sort that costs more on XLA's CPU backend than an epoch of logistic-regression steps. Opacus runs the same models with
-``grad_sample_mode="hooks"`` and ``"ghost"`` on pre-batched tensors (no DataLoader in the timed
-loop), with 1 and 2 torch threads (the better is kept); its rows are skipped with a message when
-torch/opacus are missing.
+clipping or noise). Shuffled epochs are not used for the JAX rows: a permutation of n = 34,000 is
+a sort that costs more on XLA's CPU backend than an epoch of logistic-regression steps. Opacus
+runs the same models with ``grad_sample_mode="hooks"`` and ``"ghost"`` on pre-batched tensors
+(no DataLoader in the timed loop), with the faster of 1 and 2 torch threads (probed first); its
+rows are skipped with a message when torch/opacus are missing.
 
 Prints a table and writes JSON rows ``{name, machine, baseline, value, unit, ratio, target, met}``
 to ``benchmarks/results/dpsgd_step.json``. Throughput is the best of several repeats (examples per
@@ -22,6 +22,7 @@ that.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -77,7 +78,7 @@ def _best_time(fn, repeats: int) -> float:
 # ------------------------------------------------------------------------------------------------
 # JAX
 # ------------------------------------------------------------------------------------------------
-def jax_rows(x_np, y_np, epochs: int, repeats: int) -> dict[tuple[str, str], float]:
+def jax_rows(x_np, y_np, steps_by_row: dict, repeats: int) -> dict[tuple[str, str], float]:
     import jax
     import jax.numpy as jnp
     import optax
@@ -94,14 +95,10 @@ def jax_rows(x_np, y_np, epochs: int, repeats: int) -> dict[tuple[str, str], flo
         model = models.logistic() if cfg["hidden"] is None else models.mlp((cfg["hidden"],))
         out_loss = dpsgd.output_loss_for(model, 2)
         params = model.init(jax.random.key(0), D)
-        spe = N // bsz
-        steps = epochs * spe
-        examples = steps * bsz
+        max_b = sampling.max_batch_size_for(N, bsz / N, 10_000)
 
-        max_b = sampling.max_batch_size_for(N, bsz / N, steps)
-
-        @jax.jit
-        def nonprivate(key, params, x, y):
+        @functools.partial(jax.jit, static_argnums=(4,))
+        def nonprivate(key, params, x, y, steps):
             # The same padded Poisson batches as the DP rows, without clipping or noise.
             opt = optax.sgd(LR)
 
@@ -117,10 +114,10 @@ def jax_rows(x_np, y_np, epochs: int, repeats: int) -> dict[tuple[str, str], flo
             return p
 
         def dp(mode):
-            @jax.jit
-            def run(key, params, x, y):
+            @functools.partial(jax.jit, static_argnums=(4,))
+            def run(key, params, x, y, steps):
                 p, _ = dpsgd.train(key, model, params, (x, y), clip_norm=CLIP, noise_multiplier=SIGMA,
-                                   learning_rate=LR, batch_size=bsz, epochs=epochs, sampling="poisson",
+                                   learning_rate=LR, batch_size=bsz, steps=steps, sampling="poisson",
                                    max_batch_size=max_b, per_example=mode, diagnostics=False)
                 return p
 
@@ -129,8 +126,10 @@ def jax_rows(x_np, y_np, epochs: int, repeats: int) -> dict[tuple[str, str], flo
         variants = {"nonprivate": nonprivate, "dpsgd_vmap": dp("vmap"), "dpsgd_ghost": dp("ghost")}
         for variant, fn in variants.items():
             key = jax.random.key(1)
-            jax.block_until_ready(fn(key, params, x, y))  # compile + warm-up
-            t = _best_time(lambda: jax.block_until_ready(fn(key, params, x, y)), repeats)
+            steps = steps_by_row[(name, variant)]
+            examples = steps * bsz
+            jax.block_until_ready(fn(key, params, x, y, steps))  # compile + warm-up
+            t = _best_time(lambda: jax.block_until_ready(fn(key, params, x, y, steps)), repeats)
             out[(name, variant)] = examples / t
             print(f"  {name:9s} {variant:13s} {examples / t:14,.0f} ex/s", flush=True)
     return out
@@ -151,19 +150,28 @@ def opacus_rows(x_np, y_np, steps_by_model: dict[str, int], repeats: int) -> tup
 
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
-    out = {}
+    # On a loaded 2-core machine torch's thread pool can collapse (2 threads ran 30x slower than 1
+    # here); probe each thread count on a few steps and time Opacus with its faster setting.
+    best_threads, best_rate = 1, 0.0
     for threads in sorted({1, min(2, os.cpu_count() or 1)}):
-        # On a loaded 2-core machine torch's thread pool can collapse; keep Opacus's best setting.
         torch.set_num_threads(threads)
-        for key, val in _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repeats).items():
-            print(f"  {key[0]:9s} {key[1]:13s} {val:14,.0f} ex/s (torch threads={threads})", flush=True)
-            out[key] = max(out.get(key, 0.0), val)
+        probe = _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, {"logistic": 20, "mlp": 0}, 1,
+                             only=("logistic", "hooks"))
+        rate = probe[("logistic", "opacus_hooks")]
+        if rate > best_rate:
+            best_threads, best_rate = threads, rate
+    torch.set_num_threads(best_threads)
+    out = _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repeats)
+    for key, val in out.items():
+        print(f"  {key[0]:9s} {key[1]:13s} {val:14,.0f} ex/s (torch threads={best_threads})", flush=True)
     return out, None
 
 
-def _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repeats) -> dict:
+def _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repeats, only=None) -> dict:
     out = {}
     for name, cfg in CONFIGS.items():
+        if only is not None and name != only[0]:
+            continue
         bsz = cfg["batch"]
         steps = steps_by_model[name]
         rng = np.random.default_rng(0)
@@ -171,9 +179,11 @@ def _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repea
         yt = torch.from_numpy(y_np.astype(np.float32))[:, None]
         perm = torch.from_numpy(rng.permutation(N))
         spe = N // bsz
-        batches = [(xt[perm[i * bsz:(i + 1) * bsz]].contiguous(), yt[perm[i * bsz:(i + 1) * bsz]].contiguous())
-                   for i in range(min(spe, steps))]
+        rows = [perm[i * bsz:(i + 1) * bsz] for i in range(max(1, min(spe, steps)))]
+        batches = [(xt[r].contiguous(), yt[r].contiguous()) for r in rows]
         for mode in ("hooks", "ghost"):
+            if only is not None and mode != only[1]:
+                continue
             if cfg["hidden"] is None:
                 module = nn.Linear(D, 1)
             else:
@@ -214,13 +224,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--no-reexec", action="store_true", help="do not re-exec with GLIBC_TUNABLES")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 5)
-    epochs = 2 if args.quick else 10
+    # Steps per timed call (Poisson batches, expected size = batch): ~0.05-0.5 s per call here.
+    scale = 0.2 if args.quick else 1.0
+    base_steps = {("logistic", "nonprivate"): 660, ("logistic", "dpsgd_vmap"): 660,
+                  ("logistic", "dpsgd_ghost"): 660, ("mlp", "nonprivate"): 400,
+                  ("mlp", "dpsgd_vmap"): 40, ("mlp", "dpsgd_ghost"): 400}
+    jax_steps = {k: max(5, int(v * scale)) for k, v in base_steps.items()}
     torch_steps = {"logistic": 40 if args.quick else 200, "mlp": 10 if args.quick else 60}
 
     x, y = _data()
     print(f"DP-SGD step throughput (n={N}, d={D}; best of {repeats}; "
           f"GLIBC_TUNABLES={'set' if os.environ.get('GLIBC_TUNABLES') else 'unset'})", flush=True)
-    values = jax_rows(x, y, epochs, repeats)
+    values = jax_rows(x, y, jax_steps, repeats)
     opx, skipped = opacus_rows(x, y, torch_steps, repeats)
     values.update(opx)
     if skipped:

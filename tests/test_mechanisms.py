@@ -109,6 +109,9 @@ def test_exponential_mechanism_frequencies_chi_square():
     keys = jax.random.split(jax.random.key(7), draws)
     idx = jax.jit(jax.vmap(lambda k: mech.exponential_mechanism(k, scores, epsilon=eps, sensitivity=sens)))(keys)
     counts = np.bincount(np.asarray(idx), minlength=scores.shape[0])
+    i0, p0 = mech.exponential_mechanism(keys[0], scores, epsilon=eps, sensitivity=sens, return_probs=True)
+    assert int(i0) == int(idx[0])
+    np.testing.assert_allclose(p0, probs, rtol=1e-6)
     probs = probs / probs.sum()
     assert stats.chisquare(counts, probs * draws).pvalue > 1e-3
 

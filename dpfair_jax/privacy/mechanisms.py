@@ -182,14 +182,21 @@ def exponential_mechanism_probs(
 
 
 def exponential_mechanism(
-    key: jax.Array, scores: jax.Array, *, epsilon: Any, sensitivity: Any, minimize: bool = True
-) -> jax.Array:
+    key: jax.Array,
+    scores: jax.Array,
+    *,
+    epsilon: Any,
+    sensitivity: Any,
+    minimize: bool = True,
+    return_probs: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Sample a candidate index from the exponential mechanism over a finite grid.
 
     ``scores[..., j]`` is the score (a loss if ``minimize``, a utility otherwise) of candidate ``j``;
     leading axes are independent problems. Returns ``int32`` indices of shape ``scores.shape[:-1]``.
     Sampling is ``jax.random.categorical`` on :func:`exponential_mechanism_logits`; the matching
-    probabilities are :func:`exponential_mechanism_probs`.
+    probabilities are :func:`exponential_mechanism_probs` (returned too with ``return_probs=True``:
+    ``(index, probs)``; the probabilities are data-dependent and not private themselves).
 
     Privacy: ``epsilon``-DP (pure) when every candidate's score changes by at most ``sensitivity``
     between neighbouring datasets (under whichever relation that bound holds for). The candidate
@@ -200,4 +207,7 @@ def exponential_mechanism(
     logits = exponential_mechanism_logits(
         scores, epsilon=epsilon, sensitivity=sensitivity, minimize=minimize
     )
-    return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+    idx = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+    if return_probs:
+        return idx, jax.nn.softmax(logits, axis=-1)
+    return idx

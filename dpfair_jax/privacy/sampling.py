@@ -123,6 +123,9 @@ def fixed_size_batch(key: jax.Array, n: int, batch_size: int) -> jax.Array:
 
     Privacy: sampling without replacement with rate ``batch_size / n``; exact accounting under
     replace-one neighbours (``accounting_for("fixed_size", ...)``).
+
+    Cost: a random permutation of ``n`` per call (a sort, ``O(n log n)``); on CPU this can cost
+    more than a whole DP-SGD step for large ``n``. :func:`poisson_sample` is ``O(batch)``.
     """
     v.check_threefry_key(key)
     n = v.check_int("n", n, minimum=1)
@@ -149,6 +152,8 @@ def shuffled_batches(key: jax.Array, n: int, batch_size: int) -> jax.Array:
 
     Privacy: conventionally accounted as sampling without replacement at rate ``batch_size / n``
     (replace-one); that accounting is not proven for shuffling (see the module docstring).
+
+    Cost: one permutation (a sort) of ``n`` per epoch.
     """
     v.check_threefry_key(key)
     spe = steps_per_epoch(n, batch_size)
