@@ -99,10 +99,14 @@ def _fairlearn_row(x, y, s, bound, cap, K):
     from fairlearn.reductions import BoundedGroupLoss, ExponentiatedGradient, SquareLoss
     from sklearn.linear_model import LinearRegression
 
+    import warnings
+
     lo, hi = float(np.min(y)), float(np.max(y))
     eg = ExponentiatedGradient(LinearRegression(), constraints=BoundedGroupLoss(SquareLoss(lo, hi),
                                upper_bound=float(cap) * bound), eps=0.01, max_iter=50)
-    eg.fit(np.asarray(x), np.asarray(y), sensitive_features=np.asarray(s))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fairlearn's pandas deprecation warnings
+        eg.fit(np.asarray(x), np.asarray(y), sensitive_features=np.asarray(s))
     preds = np.stack([p.predict(np.asarray(x)) for p in eg.predictors_])
     w = np.asarray(eg.weights_, float)
     per = np.minimum(1.0, (preds - np.asarray(y)[None]) ** 2 / bound)

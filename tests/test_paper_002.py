@@ -1,0 +1,67 @@
+"""Paper 002 experiments: registration, building blocks against NumPy, a tiny end-to-end run."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfair_jax.experiments import paper_002 as P
+from dpfair_jax.experiments import registry
+
+
+def test_registered_with_quick_and_full():
+    names = {e.name for e in P.EXPERIMENTS}
+    assert names == {"reductions_synthetic_bgl", "reductions_law_bgl", "reductions_sample_complexity"}
+    for e in P.EXPERIMENTS:
+        assert registry.get(e.name) is e and e.paper == "002"
+        assert set(e.configs) == {"quick", "full"}
+    assert registry.get("reductions_synthetic_bgl").configs["full"]["seeds"] >= 1000
+
+
+def test_grid_losses_and_problem_against_numpy():
+    c = P.candidate_grid(2, 3, 1.0, [0.0, 0.5])
+    assert c.shape == (18, 3)
+    assert set(np.round(c[:, 2], 6)) == {0.0, 0.5} and c[:, :2].min() == -1.0
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 2)).astype(np.float32)
+    s = (np.arange(50) < 15).astype(int)  # group 1 (15 rows) has the opposite slope
+    y = (np.where(s == 1, -1.0, 1.0) * x[:, 0] + 0.1 * rng.normal(size=50)).astype(np.float32)
+    per = np.asarray(P.clipped_square_losses(c, x, y, 4.0))
+    ref = np.minimum(1.0, ((x @ c[:, :2].T + c[:, 2]).T - y) ** 2 / 4.0)
+    np.testing.assert_allclose(per, ref, rtol=1e-5, atol=1e-6)
+    L = np.stack([per[:, s == k].sum(1) / 50 for k in range(2)], 1)
+    sizes = np.bincount(s, minlength=2).astype(float)
+    prob, eta, worst, tau = P.bgl_problem(L, sizes, 0.5)
+    pi = sizes / sizes.sum()
+    m0 = np.argmin(L.sum(1))
+    assert worst == int(np.argmax(L[m0] / pi))
+    assert eta[worst] < L[m0, worst]  # the cap binds at the unconstrained solution
+    assert tau[1 - worst] == 1.0
+    f_star = P._lp_optimum(L, eta.astype(np.float64))
+    assert L[m0].sum() - 1e-9 <= f_star <= L[np.argmin(L[:, worst])].sum() + 1e-9
+
+
+def test_lower_bound_instance_scaling_small():
+    df = P._lower_bound_mc([4, 64], [0.25, 0.9], n=10000, trials=400, delta=1e-6, seed=0, mechanism="gaussian")
+    g = df.set_index(["K", "epsilon"])["excess"]
+    slope_k = math.log(g[(64, 0.25)] / g[(4, 0.25)]) / math.log(16)
+    assert abs(slope_k - 0.5) < 0.15
+
+
+def test_tiny_synthetic_run_end_to_end(tmp_path):
+    from dpfair_jax.experiments.context import run_experiment
+
+    over = {"group_sizes": [300, 100], "grid_per_axis": 7, "intercepts": [0.0, 0.5], "epsilons": [1.0, 10.0],
+            "steps": 8, "fw_steps": 300, "seeds": 6}
+    res = run_experiment(registry.get("reductions_synthetic_bgl"), size="quick", overrides=over, root=tmp_path)
+    ids = {c["id"]: c for c in res.claims}
+    assert ids["p002_syn_alg2_ledger"]["passed"]
+    assert "p002_syn_frank_wolfe_cgoo" in ids and "p002_syn_alg1_em_utility" in ids
+    df = pd.read_csv(tmp_path / "runs" / "reductions_synthetic_bgl" / "results.csv")
+    assert {"exp_sampling", "lopt_alg2", "frank_wolfe"} <= set(df.method)
+    assert len(df[df.method == "exp_sampling"]) == 6 * 2
+    # no feasible mixture over the grid beats the exact CGOO optimum (fairlearn is not on the grid)
+    feasible = df[(df.violation <= 1e-9) & (df.method != "fairlearn_eg")]
+    assert (feasible.excess >= -1e-6).all()
+    assert (tmp_path / "runs" / "reductions_synthetic_bgl" / "figures" / "h_vs_epsilon.png").exists()
