@@ -21,15 +21,16 @@ def _data(n=200, d=5, seed=0):
     return x, y
 
 
-def _np_clipped_gd(x, y, clip_norm, lr, steps):
+def _np_clipped_gd(x, y, clip_norm, lr, steps, weights=None):
     """NumPy full-batch DP-SGD without noise for logistic regression (per-example clipping)."""
     x = x.astype(np.float64)
     n, d = x.shape
+    weights = np.ones(n) if weights is None else weights
     w, b = np.zeros(d), 0.0
     for _ in range(steps):
         r = 1 / (1 + np.exp(-(x @ w + b))) - y
         g = np.concatenate([r[:, None] * x, r[:, None]], axis=1)
-        g *= np.minimum(1.0, clip_norm / np.linalg.norm(g, axis=1))[:, None]
+        g *= (weights * np.minimum(1.0, clip_norm / np.linalg.norm(g, axis=1)))[:, None]
         step = g.sum(0) / n
         w, b = w - lr * step[:d], b - lr * step[d]
     return w, b
@@ -49,6 +50,20 @@ def test_full_batch_without_noise_matches_numpy(clip_norm):
     assert diag["loss"].shape == (6,)
     assert float(diag["clip_fraction"][0]) == (0.0 if clip_norm > 1e3 else pytest.approx(
         np.mean(np.linalg.norm(np.c_[0.5 * x, np.full(len(x), 0.5)], axis=1) > clip_norm), abs=1e-6))
+
+
+def test_dataset_mask_rows_are_left_out():
+    x, y = _data(n=60, d=3, seed=1)
+    mask = (np.arange(60) % 4 != 0).astype(np.float32)
+    ds = make_dataset(x, y, np.zeros(60, np.int32), mask=mask)
+    model = models.logistic()
+    params = model.init(jax.random.key(0), 3)
+    out, diag = dpsgd.train(jax.random.key(1), model, params, ds, clip_norm=0.3, noise_multiplier=0.0,
+                            learning_rate=0.5, batch_size=60, epochs=3, sampling="shuffle")
+    w, b = _np_clipped_gd(x, y, 0.3, 0.5, 3, weights=mask)
+    np.testing.assert_allclose(out["w"][:, 0], w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["b"][0], b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(diag["batch_size"], mask.sum())
 
 
 @pytest.mark.parametrize("kind", ["logistic", "mlp"])
