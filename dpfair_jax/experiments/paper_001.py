@@ -270,7 +270,7 @@ def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
         d = data if mask is None else data.replace(mask=mask)
         return dpsgd.train(k, model, p, d, clip_norm=c, noise_multiplier=zz, **kw)[0]
 
-    over_c = jax.vmap(one, in_axes=(None, None, 0, None, None))
+    over_c = jax.vmap(one, in_axes=(None, 0, 0, None, None))
     priv_fn = jax.jit(jax.vmap(over_c, in_axes=(0, 0, None, None, None)))
     ref_fn = jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None)))
     if masks is not None:
@@ -308,13 +308,13 @@ def _group_losses(model, params, data, mask=None):
         ell = M.binary_logistic_loss(model.apply(p, data.x), data.y)
         return (ell @ ww) / jnp.maximum(jnp.sum(ww, 0), 1.0)
 
-    lead = jax.tree_util.tree_leaves(params)[0].ndim - 2  # kernel [.., d, H]
-    fn = f
-    for _ in range(lead):
-        fn = jax.vmap(fn, in_axes=(0, None))
+    lead = params["layers"][0]["kernel"].ndim - 2
+    inner = f
+    for _ in range(lead - (0 if mask is None else 1)):
+        inner = jax.vmap(inner, in_axes=(0, None))
     if mask is None:
-        return fn(params, w)
-    return jax.vmap(lambda p, ww: jax.vmap(jax.vmap(f, in_axes=(0, None)), in_axes=(0, None))(p, ww))(params, w)
+        return inner(params, w)
+    return jax.vmap(inner)(params, w)
 
 
 def run_dpsgd(config: dict, ctx) -> pd.DataFrame | None:
