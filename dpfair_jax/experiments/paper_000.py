@@ -136,8 +136,15 @@ def two_group_trial(key: jax.Array, slopes: jax.Array, noise_sd: jax.Array, rhos
         mspe = jax.vmap(lambda th: bt.population_mspe(th, betas, noise_sd))(theta)
         return mspe, theta, diag.se[i_dpse], diag.fallback[i_dpse]
 
-    mspe, theta, se, fb = jax.vmap(at_budget)(noise, rhos)
+    batch = int(settings.get("budget_batch") or 0) or budget_batch(n, r_count)
+    mspe, theta, se, fb = jax.lax.map(lambda a: at_budget(*a), (noise, rhos), batch_size=batch)
     return {"mspe": mspe, "theta": theta, "se": se, "fallback": fb}
+
+
+def budget_batch(n: int, num_budgets: int, target: int = 16384) -> int:
+    """Budgets run side by side in a trial (``lax.map`` batch size): about ``target`` example-runs
+    per step (with 3 methods per descent), so a step's temporaries stay in cache on CPU."""
+    return int(min(num_budgets, max(1, round(target / (3 * n)))))
 
 
 def two_group_study(key: jax.Array, scenarios_slopes: Any, scenarios_sd: Any, rhos: Any, *,
@@ -178,8 +185,9 @@ def _study_fn(sizes, settings, slopes, sds, rhos):
     scen = jnp.arange(slopes.shape[0])
 
     def fn(k):
-        return jax.vmap(lambda j, b, sd: two_group_trial(
-            jax.random.fold_in(k, j), b, sd, rhos, sizes=sizes, settings=settings))(scen, slopes, sds)
+        return jax.lax.map(lambda a: two_group_trial(
+            jax.random.fold_in(k, a[0]), a[1], a[2], rhos, sizes=sizes, settings=settings),
+            (scen, slopes, sds))
 
     return fn
 
@@ -200,12 +208,14 @@ def kgroup_sizes(k: int, largest: int, smallest: int) -> tuple[int, ...]:
     return tuple(int(round(v)) for v in np.geomspace(largest, smallest, k))
 
 
-def kgroup_slopes(k: int, base: float = 0.0, spread: tuple[float, float] = (4.0, 4.6)) -> np.ndarray:
-    """Slopes for K groups: group 1 ``base``, the others at ``base +- d`` with ``d`` spread over
-    ``spread`` and alternating signs. Chosen so that a pooled fit serves group 1 (MSPE ~ 1) and
-    misfits the others (MSPE ~ 17-22), the pattern of Tables 1-3; the paper does not give them."""
+def kgroup_slopes(k: int, base: float = 0.0, spread: tuple[float, float] = (4.0, 4.6),
+                  alternate: bool = False) -> np.ndarray:
+    """Slopes for K groups (the paper does not give them): group 1 ``base``, the others at
+    ``base + d`` with ``d`` spread over ``spread`` (MSPE ~ 17-22 under a fit to group 1, as in
+    Tables 1-3). With ``alternate`` the offsets alternate in sign; then a single slope cannot move
+    towards all the smaller groups at once (P = 1), and DPSE and DPNoSE nearly coincide."""
     d = np.linspace(spread[0], spread[1], max(k - 1, 1))[: k - 1]
-    signs = np.where(np.arange(k - 1) % 2 == 0, 1.0, -1.0)
+    signs = np.where(np.arange(k - 1) % 2 == 0, 1.0, -1.0) if alternate else np.ones(k - 1)
     return np.r_[base, base + signs * d]
 
 
@@ -231,7 +241,7 @@ FULL = dict(
     _COMMON,
     seed=0,
     trials=1000,
-    chunk_size=8,
+    chunk_size=2,
     minority=100,
     ratios=[5, 20, 50, 100],
     slope_pairs=SLOPE_PAIRS,
@@ -253,7 +263,7 @@ QUICK = dict(
     _COMMON,
     seed=0,
     trials=40,
-    chunk_size=8,
+    chunk_size=2,
     minority=100,
     ratios=[20],
     slope_pairs=[[-10.0, 10.0], [10.0, 1.0], [-10.0, -1.0]],
@@ -350,13 +360,13 @@ def _claims_two_group(df, ctx, config):
         "fig6_reduction_vs_equal_split",
         "DPSE vs the equal split (same group-mean weighting, s_k = 1/sqrt(K)): the effect of the "
         "allocation alone on the smallest group (paper: part of the 10-50% gain)",
-        measured=eq, target="> 0", passed=bool(eq > 0))
+        measured=eq, target="> 0.05", passed=bool(eq > 0.05))
     fair, _ = _reduction(df, "dpse_fair", "equal_fair", smallest, reasonable)
     ctx.add_claim(
         "fig6_reduction_with_fairness",
         "with the fairness constraint (G=1, g=max_k l_k) DPSE still lowers the smallest group's "
         "MSPE vs DPNoSE (Algorithm 2 with the equal split)",
-        measured=fair, target="> 0 (paper: persists, 10-50%)", passed=bool(fair > 0))
+        measured=fair, target="> 0.10 (paper: persists, 10-50%)", passed=bool(fair > 0.10))
     opp = lambda f: reasonable(f) & (f.beta1 == -f.beta2) & (f.beta1.abs() == 10)  # noqa: E731
     big, _ = _reduction(df, "dpse", "dpnose", smallest, opp)
     if not math.isnan(big):
@@ -369,8 +379,8 @@ def _claims_two_group(df, ctx, config):
     if not math.isnan(sm) and not math.isnan(big):
         ctx.add_claim(
             "fig2_small_gain_for_-10_-1",
-            "slopes (-10, -1): the gain is small, smaller than for opposite slopes",
-            measured=sm, target=f"< {big:.3f} (the opposite-slope gain)", passed=bool(sm < big))
+            "slopes (-10, -1): the gain is small (below 10%)",
+            measured=sm, target="< 0.10", passed=bool(sm < 0.10))
     priv = df[df.method.isin(PRIVATE_METHODS)]
     ratio_sd = float((priv.sd / priv.mspe).mean())
     ctx.add_claim(

@@ -1,0 +1,140 @@
+"""Tests for the paper-000 experiment (DPSE vs DPNoSE studies)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpfair_jax.algorithms import budget_tailoring as bt
+from dpfair_jax.experiments import paper_000 as p
+
+SETTINGS = dict(p.QUICK, steps=8)
+SIZES = (120, 12)
+
+
+def test_many_trial_program_equals_single_trials():
+    """One program over trials x scenarios x budgets equals each trial run on its own (spot check).
+
+    The program chunks trials with lax.map(vmap(...)); the single run is the unbatched trial with
+    the same key (montecarlo.trial_keys and the scenario fold-in), so batching, chunking and key
+    bookkeeping are all checked.
+    """
+    from dpfair_jax.montecarlo import trial_keys
+
+    slopes = [[-10.0, 10.0], [1.0, -1.0]]
+    sds = [1.0, 2.0]
+    rhos = np.array([0.02, 2.0, np.inf])
+    num_trials = 24
+    out = p.two_group_study(jax.random.key(3), slopes, sds, rhos, sizes=SIZES, settings=SETTINGS,
+                            num_trials=num_trials, chunk_size=5)
+    assert out["mspe"].shape == (num_trials, 2, 3, len(p.PRIVATE_METHODS), 2)
+    keys = trial_keys(jax.random.key(3), num_trials)
+    single = jax.jit(lambda k, b, sd: p.two_group_trial(k, b, sd, jnp.asarray(rhos, jnp.float32),
+                                                        sizes=SIZES, settings=SETTINGS))
+    for t, j in [(0, 0), (7, 1), (23, 0), (13, 1)]:
+        ref = single(jax.random.fold_in(keys[t], j), jnp.asarray(slopes[j]), jnp.float32(sds[j]))
+        np.testing.assert_allclose(out["mspe"][t, j], ref["mspe"], rtol=2e-4, atol=1e-4)
+        np.testing.assert_allclose(out["se"][t, j], ref["se"], rtol=2e-4, atol=1e-5)
+    # trials are independent: different trials give different results
+    assert not np.allclose(out["mspe"][0, 0, 0], out["mspe"][1, 0, 0])
+
+
+def test_trial_methods_equal_direct_fits():
+    """Inside a trial, each method's result equals a direct budget_tailoring fit on the same
+    data and noise draws, and population MSPE matches its closed form."""
+    key = jax.random.key(11)
+    slopes = jnp.array([-1.0, 2.0])
+    rhos = jnp.array([0.5, 8.0])
+    res = jax.jit(lambda k: p.two_group_trial(k, slopes, 1.0, rhos, sizes=SIZES,
+                                              settings=SETTINGS))(key)
+    n = sum(SIZES)
+    cfgs = p.method_configs(SETTINGS)
+    per_run = bt.num_draws(SETTINGS["steps"], 1, 2)
+    z = jax.random.normal(key, (2 * n + 2 * len(p.PRIVATE_METHODS) * per_run,))
+    x, y, s = p._synthetic(z[: 2 * n], SIZES, slopes, jnp.ones(2))
+    noise = z[2 * n:].reshape(2, len(p.PRIVATE_METHODS), per_run)
+    fits = {name: jax.jit(lambda zz, rho, c=cfgs[name]: bt.fit_many_from_draws(
+        zz[None], x, y, s, 2, p.hyperparams_from(SETTINGS, rho), (c,))[0])
+        for name in p.PRIVATE_METHODS}
+    for r in range(2):
+        for m, name in enumerate(p.PRIVATE_METHODS):
+            theta = fits[name](noise[r, m], rhos[r])
+            want = (float(theta[0, 0]) - np.array([-1.0, 2.0])) ** 2 + 1.0
+            np.testing.assert_allclose(res["mspe"][r, m], want, rtol=1e-4)
+
+
+def test_fit_many_equals_fit_arrays_per_method():
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(90, 1)), jnp.float32)
+    s = jnp.asarray(np.r_[np.zeros(80, int), np.ones(10, int)])
+    y = x[:, 0] * jnp.where(s == 0, -1.0, 1.0) + jnp.asarray(rng.normal(size=90), jnp.float32)
+    cfgs = p.method_configs(SETTINGS)
+    configs = tuple(cfgs[name] for name in p.PRIVATE_METHODS)
+    keys = jax.random.split(jax.random.key(0), len(configs))
+    hp = p.hyperparams_from(SETTINGS, 1.5)
+    thetas, diag = jax.jit(lambda k: bt.fit_many(k, x, y, s, 2, hp, configs))(keys)
+    for m, c in enumerate(configs):
+        th, dg = jax.jit(lambda k, c=c: bt.fit_arrays(k, x, y, s, 2, hp, c))(keys[m])
+        np.testing.assert_allclose(thetas[m], th, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(diag.rho_stage1[m] + diag.rho_stage2[m],
+                                   dg.rho_stage1 + dg.rho_stage2, rtol=1e-6)
+    np.testing.assert_allclose(diag.rho_stage1 + diag.rho_stage2, 1.5, rtol=1e-5)
+    with pytest.raises(ValueError, match="differ only"):
+        bt.fit_many(keys[:2], x, y, s, 2, hp, (configs[0], bt.Config(steps=3)))
+
+
+def test_synthetic_generator_moments():
+    """The in-trial generator matches the paper's model (slopes and noise sd recovered)."""
+    z = jax.random.normal(jax.random.key(5), (2 * 6000,))
+    x, y, s = p._synthetic(z, (5000, 1000), jnp.array([2.0, -3.0]), jnp.array([1.0, 0.5]))
+    x, y, s = np.asarray(x[:, 0]), np.asarray(y), np.asarray(s)
+    for g, (b, sd, n) in enumerate([(2.0, 1.0, 5000), (-3.0, 0.5, 1000)]):
+        xs, ys = x[s == g], y[s == g]
+        bhat = xs @ ys / (xs @ xs)
+        assert abs(bhat - b) < 4 * sd / np.sqrt(n)
+        resid_sd = np.std(ys - bhat * xs)
+        assert abs(resid_sd - sd) < 4 * sd / np.sqrt(2 * n)
+
+
+def test_kgroup_design():
+    assert p.kgroup_sizes(5, 10000, 500)[0] == 10000 and p.kgroup_sizes(5, 10000, 500)[-1] == 500
+    sizes = p.kgroup_sizes(20, 5000, 100)
+    assert len(sizes) == 20 and all(a >= b for a, b in zip(sizes, sizes[1:]))
+    sl = p.kgroup_slopes(5)
+    assert sl[0] == 0.0 and np.all(sl[1:] >= 4.0)
+
+
+def test_quick_experiment_runs_and_records_claims(tmp_path):
+    from dpfair_jax.experiments.context import run_experiment
+
+    overrides = dict(trials=6, steps=8, epsilons=[1.0, 10.0], slope_pairs=[[-10.0, 10.0]],
+                     ratios=[5], minority=20, kgroup_ks=[5], kgroup_designs=[[200, 20]],
+                     kgroup_trials=4, kgroup_rhos=[2.0, 8.0])
+    res = run_experiment(p.EXPERIMENT, size="quick", overrides=overrides, root=tmp_path)
+    assert res.ok, res
+    ids = {c["id"] for c in res.claims}
+    assert {"fig6_smallest_group_reduction", "mc_sd_below_10pct", "table1_3_group1_higher"} <= ids
+    priv = (res.run_dir / "privacy.json").read_text()
+    assert "dpse_rho_0.5" in priv
+
+
+def test_notebook_runs_small(tmp_path, monkeypatch):
+    import json
+    import pathlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    path = pathlib.Path(__file__).parents[1] / "notebooks" / "paper_000_allocation.ipynb"
+    nb = json.loads(path.read_text())
+    monkeypatch.chdir(tmp_path)
+    env: dict = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
+    shares = env["shares"]
+    np.testing.assert_allclose(shares.share_majority + shares.share_minority, 1.0, rtol=1e-5)
+    assert shares.share_minority.iloc[-1] > 0.5  # the misfit minority gets the larger share
+    assert len(env["df"]) == 2 * 3 * len(p.PRIVATE_METHODS) * 2
