@@ -76,7 +76,10 @@ def test_privacy_conversion_matches_closed_form():
     eps = bt.zcdp_to_epsilon([0.005, 0.5, 12.5], 1e-5)
     np.testing.assert_allclose(eps, [0.485, 5.30, 36.5], rtol=1e-3)
     spend = bt.privacy(bt.Config(neighbour="swap"), 2.0, 1e-5)
-    assert spend["relation"] == "replace_one" and spend["rho"] == 2.0
+    assert spend.relation == "replace_one" and spend.rho == 2.0
+    from dpfair_jax.privacy.accounting import zcdp_to_dp
+
+    assert spend.epsilon == pytest.approx(zcdp_to_dp(2.0, 1e-5, method="bun_steinke"), rel=1e-9)
     np.testing.assert_allclose(bt.epsilon_to_rho([0.1, 2.0]), [0.005, 2.0])
 
 
@@ -297,3 +300,22 @@ def test_rbg_key_refused():
     data = _two_groups(n1=20, n2=5)
     with pytest.raises(ValueError, match="threefry"):
         bt.fit(jax.random.key(0, impl="rbg"), data)
+
+
+def test_noise_and_ledger_agree_with_paper_formulas():
+    """Cross-check against the independent closed forms in privacy.paper_formulas."""
+    pf = pytest.importorskip("dpfair_jax.privacy.paper_formulas")
+    se = np.sqrt(np.array([0.1, 0.2, 0.7]))
+    for fair, alg in ((False, 3), (True, 2)):
+        g, lo = bt.group_noise_stds(jnp.asarray(se), 1.6, 40, 2.0, fairness=fair)
+        ref = pf.stage2_noise_stds(1.6, se, 40, grad_sensitivity=2.0,
+                                   loss_sensitivity=4.0 if fair else None, algorithm=alg)
+        np.testing.assert_allclose(g, ref.grad_std, rtol=1e-5)
+        if fair:
+            np.testing.assert_allclose(lo, ref.loss_std, rtol=1e-5)
+        mine = bt.budget_ledger(2.0, se, config=bt.Config(fairness=fair, steps=40))
+        theirs = pf.budget_tailoring_ledger(2.0, se, 40, algorithm=alg)
+        assert mine.total == pytest.approx(theirs.total, rel=1e-9)
+    pooled = pf.dpnose_noise_stds(3.0, 40, 3, grad_sensitivity=2.0, variant="pooled")
+    mine = 2.0 * np.sqrt(40 / (2 * 3.0))
+    np.testing.assert_allclose(mine, pooled[0], rtol=1e-9)
