@@ -53,7 +53,7 @@ def test_tiny_synthetic_run_end_to_end(tmp_path):
     from dpfair_jax.experiments.context import run_experiment
 
     over = {"group_sizes": [300, 100], "grid_per_axis": 7, "intercepts": [0.0, 0.5], "epsilons": [1.0, 10.0],
-            "steps": 8, "fw_steps": 300, "seeds": 6}
+            "steps": 8, "fw_steps": 300, "seeds": 6, "fairlearn": False}
     res = run_experiment(registry.get("reductions_synthetic_bgl"), size="quick", overrides=over, root=tmp_path)
     ids = {c["id"]: c for c in res.claims}
     assert ids["p002_syn_alg2_ledger"]["passed"]

@@ -175,6 +175,8 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print) -> tupl
     add("frank_wolfe", _INF, 0, fw.loss)
     note = None
     try:
+        if not cfg.get("fairlearn", True):
+            raise ImportError("disabled by config (fairlearn=false)")
         lfl = _fairlearn_row(x, y, s, cfg["loss_bound"], tau[worst], K)
         add("fairlearn_eg", _INF, 0, lfl)
     except ImportError as err:
@@ -390,14 +392,14 @@ _SYN_QUICK = {"dataset": "synthetic", "group_sizes": [4000, 1000], "slopes": [1.
               "group_intercepts": [0.0, 0.5], "grid_per_axis": 31, "grid_radius": 1.5,
               "intercepts": [-0.5, -0.25, 0.0, 0.25, 0.5, 0.75], "loss_bound": 4.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0,
               "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6, "steps": 30, "fw_steps": 3000,
-              "seeds": 64, "seed": 0, "claim_prefix": "p002_syn", "title": "synthetic, bounded group loss"}
+              "seeds": 64, "seed": 0, "fairlearn": True, "claim_prefix": "p002_syn", "title": "synthetic, bounded group loss"}
 _SYN_FULL = dict(_SYN_QUICK, group_sizes=[40000, 4000], grid_per_axis=61,
                  intercepts=[-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0], epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
                  steps=60, fw_steps=10000, seeds=1000)
 _LAW_QUICK = {"dataset": "law", "groups": "race", "target": "zfya", "features": ["LSAT", "UGPA"],
               "grid_per_axis": 9, "grid_radius": 0.8, "intercepts": [-0.4, -0.2, 0.0, 0.2],
               "loss_bound": 9.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0, "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6,
-              "steps": 30, "fw_steps": 3000, "seeds": 32, "seed": 0, "claim_prefix": "p002_law",
+              "steps": 30, "fw_steps": 3000, "seeds": 32, "seed": 0, "fairlearn": True, "claim_prefix": "p002_law",
               "title": "Law school (race), bounded group loss"}
 _LAW_FULL = dict(_LAW_QUICK, grid_per_axis=17, intercepts=[-0.6, -0.4, -0.2, 0.0, 0.2, 0.4],
                  epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0], steps=60, fw_steps=10000, seeds=500)
