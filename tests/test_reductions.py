@@ -116,6 +116,16 @@ def test_equalized_odds_constraint_and_objective_hand_values():
     l = jnp.array([0.10, 0.05, 0.30, 0.20, 0.02, 0.04])
     g = R.equalized_odds_constraint(2, 0.01, eta=1e4, mu=1e-6)
     assert float(g(l)) == pytest.approx(0.10 - 0.01, abs=1e-4)  # max(|0.05|, |0.10|) - alpha
+    q = np.array([[0.4, 0.1], [0.3, 0.2]])  # P(s=a, y=0), P(s=a, y=1)
+    gh = R.equalized_odds_constraint(2, 0.01, eta=None, normalizers=q)
+    ref = max(abs(0.10 / 0.4 - 0.05 / 0.3), abs(0.30 / 0.1 - 0.20 / 0.2)) - 0.01
+    assert float(gh(l)) == pytest.approx(ref, rel=1e-5)
+    rng = np.random.default_rng(0)
+    for fn in (gh, R.equalized_odds_constraint(3, 0.0, eta=5.0, mu=0.05, normalizers=np.full((3, 2), 0.2))):
+        K = 9 if fn is not gh else 6
+        a, b = rng.uniform(0, 0.2, (200, K)), rng.uniform(0, 0.2, (200, K))
+        ratio = np.abs(np.asarray(jax.vmap(fn)(jnp.asarray(a))) - np.asarray(jax.vmap(fn)(jnp.asarray(b))))
+        assert np.all(ratio <= fn.lipschitz * np.linalg.norm(a - b, axis=1) + 1e-5)
     f = R.equalized_odds_objective(2)
     assert float(f(l)) == pytest.approx(0.10 + 0.05 + 0.02 + 0.04)
     assert R.confusion_index(2, 1, 3) == 3

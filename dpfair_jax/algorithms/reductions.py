@@ -161,28 +161,47 @@ def equalized_odds_objective(num_groups: int) -> GroupFunction:
                          "eo_error")
 
 
-def equalized_odds_constraint(num_groups: int, alpha: Any, *, eta: float = 50.0, mu: float = 0.01
-                              ) -> GroupFunction:
+def equalized_odds_constraint(num_groups: int, alpha: Any, *, eta: float | None = 50.0, mu: float = 0.01,
+                              normalizers: Any = None) -> GroupFunction:
     """Smoothed equalized odds (Def. 8.8, Eq. 13): ``g(l) = smax^eta_{a<a'} { sabs(FP_a - FP_a'),
     sabs(TP_a - TP_a') } - alpha`` with ``sabs`` = :func:`smooth_abs` (``mu``).
 
-    Lipschitz bound: the pairwise-difference map has operator norm ``sqrt(A)`` and ``smax^eta`` of
-    arguments in ``[0, 1]`` has gradient l1 norm at most ``1 + eta``, so ``L_g <= sqrt(A)(1 + eta)``.
+    ``eta=None``: the unsmoothed alpha-EO constraint (Def. 8.7, Eq. 12: max and absolute value;
+    Lipschitz, not smooth: enough for Algorithm 1). ``normalizers``: public ``[A, 2]`` proportions
+    ``q_{a,y} = P(s = a, y = y)`` turning the itemized ``FP_a, TP_a`` into the rates ``P(yhat = 1 | s =
+    a, y)`` of Def. 1.13 (the paper's Cor. 8.9 writes rates; itemized losses need this division).
+
+    Lipschitz bound (l2): with ``r = 1/min q`` (1 without normalizers), a pairwise difference has
+    gradient norm ``<= sqrt(2) r``, so the hard max is ``sqrt(2) r``-Lipschitz; the pairwise map has
+    operator norm ``sqrt(A) r`` and ``smax^eta`` of arguments in ``[0, 1]`` has gradient l1 norm
+    ``<= 1 + eta``, so the smoothed one is ``sqrt(A) r (1 + eta)``-Lipschitz.
     """
     A = V.check_int("num_groups", num_groups, minimum=2)
-    V.check_positive("eta", eta)
+    if eta is not None:
+        V.check_positive("eta", eta)
     V.check_positive("mu", mu)
     lay = equalized_odds_loss_layout(A)
+    if normalizers is None:
+        q = np.ones((A, 2))
+    else:
+        q = np.asarray(normalizers, np.float64)
+        V.check_shape("normalizers", q, shape=(A, 2))
+        V.check_positive("normalizers", q)
+    r = float(1.0 / q.min())
+    inv_fp, inv_tp = jnp.asarray(1.0 / q[:, 0], jnp.float32), jnp.asarray(1.0 / q[:, 1], jnp.float32)
     ii, jj = np.triu_indices(A, k=1)
-    fp_i, fp_j = jnp.asarray(lay["fp"][ii]), jnp.asarray(lay["fp"][jj])
-    tp_i, tp_j = jnp.asarray(lay["tp"][ii]), jnp.asarray(lay["tp"][jj])
+    fp, tp = jnp.asarray(lay["fp"]), jnp.asarray(lay["tp"])
     a = jnp.asarray(alpha, jnp.float32)
 
-    def g(l):
-        d = jnp.concatenate([l[..., fp_i] - l[..., fp_j], l[..., tp_i] - l[..., tp_j]], axis=-1)
-        return smax(smooth_abs(d, mu), eta) - a
+    def diffs(l):
+        rf, rt = l[..., fp] * inv_fp, l[..., tp] * inv_tp
+        return jnp.concatenate([rf[..., ii] - rf[..., jj], rt[..., ii] - rt[..., jj]], axis=-1)
 
-    return GroupFunction(g, math.sqrt(A) * (1.0 + float(eta)), math.inf, "smoothed_eo")
+    if eta is None:
+        return GroupFunction(lambda l: jnp.max(jnp.abs(diffs(l)), axis=-1) - a, math.sqrt(2.0) * r, math.inf,
+                             "eo")
+    return GroupFunction(lambda l: smax(smooth_abs(diffs(l), mu), eta) - a,
+                         math.sqrt(A) * r * (1.0 + float(eta)), math.inf, "smoothed_eo")
 
 
 def gini_constraint(theta: Any, num_groups: int, *, variant: str = "corrected", n: int | None = None
