@@ -24,7 +24,7 @@ def _np_ermi(probs, s, k):
     return sum(joint[r, j] ** 2 / (py[j] * ps[r]) for r in range(k) for j in range(l)) - 1
 
 
-@pytest.mark.parametrize("n,k,l", [(200, 2, 2), (300, 5, 9), (50, 3, 4)])
+@pytest.mark.parametrize("n,k,l", [(200, 2, 2), (300, 5, 9)])
 def test_ermi_matches_numpy_and_w_star_recovers_it(n, k, l):
     rng = np.random.default_rng(n + k)
     probs = _random_probs(rng, n, l)

@@ -55,8 +55,8 @@ def _toy(n=200, seed=0):
 def test_tradeoff_study_grid_and_shared_lambda_zero_baseline():
     train, test = _toy(), _toy(seed=1)
     hp = {"lr_theta": 0.1, "lr_w": 0.2, "clip_theta": 1.0, "clip_w": 2.0, "radius": 2.0}
-    kw = dict(model=M.logistic(), fairness="dp", lams=[0.0, 1.0], epsilons=[1.0, math.inf],
-              seeds=2, epochs=1, batch_size=50, delta=1e-5, hp=hp)
+    kw = dict(model=M.logistic(), fairness="dp", lams=[0.0, 1.0], epsilons=[2.0, math.inf],
+              seeds=2, epochs=1, batch_size=100, delta=1e-3, hp=hp)
     a = P.tradeoff_study(train, test, method="dpfermi", **kw)
     b = P.tradeoff_study(train, test, method="pfld", **kw)
     assert len(a) == 2 * 2 * 2 and set(a["lam"]) == {0.0, 1.0}

@@ -58,6 +58,7 @@ def test_noise_free_full_batch_equals_two_timescale_gda(radius=0.05):
     np.testing.assert_allclose(res2.theta, th, rtol=2e-4, atol=2e-5)
 
 
+@pytest.mark.slow
 def test_gda_converges_to_saddle_point():
     data, A = _problem(seed=3)
     x = np.asarray(data["x"], np.float64)
