@@ -12,7 +12,7 @@ rows are skipped with a message when torch/opacus are missing.
 
 Prints a table and writes JSON rows ``{name, machine, baseline, value, unit, ratio, target, met}``
 to ``benchmarks/results/dpsgd_step.json``. Throughput is the best of several repeats (examples per
-second). The script re-executes itself with ``GLIBC_TUNABLES`` set to keep glibc from returning
+second), timed round-robin over all rows so that each sees the same machine load. The script re-executes itself with ``GLIBC_TUNABLES`` set to keep glibc from returning
 large buffers to the OS after every call (see notes/performance_cpu.md); ``--no-reexec`` disables
 that.
 
@@ -78,7 +78,8 @@ def _best_time(fn, repeats: int) -> float:
 # ------------------------------------------------------------------------------------------------
 # JAX
 # ------------------------------------------------------------------------------------------------
-def jax_rows(x_np, y_np, steps_by_row: dict, repeats: int) -> dict[tuple[str, str], float]:
+def jax_calls(x_np, y_np, steps_by_row: dict) -> dict[tuple[str, str], tuple]:
+    """Compiled, warmed-up JAX runs: ``{(model, variant): (call, examples per call)}``."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -124,21 +125,20 @@ def jax_rows(x_np, y_np, steps_by_row: dict, repeats: int) -> dict[tuple[str, st
             return run
 
         variants = {"nonprivate": nonprivate, "dpsgd_vmap": dp("vmap"), "dpsgd_ghost": dp("ghost")}
+        key = jax.random.key(1)
         for variant, fn in variants.items():
-            key = jax.random.key(1)
             steps = steps_by_row[(name, variant)]
-            examples = steps * bsz
             jax.block_until_ready(fn(key, params, x, y, steps))  # compile + warm-up
-            t = _best_time(lambda: jax.block_until_ready(fn(key, params, x, y, steps)), repeats)
-            out[(name, variant)] = examples / t
-            print(f"  {name:9s} {variant:13s} {examples / t:14,.0f} ex/s", flush=True)
+            call = functools.partial(fn, key, params, x, y, steps)
+            out[(name, variant)] = ((lambda c=call: jax.block_until_ready(c())), steps * bsz)
     return out
 
 
 # ------------------------------------------------------------------------------------------------
 # Opacus
 # ------------------------------------------------------------------------------------------------
-def opacus_rows(x_np, y_np, steps_by_model: dict[str, int], repeats: int) -> tuple[dict, str | None]:
+def opacus_calls(x_np, y_np, steps_by_model: dict[str, int]) -> tuple[dict, str | None]:
+    """Warmed-up Opacus runs ``{(model, variant): (call, examples per call)}``, or a skip message."""
     try:
         import numpy as np
         import torch
@@ -152,22 +152,19 @@ def opacus_rows(x_np, y_np, steps_by_model: dict[str, int], repeats: int) -> tup
     torch.manual_seed(0)
     # On a loaded 2-core machine torch's thread pool can collapse (2 threads ran 30x slower than 1
     # here); probe each thread count on a few steps and time Opacus with its faster setting.
-    best_threads, best_rate = 1, 0.0
+    best_threads, best_time = 1, float("inf")
     for threads in sorted({1, min(2, os.cpu_count() or 1)}):
         torch.set_num_threads(threads)
-        probe = _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, {"logistic": 20, "mlp": 0}, 1,
-                             only=("logistic", "hooks"))
-        rate = probe[("logistic", "opacus_hooks")]
-        if rate > best_rate:
-            best_threads, best_rate = threads, rate
+        probe = _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, {"logistic": 20}, only=("logistic", "hooks"))
+        t = _best_time(probe[("logistic", "opacus_hooks")][0], 2)
+        if t < best_time:
+            best_threads, best_time = threads, t
     torch.set_num_threads(best_threads)
-    out = _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repeats)
-    for key, val in out.items():
-        print(f"  {key[0]:9s} {key[1]:13s} {val:14,.0f} ex/s (torch threads={best_threads})", flush=True)
-    return out, None
+    print(f"  (Opacus with torch threads={best_threads})", flush=True)
+    return _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model), None
 
 
-def _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repeats, only=None) -> dict:
+def _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, only=None) -> dict:
     out = {}
     for name, cfg in CONFIGS.items():
         if only is not None and name != only[0]:
@@ -210,9 +207,18 @@ def _opacus_pass(torch, nn, np, PrivacyEngine, x_np, y_np, steps_by_model, repea
                     opt.step()
 
             run(min(3, steps))  # warm-up
-            t = _best_time(lambda: run(steps), repeats)
-            out[(name, f"opacus_{mode}")] = steps * bsz / t
+            out[(name, f"opacus_{mode}")] = (functools.partial(run, steps), steps * bsz)
     return out
+
+
+def time_round_robin(calls: dict, repeats: int) -> dict[tuple[str, str], float]:
+    """Best examples/s of each call over ``repeats`` rounds; each round times every call once, so
+    all rows (JAX and Opacus) are measured across the same spells of machine load."""
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeats):
+        for key, (call, _) in calls.items():
+            best[key] = min(best[key], _best_time(call, 1))
+    return {key: calls[key][1] / best[key] for key in calls}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -235,11 +241,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     x, y = _data()
     print(f"DP-SGD step throughput (n={N}, d={D}; best of {repeats}; "
           f"GLIBC_TUNABLES={'set' if os.environ.get('GLIBC_TUNABLES') else 'unset'})", flush=True)
-    values = jax_rows(x, y, jax_steps, repeats)
-    opx, skipped = opacus_rows(x, y, torch_steps, repeats)
-    values.update(opx)
+    calls = jax_calls(x, y, jax_steps)
+    opx, skipped = opacus_calls(x, y, torch_steps)
+    calls.update(opx)
     if skipped:
         print(skipped)
+    values = time_round_robin(calls, repeats)
 
     machine = _machine()
     rows = []
