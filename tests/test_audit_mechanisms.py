@@ -58,6 +58,15 @@ def test_fermi_all_features_audit_catches_literal_w_noise():
     assert rows[1]["epsilon_lower_bound"] > rows[1]["claimed_epsilon"] + 0.5
 
 
+def test_stratified_coinpress_audit():
+    rows = MA.audit_family_variants(jax.random.key(17), "stratified_coinpress", num_trials=20000)
+    _check_rows(rows, "stratified_coinpress", (None, "noise"))
+    from dpfair_jax.algorithms import mean_estimation as me
+
+    assert rows[0]["claimed_epsilon"] == pytest.approx(me.stratified_privacy((0.0125, 0.0375), 2, 1e-5).epsilon)
+    assert rows[0]["relation"] == "replace_one"
+
+
 @pytest.mark.slow
 def test_fermi_sensitive_attribute_audit():
     rows = MA.audit_family_variants(jax.random.key(14), "fermi_sensitive", num_trials=20000)
@@ -66,7 +75,7 @@ def test_fermi_sensitive_attribute_audit():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["group_weighted", "dpsgd", "fermi_all"])
+@pytest.mark.parametrize("family", ["group_weighted", "dpsgd", "fermi_all", "stratified_coinpress"])
 def test_all_bugs_caught(family):
     rows = MA.audit_family_variants(jax.random.key(15), family,
                                     num_trials=MA.SUITE_TRIALS["quick"][family])
@@ -99,6 +108,7 @@ def test_single_variant_matches_audit_mechanism_contract():
         (lambda: MA.dpsgd_mechanism(delta=2.0), "delta"),
         (lambda: MA.fermi_mechanism("everything"), "unit"),
         (lambda: MA.fermi_mechanism(lam=-1.0), "lam"),
+        (lambda: MA.coinpress_mechanism(rhos=(0.1, -0.1)), "rhos"),
     ],
 )
 def test_validation_names_the_field(call, field):

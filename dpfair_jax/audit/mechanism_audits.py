@@ -19,6 +19,11 @@ example's, so the statistic is the canary direction's projection of the release)
   "sensitive_attribute"``: the canary's ``s`` flips from 0 to 1 (Definition 2.2). One full-batch
   step from ``W_0 = 0`` with public group frequencies; statistic ``W_1[0, 1, 1] - W_1[0, 0, 1]``
   (the canary alone moves the second column of ``W``; see :func:`fermi_mechanism`).
+* ``stratified_coinpress``: :func:`dpfair_jax.algorithms.mean_estimation.stratified_coinpress`
+  (two groups, two steps, public sizes): the canary row is replaced by its mirror image within
+  its stratum (replace-one, the paper's relation). Statistic: the recombined estimate's first
+  coordinate. The ``"noise"`` bug runs with ``rho`` x 100 (noise std / 10) and claims the nominal
+  ``rho``.
 * ``fermi_all``: ``privacy_unit="all_features"``: add/remove of one example (``D1`` has one more
   row; both worlds are computed and selected by ``flag``, full batches so ``q = 1`` in both).
   Statistic: ``W_1[0, 0, 1]``.
@@ -50,6 +55,7 @@ __all__ = [
     "group_weighted_mechanism",
     "dpsgd_mechanism",
     "fermi_mechanism",
+    "coinpress_mechanism",
     "audit_family",
     "audit_family_variants",
     "mechanism_audit_suite",
@@ -61,6 +67,7 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "dpsgd": ("noise", "clipping"),
     "fermi_sensitive": ("noise",),
     "fermi_all": ("noise", "paper_w_noise"),
+    "stratified_coinpress": ("noise",),
 }
 FAMILIES = tuple(FAMILY_BUGS)
 _UNCLIPPED = 1e4  # clip-norm multiplier of the "clipping" bug
@@ -282,7 +289,54 @@ def fermi_mechanism(
     return mechanism_fn, info
 
 
+def coinpress_mechanism(
+    *,
+    rhos: tuple[float, ...] = (0.0125, 0.0375),
+    delta: float = 1e-5,
+    bug: str | None = None,
+    n: int = 20,
+    canary_scale: float = 100.0,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """StratCOINPRESS with a canary replaced by its mirror image in the same stratum.
+
+    ``claimed_epsilon`` is ``mean_estimation.stratified_privacy(rhos, 2, delta)`` (zCDP total
+    ``sum(rhos)`` by parallel composition over the strata, converted with CKS).
+
+    Privacy: ``sum(rhos)``-zCDP under replace-one within a stratum (public group sizes).
+    """
+    from dpfair_jax.algorithms import mean_estimation as me
+
+    V.check_delta(delta)
+    _check_bug("stratified_coinpress", bug)
+    n = V.check_int("n", n, minimum=4)
+    r = np.asarray(rhos, np.float64)
+    if r.ndim != 1 or r.size == 0 or not np.all(r > 0):
+        raise ValueError(f"rhos must be a non-empty list of positive zCDP budgets, got {rhos!r}.")
+    spend = me.stratified_privacy(tuple(float(v) for v in r), 2, delta)
+    run_rhos = jnp.asarray(r * (100.0 if bug == "noise" else 1.0), jnp.float32)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    x[-1] = 0.0
+    x[-1, 0] = canary_scale
+    s = jnp.asarray(np.arange(n) % 2, jnp.int32)
+    xj = jnp.asarray(x)
+    flip = jnp.zeros((n, 2), jnp.float32).at[-1, 0].set(-2.0 * canary_scale)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        # flag 0: canary at +scale e_0; flag 1: at -scale e_0 (same stratum); higher = flag 1
+        xs = xj + flag.astype(jnp.float32) * flip
+        est = me.stratified_coinpress(key, xs, s, 2, center=0.0, radius=3.0, rhos=run_rhos)
+        return -est.estimate[0]
+
+    info = {"claimed_epsilon": float(spend.epsilon), "delta": float(delta), "rho": float(r.sum()),
+            "relation": "replace_one"}
+    return mechanism_fn, info
+
+
 def _build(family: str, bug: str | None, **kwargs: Any):
+    if family == "stratified_coinpress":
+        return coinpress_mechanism(bug=bug, **kwargs)
     if family == "group_weighted":
         return group_weighted_mechanism(bug=bug, **kwargs)
     if family == "dpsgd":
@@ -384,9 +438,9 @@ def audit_family(
 # trials per world: the DP-FERMI games need more (their power check compares with an RDP bound of
 # two composed Gaussians); every trial is a few rows and one to four steps, so this is cheap.
 SUITE_TRIALS = {"quick": {"group_weighted": 4000, "dpsgd": 4000, "fermi_sensitive": 20000,
-                          "fermi_all": 20000},
+                          "fermi_all": 20000, "stratified_coinpress": 20000},
                 "full": {"group_weighted": 50000, "dpsgd": 50000, "fermi_sensitive": 100000,
-                         "fermi_all": 100000}}
+                         "fermi_all": 100000, "stratified_coinpress": 100000}}
 
 
 def mechanism_audit_suite(
