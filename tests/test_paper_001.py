@@ -56,3 +56,18 @@ def test_dpsgd_and_mitigation_tiny(tmp_path):
     _, d, claims, privacy = _run("lens_mitigation", tmp_path, seeds=2, steps=10, gammas=[0.0, 1.0],
                                  synthetic={"n": 200, "d": 3})
     assert privacy["mitigation"]["epsilon"] > privacy["dpsgd_baseline"]["epsilon"]
+
+
+@pytest.mark.slow
+def test_notebook_runs(tmp_path, monkeypatch):
+    import pathlib
+
+    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / "paper_001_fairness_lens.ipynb").read_text())
+    monkeypatch.chdir(tmp_path)
+    env: dict = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
+    df = env["df"]
+    assert np.all(np.abs(df["mc"] - df["thm1"]) <= 0.1 * df["thm1"])
+    assert float(env["jnp"].max(env["jnp"].abs(env["auto"] - env["closed"]["total"]))) < 1e-4

@@ -112,9 +112,11 @@ def _op_dataset(name: str, data, config: dict, seed: int) -> pd.DataFrame:
     sens = OP.sensitivity(data.n, reg, OP.lipschitz_constant(radius, reg=reg))
     eps = np.asarray(config["epsilons"], float)
     stds = jnp.asarray([OP.noise_std(e, delta, sens) for e in eps], jnp.float32)
-    mc = jax.jit(jax.vmap(lambda sd: OP._mc_core(
-        jax.random.key(seed + 7), theta, sd, xa, data.y, data.s, num_groups=data.num_groups,
-        loss="logistic", num_draws=int(config["num_draws"]), antithetic=True, chunk=256)))(stds)
+    def mc_fn(sd, th, xx, yy, ss):  # data as arguments (closing over them makes XLA constant-fold)
+        return OP._mc_core(jax.random.key(seed + 7), th, sd, xx, yy, ss, num_groups=data.num_groups,
+                           loss="logistic", num_draws=int(config["num_draws"]), antithetic=True, chunk=256)
+
+    mc = jax.jit(jax.vmap(mc_fn, in_axes=(0, None, None, None, None)))(stds, theta, xa, data.y, data.s)
     rows = []
     for i, e in enumerate(eps):
         pred = OP.theorem1_prediction(stds[i], ex.trace, ex_pop.trace)
