@@ -12,7 +12,8 @@ from dpfair_jax.experiments import registry
 
 def test_registered_with_quick_and_full():
     names = {e.name for e in P.EXPERIMENTS}
-    assert names == {"reductions_synthetic_bgl", "reductions_law_bgl", "reductions_sample_complexity"}
+    assert names == {"reductions_synthetic_bgl", "reductions_law_bgl", "reductions_sample_complexity",
+                     "reductions_adult_eo", "reductions_credit_eo"}
     for e in P.EXPERIMENTS:
         assert registry.get(e.name) is e and e.paper == "002"
         assert set(e.configs) == {"quick", "full"}
@@ -65,3 +66,25 @@ def test_tiny_synthetic_run_end_to_end(tmp_path):
     feasible = df[(df.violation <= 1e-9) & (df.method != "fairlearn_eg")]
     assert (feasible.excess >= -1e-6).all()
     assert (tmp_path / "runs" / "reductions_synthetic_bgl" / "figures" / "h_vs_epsilon.png").exists()
+
+
+def test_eo_loss_vectors_and_lp_against_numpy():
+    rng = np.random.default_rng(1)
+    n = 120
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    s = rng.integers(0, 2, n)
+    y = (x[:, 0] + 0.5 * s + 0.3 * rng.normal(size=n) > 0).astype(int)
+    c = P.halfplane_grid(8, [-0.5, 0.0, 0.5])
+    assert c.shape == (24, 3)
+    L = P.eo_loss_vectors(c, x, y, s, 2)
+    yhat = (x @ c[:, :2].T > c[:, 2]).T
+    for a in range(2):
+        np.testing.assert_allclose(L[:, a], (yhat & (y == 0) & (s == a)).sum(1) / n, atol=1e-6)
+        np.testing.assert_allclose(L[:, 2 + a], (yhat & (y == 1) & (s == a)).sum(1) / n, atol=1e-6)
+        np.testing.assert_allclose(L[:, 4 + a], (~yhat & (y == 1) & (s == a)).sum(1) / n, atol=1e-6)
+    q = P._cell_props(y, s, 2)
+    np.testing.assert_allclose(q.sum(), 1.0)
+    loose = P._eo_lp(L, q, 1.0)  # constraint inactive: the best single classifier
+    err = L[:, :2].sum(1) + L[:, 4:].sum(1)
+    assert loose == pytest.approx(err.min(), abs=1e-9)
+    assert P._eo_lp(L, q, 0.0) >= loose - 1e-12  # exact EO costs accuracy (or nothing)
