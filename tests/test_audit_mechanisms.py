@@ -46,7 +46,8 @@ def test_dpsgd_gradient_canary_audit():
     # the claim is the kit's own accountant for this run (Poisson q = 1/2, 4 steps, RDP)
     from dpfair_jax.algorithms import dpsgd
 
-    spend = dpsgd.privacy(2.0, n=8, batch_size=4, delta=1e-5, steps=4)
+    spend = dpsgd.privacy(2.0, n=64, batch_size=32, delta=1e-5, steps=4)
+    assert rows[0]["delta"] == pytest.approx(spend.delta) and spend.delta < 1.1e-5
     assert rows[0]["claimed_epsilon"] == pytest.approx(spend.epsilon)
 
 
