@@ -88,3 +88,21 @@ def test_eo_loss_vectors_and_lp_against_numpy():
     err = L[:, :2].sum(1) + L[:, 4:].sum(1)
     assert loose == pytest.approx(err.min(), abs=1e-9)
     assert P._eo_lp(L, q, 0.0) >= loose - 1e-12  # exact EO costs accuracy (or nothing)
+
+
+@pytest.mark.slow
+def test_notebook_code_cells_execute(tmp_path, monkeypatch):
+    """Run the notebook's code cells in order without a Jupyter kernel."""
+    import json
+    import pathlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / "paper_002_reductions.ipynb").read_text())
+    monkeypatch.chdir(tmp_path)
+    env: dict = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
+    assert env["f_star"] > 0 and len(env["objs"]) == 4
