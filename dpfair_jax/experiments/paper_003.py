@@ -61,11 +61,10 @@ QUICK: dict[str, Any] = {
     "thm9_draws": 20000,
     "tail_draws": 200000,
     "var_sizes": [7000, 2000, 800, 150, 50], "var_draws": 4000,
-    "prop8_n": 8000, "prop8_ks": [1, 2, 4, 8, 16, 32], "prop8_draws": 4000,
+    "prop8_n": 8000, "prop8_ks": [1, 2, 4, 8, 16, 32], "prop8_draws": 2000,
     "R": 3.0, "gamma": 0.05, "epsilon": 1.0,
     # mixture (Fig. 3)
-    "ns": [4000, 8000, 12000, 16000, 20000], "ks": [3, 6, 12],
-    "alphas": [0.3, 0.5, 0.7, 1.0, 3.0, 10.0], "runs": 50,
+    "ns": [4000, 12000, 20000], "ks": [3, 12], "alphas": [0.3, 1.0, 10.0], "runs": 20,
     "rho": 0.5, "rho_split": [0.25, 0.75], "center": 0.0, "radius": 3.0, "chunk_size": 256,
     "relation": "replace_one",
     # strata (Fig. 2)
@@ -73,15 +72,17 @@ QUICK: dict[str, Any] = {
     "strata_columns": ["sex", "race", "age_bucket", "marital-status", "native_us"],
     "variable_prior": {"hours-per-week": [40.0, 80.0, 12.0], "education-num": [10.0, 12.0, 2.5],
                        "age": [40.0, 60.0, 13.0]},
-    "scale_mode": "public_scale", "strata_runs": 5, "min_stratum_fraction": 0.001,
+    "scale_mode": "public_scale", "strata_runs": 3, "min_stratum_fraction": 0.001,
     "adult_path": None, "acs_path": None,
     # synthesis (Figs. 4, 5, 7)
-    "synthesizer": "marginal", "synth_epsilons": [0.1, 0.5, 1.0, 5.0], "synth_delta": 1e-9,
+    "synthesizer": "marginal", "synth_epsilons": [0.5, 5.0], "synth_delta": 1e-9,
     "synth_variants": ["vanilla", "sex", "race", "sex_race"], "synth_seeds": 1,
-    "synth_rows": 12000, "classifier_trees": 10,
+    "synth_rows": 8000, "classifier_trees": 10,
 }
-FULL: dict[str, Any] = dict(QUICK, thm9_draws=200000, tail_draws=2000000, var_draws=40000,
-                            prop8_draws=40000, strata_runs=20, synth_seeds=3, synth_rows=0,
+FULL: dict[str, Any] = dict(QUICK, thm9_draws=50000, tail_draws=2000000, var_draws=40000,
+                            prop8_draws=40000, ns=[4000, 8000, 12000, 16000, 20000], ks=[3, 6, 12],
+                            alphas=[0.3, 0.5, 0.7, 1.0, 3.0, 10.0], runs=50, strata_runs=20,
+                            synth_epsilons=[0.1, 0.5, 1.0, 5.0], synth_seeds=3, synth_rows=0,
                             classifier_trees=100)
 
 
@@ -105,16 +106,18 @@ def run_theory(config: dict, ctx: Any):
     ks, alphas = list(config["thm9_ks"]), list(config["thm9_alphas"])
     kmax, n = max(ks), float(config["thm9_n"])
 
-    def thm9(kk, k, alpha):
-        active = jnp.arange(kmax) < k
-        L = jax.random.loggamma(kk, jnp.full((kmax,), alpha, jnp.float32))
-        L = jnp.where(active, L, -jnp.inf)
-        logp = L - jax.nn.logsumexp(L)
-        return {"S": jnp.sum(jnp.where(active, math.log(n) + logp, 0.0))}
+    draws = int(config["thm9_draws"])
 
-    res = mc.sweep(thm9, k_thm, {"k": np.array(ks, np.int32), "alpha": np.array(alphas, np.float32)},
-                   int(config["thm9_draws"]), chunk_size=20000)
-    S = np.asarray(res.values["S"], np.float64)
+    @jax.jit
+    def thm9(kk, k_arr, a_arr):  # [K, A, draws] in one program; groups beyond k are masked
+        shape = (k_arr.shape[0], a_arr.shape[0], draws, kmax)
+        L = jax.random.loggamma(kk, jnp.broadcast_to(a_arr[None, :, None, None], shape))
+        active = jnp.arange(kmax) < k_arr[:, None, None, None]
+        L = jnp.where(active, L, -jnp.inf)
+        logp = L - jax.nn.logsumexp(L, axis=-1, keepdims=True)
+        return jnp.sum(jnp.where(active, math.log(n) + logp, 0.0), axis=-1)
+
+    S = np.asarray(thm9(k_thm, jnp.asarray(ks, jnp.int32), jnp.asarray(alphas, jnp.float32)), np.float64)
     for i, k in enumerate(ks):
         for j, a in enumerate(alphas):
             m, se = S[i, j].mean(), S[i, j].std(ddof=1) / math.sqrt(S.shape[2])
@@ -456,8 +459,12 @@ def run_strata(config: dict, ctx: Any):
     glob_s = jnp.asarray(np.where(priv, 0, 1).astype(np.int32))
     runs = int(config["strata_runs"])
 
-    def one(key, combo, variable):
+    arrays = {"X": Xj, "S": Sj, "W": Wj, "glob": glob_s, "c0": c0, "r0": r0, "scale": scale}
+
+    def one(key, data, combo, variable):  # data passed as arguments (not baked-in constants)
         combo_idx, var_idx = combo, variable
+        Xj, Sj, Wj, glob_s = data["X"], data["S"], data["W"], data["glob"]
+        c0, r0, scale = data["c0"], data["r0"], data["scale"]
         x = Xj[var_idx]
         s = Sj[combo_idx]
         k1, k2 = jax.random.split(key)
@@ -486,7 +493,8 @@ def run_strata(config: dict, ctx: Any):
     t0 = time.perf_counter()
     res = mc.sweep(one, jax.random.key(int(config["seed"]) + 2),
                    {"combo": np.arange(len(combos), dtype=np.int32),
-                    "variable": np.arange(len(variables), dtype=np.int32)}, runs, chunk_size=64)
+                    "variable": np.arange(len(variables), dtype=np.int32)}, runs, chunk_size=64,
+                   data=arrays)
     jax.block_until_ready(res.values)
     ctx.log(f"strata: {len(combos)} combinations x {len(variables)} variables x {runs} runs, "
             f"K={K}, {time.perf_counter() - t0:.1f} s")
