@@ -290,3 +290,30 @@ def test_validation_errors_name_the_argument():
         R.algorithm2_budget(1.0, 1e-5, 5, n=10, num_groups=2, weight_fraction=1.5)
     with pytest.raises(ValueError, match="n"):
         R.gini_constraint(0.1, 3, variant="paper")
+
+
+def test_private_cgoo_regression_nonprivate_limit_and_budget_grid():
+    rng = np.random.default_rng(7)
+    n = 500
+    s = (np.arange(n) < 100).astype(np.int32)
+    x = rng.normal(size=(n, 1)).astype(np.float32)
+    y = (np.where(s == 1, -1.0, 1.0) * x[:, 0] + 0.5 * s + 0.3 * rng.normal(size=n)).astype(np.float32)
+    p = R.weighted_least_squares(x, y, s, np.array([1.0, 1.0]), num_groups=2)
+    l0 = np.asarray(R.clipped_group_losses(p, x, y, s, 2, 4.0))
+    eta = np.array([0.8, 0.5 * l0[1]], np.float32)  # halve group 1's unconstrained loss
+    prob = R.CGOO(R.sum_objective(2), R.bounded_group_loss(eta), 2)
+    G = R.penalty_weight(0.05, 2, prob.f.lipschitz)
+    kw = dict(G=G, steps=8, loss_bound=4.0, oracle_steps=40, clip_norm=2.0, learning_rate=0.5, radius=3.0)
+    res = R.private_cgoo_regression(jax.random.key(0), x, y, s, prob, oracle_noise_std=0.0, laplace_scale=0.0, **kw)
+    assert float(prob.g(res.loss)) <= 0.25 * (l0[1] - eta[1])  # most of the violation is removed
+    assert float(prob.g(jnp.asarray(l0))) > 0
+    b = R.algorithm2_budget(3.0, 1e-6, 8, n=n, num_groups=2, oracle="approximate")
+    assert R.algorithm2_ledger(b)["epsilon"] == pytest.approx(3.0, rel=1e-9)
+    sd = R.dp_gd_noise_std(b.oracle_epsilon, b.oracle_delta, 40, 2.0)
+    run = jax.jit(jax.vmap(lambda k, z, sc: R.private_cgoo_regression(k, x, y, s, prob, oracle_noise_std=z,
+                                                                      laplace_scale=sc, **kw).loss))
+    out = run(jax.random.split(jax.random.key(1), 2), jnp.array([0.0, sd]), jnp.array([0.0, b.laplace_scale]))
+    assert out.shape == (2, 2) and bool(jnp.all(jnp.isfinite(out)))
+    np.testing.assert_allclose(np.asarray(out[0]), np.asarray(
+        R.private_cgoo_regression(jax.random.split(jax.random.key(1), 2)[0], x, y, s, prob, oracle_noise_std=0.0,
+                                  laplace_scale=0.0, **kw).loss), rtol=1e-4, atol=1e-6)

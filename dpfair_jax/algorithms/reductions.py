@@ -63,7 +63,7 @@ __all__ = [
     "exponential_sampling_logits", "exponential_sampling_probs", "exponential_sampling",
     "lopt_grid", "lopt_grid_private", "weighted_least_squares", "dp_weighted_least_squares",
     "dp_gd_noise_std", "frank_wolfe", "algorithm2_budget", "algorithm2_ledger", "private_cgoo",
-    "mixture_loss",
+    "mixture_loss", "LinearParams", "RegressionMixture", "clipped_group_losses", "private_cgoo_regression",
 ]
 
 Array = jax.Array
@@ -760,3 +760,75 @@ def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, l
     lm = jnp.cumsum(L[idx], axis=0) / jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
     traj = jax.vmap(lambda l: penalized(problem, l, G, smoothing=smoothing))(lm)
     return _finish(problem, L, idx, wts, traj)
+
+
+class RegressionMixture(NamedTuple):
+    """Uniform mixture of ``T`` linear predictors (``params`` with a leading ``[T]`` axis) and its
+    itemized clipped group losses on the training data ``loss [K]`` (diagnostic; not private)."""
+
+    params: LinearParams
+    weights: Array
+    loss: Array
+
+
+def clipped_group_losses(params: LinearParams, x: Array, y: Array, s: Array, num_groups: int,
+                         loss_bound: Any) -> Array:
+    """Itemized group losses of a linear predictor with per-example losses
+    ``min(1, (<w, x> + b - y)^2 / loss_bound)`` in ``[0, 1]``: ``[K]``."""
+    pred = jnp.asarray(x, jnp.float32) @ params.w + params.b
+    per = jnp.minimum(1.0, jnp.square(pred - jnp.asarray(y, jnp.float32)) / jnp.asarray(loss_bound, jnp.float32))
+    return group_losses(per, s, num_groups)
+
+
+def private_cgoo_regression(key: Array, x: Array, y: Array, s: Array, problem: CGOO, *, G: Any, steps: int,
+                            loss_bound: float, oracle_noise_std: Any, oracle_steps: int, clip_norm: Any,
+                            learning_rate: Any, radius: Any, laplace_scale: Any, smoothing: float | None = None
+                            ) -> RegressionMixture:
+    """Algorithm 2 with LOPT_{eps,delta} = :func:`dp_weighted_least_squares` (Sec. 1.3.1, Cor. 1.12).
+
+    Each round releases the previous predictor's itemized clipped group losses with Laplace noise
+    (``laplace_scale = (K/n)/eps_w``), forms ``r_t`` = :func:`penalized_grad` at the running mean of
+    the released losses, clips it at 0 and rescales it to max 1 (the oracle needs ``W in R^K_{>=0}``;
+    the argmin is scale-free), and calls the DP-GD oracle with those group weights. The oracle
+    minimizes the (unclipped) weighted squared loss, a convex surrogate of the clipped losses the
+    CGOO is stated in. Output: the uniform mixture of the ``steps`` oracle outputs.
+
+    Privacy: with ``algorithm2_budget(..., oracle="approximate")``, ``oracle_noise_std =
+    dp_gd_noise_std(oracle_epsilon, oracle_delta, oracle_steps, clip_norm)`` and its
+    ``laplace_scale``, each round is ``(round_epsilon, oracle_delta)``-DP (replace-one) and the
+    ``steps`` rounds compose to the target by Lemma A.4 (:func:`algorithm2_ledger`).
+    """
+    V.check_threefry_key(key)
+    V.check_shape("x", x, ndim=2)
+    V.check_same_length(x=x, y=y, s=s)
+    V.check_group_ids(s, problem.num_groups)
+    steps = V.check_int("steps", steps)
+    oracle_steps = V.check_int("oracle_steps", oracle_steps)
+    V.check_positive("loss_bound", loss_bound)
+    V.check_positive("laplace_scale", laplace_scale, allow_zero=True)
+    V.check_positive("oracle_noise_std", oracle_noise_std, allow_zero=True)
+    K = problem.num_groups
+    x = jnp.asarray(x, jnp.float32)
+    y = jnp.asarray(y, jnp.float32)
+    s = jnp.asarray(s, jnp.int32)
+    d = x.shape[1]
+    scale = jnp.asarray(laplace_scale, jnp.float32)
+
+    def body(carry, xs):
+        prev, total = carry
+        t, k = xs
+        k_noise, k_or = jax.random.split(k)
+        released = clipped_group_losses(prev, x, y, s, K, loss_bound) + scale * jax.random.laplace(k_noise, (K,))
+        total = total + released
+        r = jax.nn.relu(penalized_grad(problem, total / (t + 1.0), G, smoothing=smoothing))
+        r = r / jnp.maximum(jnp.max(r), 1e-12)
+        p = dp_weighted_least_squares(k_or, x, y, s, r, num_groups=K, noise_std=oracle_noise_std,
+                                      steps=oracle_steps, clip_norm=clip_norm, learning_rate=learning_rate,
+                                      radius=radius)
+        return (p, total), p
+
+    p0 = LinearParams(jnp.zeros((d,), jnp.float32), jnp.zeros((), jnp.float32))
+    xs = (jnp.arange(steps, dtype=jnp.float32), jax.random.split(key, steps))
+    _, ps = jax.lax.scan(body, (p0, jnp.zeros((K,), jnp.float32)), xs)
+    losses = jax.vmap(lambda p: clipped_group_losses(p, x, y, s, K, loss_bound))(ps)
+    return RegressionMixture(ps, jnp.full((steps,), 1.0 / steps, jnp.float32), jnp.mean(losses, axis=0))
