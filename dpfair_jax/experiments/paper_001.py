@@ -268,16 +268,18 @@ def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
     clips = jnp.asarray(clips, jnp.float32)
     z = float(config["noise_multiplier"])
 
-    def one(k, p, c, zz, mask):
-        d = data if mask is None else data.replace(mask=mask)
+    def one(k, p, c, zz, mask, d):  # data passed as an argument (not a closed-over constant)
+        d = d if mask is None else d.replace(mask=mask)
         return dpsgd.train(k, model, p, d, clip_norm=c, noise_multiplier=zz, **kw)[0]
 
-    over_c = jax.vmap(one, in_axes=(None, 0, 0, None, None))
-    priv_fn = jax.jit(jax.vmap(over_c, in_axes=(0, 0, None, None, None)))
-    ref_fn = jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None)))
-    if masks is not None:
-        priv_fn = jax.jit(jax.vmap(jax.vmap(over_c, in_axes=(0, 0, None, None, None)), in_axes=(None, 0, None, None, 0)))
-        ref_fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(0, 0, None, None, None)), in_axes=(None, 0, None, None, 0)))
+    over_c = jax.vmap(one, in_axes=(None, 0, 0, None, None, None))
+    over_s = jax.vmap(over_c, in_axes=(0, 0, None, None, None, None))
+    ref_s = jax.vmap(one, in_axes=(0, 0, None, None, None, None))
+    if masks is None:
+        priv_fn, ref_fn = jax.jit(over_s), jax.jit(ref_s)
+    else:
+        priv_fn = jax.jit(jax.vmap(over_s, in_axes=(None, 0, None, None, 0, None)))
+        ref_fn = jax.jit(jax.vmap(ref_s, in_axes=(None, 0, None, None, 0, None)))
     pp = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], clips.shape[0]) + a.shape[1:]), p0)
     pr = p0
     if masks is not None:
@@ -288,8 +290,8 @@ def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
     for t in range(int(config["checkpoints"])):
         kt = jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
         # the private runs of one seed use the same key (so the same batches) for every C
-        pp = priv_fn(kt, pp, clips, z, masks)
-        pr = ref_fn(kt, pr, jnp.float32(1e6), 0.0, masks)
+        pp = priv_fn(kt, pp, clips, z, masks, data)
+        pr = ref_fn(kt, pr, jnp.float32(1e6), 0.0, masks, data)
         priv.append(pp)
         ref.append(pr)
     return model, priv, ref
@@ -527,15 +529,16 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
               learning_rate=float(config["learning_rate"]), batch_size=int(config["batch_size"]),
               steps=int(config["steps"]))
 
-    def one(k, p, g):
-        return mitigation.train(k, model, p, train, gamma1=g[0], gamma2=g[1],
+    def one(k, p, g, d):
+        return mitigation.train(k, model, p, d, gamma1=g[0], gamma2=g[1],
                                 stats_noise_multiplier=float(config["stats_noise_multiplier"]),
                                 diagnostics=False, **kw)[0]
 
-    fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, None, 0)), in_axes=(0, 0, None)))
-    params = fn(keys, p0, grid)  # [S, G]
-    ref = jax.jit(jax.vmap(lambda k, p: dpsgd.train(k, model, p, train, per_example="vmap", diagnostics=False,
-                                                    **dict(kw, clip_norm=1e6, noise_multiplier=0.0))[0]))(keys, p0)
+    fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, None, 0, None)), in_axes=(0, 0, None, None)))
+    params = fn(keys, p0, grid, train)  # [S, G]
+    ref = jax.jit(jax.vmap(lambda k, p, d: dpsgd.train(k, model, p, d, per_example="vmap", diagnostics=False,
+                                                       **dict(kw, clip_norm=1e6, noise_multiplier=0.0))[0],
+                           in_axes=(0, 0, None)))(keys, p0, train)
     lp = np.asarray(_group_losses(model, params, train))  # [S, G, K]
     lr_ = np.asarray(_group_losses(model, ref, train))  # [S, K]
     risk = lp - lr_[:, None, :]
