@@ -257,7 +257,7 @@ FULL = dict(
     kgroup_trials=200,
     real_datasets=["law", "credit"],
     real_rhos=[0.005, 0.125, 0.5, 2.0, 4.5, 8.0, 12.5],
-    real_trials=100,
+    real_trials=20,
     real_steps=100,
     real_lr=0.2,
 )
