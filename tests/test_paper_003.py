@@ -130,3 +130,20 @@ def test_experiment_quick_smoke(tmp_path):
     assert np.all(np.abs(mix["n_private"] - half) < 4 * np.sqrt(mix["n_tot"] / 4))
     # the public code's non-private semantics is far more accurate than the private estimates
     assert mix["reference_code"].median() < mix["strat"].median()
+
+
+@pytest.mark.slow
+def test_notebook_runs(tmp_path, monkeypatch):
+    import json
+    import pathlib
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / "paper_003_stratification.ipynb").read_text())
+    monkeypatch.chdir(tmp_path)
+    env: dict = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
+    assert "df" in env and len(env["df"]) == 2 * 2 * 1 * 8
