@@ -68,6 +68,14 @@ def test_stratified_coinpress_audit():
     assert rows[0]["relation"] == "replace_one"
 
 
+def test_exponential_sampling_audit_is_nearly_tight():
+    """Two candidates swapped by one record: the best threshold test sees a likelihood ratio of
+    exactly e^(eps/2) (closed form), so the bound must sit just below eps/2 = 0.5."""
+    rows = MA.audit_family_variants(jax.random.key(18), "exponential_sampling", num_trials=20000)
+    _check_rows(rows, "exponential_sampling", (None, "sensitivity"))
+    assert 0.3 < rows[0]["epsilon_lower_bound"] <= 0.5
+
+
 @pytest.mark.slow
 def test_fermi_sensitive_attribute_audit():
     rows = MA.audit_family_variants(jax.random.key(14), "fermi_sensitive", num_trials=20000)
@@ -110,6 +118,7 @@ def test_single_variant_matches_audit_mechanism_contract():
         (lambda: MA.fermi_mechanism("everything"), "unit"),
         (lambda: MA.fermi_mechanism(lam=-1.0), "lam"),
         (lambda: MA.coinpress_mechanism(rhos=(0.1, -0.1)), "rhos"),
+        (lambda: MA.exponential_sampling_mechanism(epsilon=0.0), "epsilon"),
     ],
 )
 def test_validation_names_the_field(call, field):

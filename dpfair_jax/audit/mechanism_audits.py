@@ -24,6 +24,10 @@ example's, so the statistic is the canary direction's projection of the release)
   its stratum (replace-one, the paper's relation). Statistic: the recombined estimate's first
   coordinate. The ``"noise"`` bug runs with ``rho`` x 100 (noise std / 10) and claims the nominal
   ``rho``.
+* ``exponential_sampling``: :func:`dpfair_jax.algorithms.reductions.exponential_sampling`
+  (paper 002, Alg. 1) on two candidates; one record is replaced (its loss moves from candidate 0
+  to candidate 1). Statistic: whether candidate 0 was sampled. The ``"sensitivity"`` bug passes a
+  10x larger public ``n`` (sensitivity 10x too small, i.e. the scores' noise 10x too small).
 * ``fermi_all``: ``privacy_unit="all_features"``: add/remove of one example (``D1`` has one more
   row; both worlds are computed and selected by ``flag``, full batches so ``q = 1`` in both).
   Statistic: ``W_1[0, 0, 1]``.
@@ -56,6 +60,7 @@ __all__ = [
     "dpsgd_mechanism",
     "fermi_mechanism",
     "coinpress_mechanism",
+    "exponential_sampling_mechanism",
     "audit_family",
     "audit_family_variants",
     "mechanism_audit_suite",
@@ -68,6 +73,7 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "fermi_sensitive": ("noise",),
     "fermi_all": ("noise", "paper_w_noise"),
     "stratified_coinpress": ("noise",),
+    "exponential_sampling": ("sensitivity",),
 }
 FAMILIES = tuple(FAMILY_BUGS)
 _UNCLIPPED = 1e4  # clip-norm multiplier of the "clipping" bug
@@ -335,7 +341,48 @@ def coinpress_mechanism(
     return mechanism_fn, info
 
 
+def exponential_sampling_mechanism(
+    *,
+    epsilon: float = 1.0,
+    bug: str | None = None,
+    n: int = 20,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """Exponential sampling over two candidates whose group losses one replaced record swaps.
+
+    One group, ``f = max`` (1-Lipschitz), an inactive bounded-group-loss constraint and ``G = 0``,
+    so the corrected sensitivity is ``1/n``. The other records' losses are equal for both
+    candidates; the canary's loss is ``(1, 0)`` in ``D0`` and ``(0, 1)`` in ``D1``.
+
+    Privacy: ``epsilon``-DP (pure) under replace-one.
+    """
+    from dpfair_jax.algorithms import reductions as R
+
+    V.check_epsilon(epsilon)
+    _check_bug("exponential_sampling", bug)
+    n = V.check_int("n", n, minimum=2)
+    problem = R.CGOO(R.max_objective(), R.bounded_group_loss(jnp.asarray([1.0])), 1)
+    rng = np.random.default_rng(seed)
+    base = rng.random(n).astype(np.float32)
+    per_ex = np.stack([base, base])  # [2 candidates, n]
+    per_ex[:, -1] = (1.0, 0.0)
+    per_ex_j = jnp.asarray(per_ex)
+    swap = jnp.zeros((2, n), jnp.float32).at[:, -1].set(jnp.asarray([-1.0, 1.0]))
+    s = jnp.zeros((n,), jnp.int32)
+    n_public = n * (10 if bug == "sensitivity" else 1)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        losses = R.group_losses(per_ex_j + flag.astype(jnp.float32) * swap, s, 1, n=n)  # [2, 1]
+        idx = R.exponential_sampling(key, losses, problem, G=0.0, epsilon=float(epsilon), n=n_public)
+        return (idx == 0).astype(jnp.float32)
+
+    info = {"claimed_epsilon": float(epsilon), "delta": 0.0, "relation": "replace_one"}
+    return mechanism_fn, info
+
+
 def _build(family: str, bug: str | None, **kwargs: Any):
+    if family == "exponential_sampling":
+        return exponential_sampling_mechanism(bug=bug, **kwargs)
     if family == "stratified_coinpress":
         return coinpress_mechanism(bug=bug, **kwargs)
     if family == "group_weighted":
@@ -439,9 +486,9 @@ def audit_family(
 # trials per world: the DP-FERMI games need more (their power check compares with an RDP bound of
 # two composed Gaussians); every trial is a few rows and one to four steps, so this is cheap.
 SUITE_TRIALS = {"quick": {"group_weighted": 4000, "dpsgd": 4000, "fermi_sensitive": 20000,
-                          "fermi_all": 20000, "stratified_coinpress": 20000},
+                          "fermi_all": 20000, "stratified_coinpress": 20000, "exponential_sampling": 20000},
                 "full": {"group_weighted": 50000, "dpsgd": 50000, "fermi_sensitive": 100000,
-                         "fermi_all": 100000, "stratified_coinpress": 100000}}
+                         "fermi_all": 100000, "stratified_coinpress": 100000, "exponential_sampling": 100000}}
 
 
 def mechanism_audit_suite(
