@@ -319,3 +319,19 @@ def test_noise_and_ledger_agree_with_paper_formulas():
     pooled = pf.dpnose_noise_stds(3.0, 40, 3, grad_sensitivity=2.0, variant="pooled")
     mine = 2.0 * np.sqrt(40 / (2 * 3.0))
     np.testing.assert_allclose(mine, pooled[0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("fairness", [False, True])
+def test_scalar_fast_path_equals_general_path(fairness):
+    """One feature uses the scalar clamp; a zero second feature forces the general path with the
+    same clipping and predictions (no noise, so the two runs are comparable)."""
+    data = _two_groups(n1=200, n2=20, slopes=(-3.0, 4.0))
+    x2 = np.c_[np.asarray(data.x), np.zeros(len(data.y))]
+    data2 = make_dataset(x2, np.asarray(data.y), np.asarray(data.s), num_classes=0)
+    hp = bt.Hyperparams(rho=jnp.inf, clip=2.0, learning_rate=0.1)
+    cfg = bt.Config(method="equal", fairness=fairness, steps=30)
+    a, da = bt.fit(jax.random.key(0), data, hp, cfg)
+    b, db = bt.fit(jax.random.key(0), data2, hp, cfg)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(da.fraction_clipped, db.fraction_clipped, rtol=1e-6)
+    assert 0.05 < float(da.fraction_clipped) < 1.0  # clipping is active

@@ -412,22 +412,36 @@ def _release_params(se, mu, n_k, hp: Hyperparams, cfg: Config) -> tuple[_Release
     return _Release(gscale, gstd, lscale, lstd), grad_std
 
 
-def _release(theta, xs, y, onehot, xnorm, rel: _Release, zg, zl, hp: Hyperparams, cfg: Config):
+def _scalar_ols(xs, cfg: Config) -> bool:
+    """One feature, squared loss: the clipped gradient is ``clip(theta a_i - b_i, -D, D)``."""
+    return xs.shape[0] == 1 and cfg.loss == "squared"
+
+
+def _release(theta, xs, y, onehot, xnorm, rel: _Release, zg, zl, hp: Hyperparams, cfg: Config,
+             pre=None):
     """One iteration's private release: (M1 [P, K], M2 [K], fraction clipped).
 
     Clip each example's gradient to norm ``Delta`` (exact norm ``|dloss| ||x||``) and its loss
     to ``[0, Delta^2]``, sum per group (one matmul with the one-hot matrix), add the group's
     Gaussian noise (``zg [P, K]``, ``zl [K]`` standard normal draws) and normalise (the scales of
-    :func:`_release_params`).
+    :func:`_release_params`). With one feature and squared loss (``pre = (2 x^2, 2 x y)``) the
+    clipped gradient ``2 (theta x - y) x`` clipped to norm ``Delta`` is the scalar clamp
+    ``clip(theta a - b, -Delta, Delta)`` (same value, fewer operations per example).
     """
     k_groups = onehot.shape[1]
-    pred = theta @ xs
-    dl, loss = _dloss_and_loss(pred, y, cfg.loss)
-    gnorm = jnp.abs(dl) * xnorm
-    u = dl / jnp.maximum(1.0, gnorm / hp.clip)
-    gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
     w = jnp.sum(onehot, axis=1)
-    clipped = jnp.sum(w * (gnorm > hp.clip)) / jnp.sum(w)
+    if pre is not None:
+        g = theta[0] * pre[0] - pre[1]
+        gsum = jnp.clip(g, -hp.clip, hp.clip)[None, :] @ onehot
+        clipped = jnp.sum(w * (jnp.abs(g) > hp.clip)) / jnp.sum(w)
+        loss = (theta[0] * xs[0] - y) ** 2 if cfg.fairness else None
+    else:
+        pred = theta @ xs
+        dl, loss = _dloss_and_loss(pred, y, cfg.loss)
+        gnorm = jnp.abs(dl) * xnorm
+        u = dl / jnp.maximum(1.0, gnorm / hp.clip)
+        gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
+        clipped = jnp.sum(w * (gnorm > hp.clip)) / jnp.sum(w)
     m1 = gsum * rel.gscale + rel.gstd * zg
     if cfg.fairness:
         lsum = jnp.clip(loss, 0.0, hp.clip**2) @ onehot  # [K] (Alg. 2 line 13)
@@ -467,8 +481,10 @@ def _descent(z2, xs, y, onehot, xnorm, rel: _Release, hp: Hyperparams, cfg: Conf
     thresholds = jnp.broadcast_to(jnp.asarray(hp.thresholds, xs.dtype), (k_groups,))
     box = cfg.box
 
+    pre = (2.0 * xs[0] * xs[0], 2.0 * xs[0] * y) if _scalar_ols(xs, cfg) else None
+
     def step(theta, z):
-        m1, m2, clipped = _release(theta, xs, y, onehot, xnorm, rel, z[0], z[1], hp, cfg)
+        m1, m2, clipped = _release(theta, xs, y, onehot, xnorm, rel, z[0], z[1], hp, cfg, pre)
         if cfg.fairness:
             wf = jax.grad(f_fn)(m2)
             gval, wg = jax.value_and_grad(g_fn)(m2, thresholds)
