@@ -66,6 +66,9 @@ def test_tiny_synthetic_run_end_to_end(tmp_path):
     feasible = df[(df.violation <= 1e-9) & (df.method != "fairlearn_eg")]
     assert (feasible.excess >= -1e-6).all()
     assert (tmp_path / "runs" / "reductions_synthetic_bgl" / "figures" / "h_vs_epsilon.png").exists()
+    # a rerun reuses the saved chunk and reaches the same claims
+    again = run_experiment(registry.get("reductions_synthetic_bgl"), size="quick", overrides=over, root=tmp_path)
+    assert [(c["id"], c["passed"]) for c in again.claims] == [(c["id"], c["passed"]) for c in res.claims]
 
 
 def test_eo_loss_vectors_and_lp_against_numpy():
