@@ -22,9 +22,14 @@ Registered experiments (``dpfair run NAME [--quick]``):
   (Lemmas 6.3-6.4): the excess risk of the Gaussian (Laplace) mechanism on the hard instance scales
   as ``sqrt(K)/(eps n)`` (``K/(eps n)``).
 
+* ``reductions_adult_eo`` / ``reductions_credit_eo``: equalized odds through the reduction
+  (Cor. 8.9) over a grid of half-planes in two features: Algorithm 1 vs epsilon, non-private
+  Frank-Wolfe, the exact LP optimum, and (``dpfermi=true``) DP-FERMI's EO variant.
+
 Privacy: neighbouring datasets differ in one record (replace-one), which covers Def. 1.1
-(changing one sensitive attribute). Group proportions, used only to set the constraint
-thresholds, and the thresholds themselves are treated as public hyperparameters of the study.
+(changing one sensitive attribute). Group proportions (used to set the constraint thresholds and,
+for equalized odds, to turn itemized counts into rates) and the thresholds themselves are treated
+as public hyperparameters of the study.
 """
 
 from __future__ import annotations
@@ -565,7 +570,7 @@ def _eo_cfgs(dataset: str, features: list[str], target: str = "income", eo_bound
              "fw_steps": 3000, "dpfermi": False, "seed": 0,
              "fermi": {"lams": [0.0, 2.5], "seeds": 2, "epochs": 2, "batch_size": 1024, "lr_theta": 0.2,
                        "lr_w": 0.5, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0}}
-    full = dict(quick, num_angles=48, thresholds=[float(v) for v in np.linspace(-2.5, 3.5, 61)],
+    full = dict(quick, num_angles=32, thresholds=[float(v) for v in np.linspace(-2.5, 3.5, 41)],
                 epsilons=[0.3, 1.0, 3.0, 10.0, 30.0], seeds=1000, fw_steps=10000, dpfermi=True,
                 fermi={"lams": [0.0, 0.5, 1.0, 2.5], "seeds": 5, "epochs": 50, "batch_size": 1024,
                        "lr_theta": 0.005, "lr_w": 0.01, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0})
