@@ -36,7 +36,7 @@ def per_example_trees(draw):
     return tree, clip_norm
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(per_example_trees())
 def test_clip_per_example_bounds_norms(args):
     tree, c = args
@@ -56,7 +56,7 @@ def test_clip_per_example_bounds_norms(args):
     np.testing.assert_allclose(new[~under], c, rtol=1e-4)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(per_example_trees())
 def test_clip_per_layer_bounds_each_leaf(args):
     tree, c = args
