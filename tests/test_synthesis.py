@@ -115,3 +115,19 @@ def test_mst_stratified_smoke():  # pragma: no cover - needs the extra
     df = pd.DataFrame(codes, columns=["a", "b", "c"]).astype(str)
     wrap = syn.StratifiedSynthesizer(syn.mst_factory(5.0), ["c"]).fit(df)
     assert len(wrap.sample(200)) == 200
+
+
+def test_synthesis_study_small_table():
+    rng = np.random.default_rng(3)
+    n = 1500
+    sex, race = rng.integers(0, 2, n), rng.integers(0, 3, n)
+    x = rng.integers(0, 4, n)
+    income = (rng.random(n) < 0.2 + 0.15 * (x >= 2) + 0.1 * sex).astype(int)
+    table = pd.DataFrame({"x": x, "sex": sex, "race": race, "income": income})
+    df = syn.synthesis_study(table, epsilons=[1.0, 8.0], variants=["vanilla", "sex_race"], seeds=1, trees=3)
+    assert len(df) == 4 and set(df.variant) == {"vanilla", "sex_race"}
+    for col in ("accuracy", "parity_error", "dp_ratio", "fnr_difference"):
+        assert np.all(np.isfinite(df[col]))
+    assert np.all((df.accuracy >= 0) & (df.accuracy <= 1))
+    with pytest.raises(ValueError, match="variant"):
+        syn.synthesis_study(table, epsilons=[1.0], variants=["age"])

@@ -434,6 +434,16 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     sens_test = test["sex"].astype(str) + "_" + test["race"].astype(str)
     domains = [int(data[c].max()) + 1 for c in data.columns]
     codes = train.to_numpy(np.int32)
+    # one static number of strata for every variant (unused strata are empty and never sampled),
+    # so the marginal synthesizer compiles once for the whole study
+    strata_ids = {}
+    for vname in variants:
+        scols = VARIANT_COLUMNS[vname]
+        if scols:
+            strata_ids[vname] = pd.factorize(train[scols].astype(str).agg("|".join, axis=1), sort=True)[0]
+        else:
+            strata_ids[vname] = np.zeros(len(train), np.int64)
+    k_pad = max(int(s.max()) + 1 for s in strata_ids.values())
     rows = []
     for eps in epsilons:
         rho = acc.dp_to_rho(float(eps), delta)
@@ -442,13 +452,9 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
             for sd in range(seeds):
                 key = jax.random.key(seed * 1000 + sd)
                 if synthesizer == "marginal":
-                    if scols:
-                        sid = pd.factorize(train[scols].astype(str).agg("|".join, axis=1), sort=True)[0]
-                        k = int(sid.max()) + 1
-                    else:
-                        sid, k = np.zeros(len(train), np.int32), 1
-                    model = fit_marginal_synthesizer(key, codes, domains, rho, s=sid.astype(np.int32), num_groups=k)
-                    props = np.bincount(sid, minlength=k)
+                    sid = strata_ids[vname].astype(np.int32)
+                    model = fit_marginal_synthesizer(key, codes, domains, rho, s=sid, num_groups=k_pad)
+                    props = np.bincount(sid, minlength=k_pad)
                     sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, len(train), props)
                     synth = pd.DataFrame(sc, columns=list(data.columns))
                 else:
