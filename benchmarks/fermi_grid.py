@@ -1,0 +1,179 @@
+"""The full DP-FERMI Adult grid as one compiled program: 15 seeds x 6 lambdas x 5 epsilons, 200 epochs,
+batch 1024 (paper 004, Fig 2 settings), with the kit's ``algorithms.fermi``.
+
+One ``jax.jit`` program: seeds are evaluated in chunks (``montecarlo.run_trials``), the 30 grid points of
+a seed are vmapped and share that seed's batches; lambdas and noise multipliers are traced arrays. The
+program is compiled ahead of time (``.lower().compile()``) so compile time is reported apart from run
+time, then run once.
+
+``--quick`` runs all 30 grid points for ``--quick-seeds`` seeds and ``--quick-epochs`` epochs and
+extrapolates the run time linearly to 15 seeds x 200 epochs (rows marked ``extrapolated``): the
+program's work is linear in both (a ``lax.scan`` over steps, chunks over seeds).
+
+Also :func:`roofline`: FLOPs and bytes per step from ``models.flops_per_example`` and the batch, and
+the lower bounds on time they imply for a given peak (defaults: an H100 SXM's datasheet figures).
+
+Run: ``python benchmarks/fermi_grid.py [--quick]``; writes ``benchmarks/results/fermi_grid.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+
+SEEDS, LAMS, EPSILONS = 15, (0.0, 0.25, 0.5, 1.0, 1.5, 2.5), (0.5, 1.0, 3.0, 9.0, float("inf"))
+EPOCHS, BATCH = 200, 1024
+HP = {"lr_theta": 0.005, "lr_w": 0.01, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0}
+# Datasheet peaks of one H100 SXM (dense FP32 without tensor cores, HBM3 bandwidth).
+H100_FP32_FLOPS, H100_HBM_BYTES_S = 67e12, 3.35e12
+
+
+def roofline(flops_per_example: int, d: int, batch_size: int, steps: int, runs: int, *,
+             num_params: int | None = None, peak_flops: float = H100_FP32_FLOPS,
+             bandwidth: float = H100_HBM_BYTES_S, dtype_bytes: int = 4) -> dict:
+    """Roofline estimate of a DP training grid.
+
+    Per step and run: FLOPs ``~ 3 x flops_per_example x batch`` (forward, output gradient, clipped-sum
+    contraction; the ghost norms add ``O(batch x d)``, included as ``2 d`` per example); bytes
+    ``~ 2 x batch x d x dtype_bytes`` (the gathered batch is read for the forward pass and for the
+    clipped-sum contraction) plus reading and writing the parameters. Returns totals, the arithmetic
+    intensity (FLOP/byte) and the compute- and memory-bound lower limits on seconds.
+    """
+    p = d + 1 if num_params is None else num_params
+    flops_step = 3 * flops_per_example * batch_size + 2 * d * batch_size
+    bytes_step = 2 * batch_size * d * dtype_bytes + 2 * p * dtype_bytes
+    total_steps = steps * runs
+    flops, nbytes = flops_step * total_steps, bytes_step * total_steps
+    return {"flops_per_step": flops_step, "bytes_per_step": bytes_step, "intensity_flop_per_byte": flops_step / bytes_step,
+            "total_flops": flops, "total_bytes": nbytes, "compute_bound_s": flops / peak_flops,
+            "memory_bound_s": nbytes / bandwidth, "bound_s": max(flops / peak_flops, nbytes / bandwidth)}
+
+
+def _load_adult():
+    from dpfair_jax.data import tabular
+
+    try:
+        train, test = tabular.load("adult", seed=0)
+        return train, test, "adult"
+    except (ImportError, FileNotFoundError, OSError) as err:  # fall back to Adult-sized synthetic data
+        import jax
+        import jax.numpy as jnp
+
+        from dpfair_jax.data import make_dataset
+
+        print(f"Adult not available ({err}); using synthetic data of Adult's size")
+        k = jax.random.split(jax.random.key(0), 3)
+        x = jax.random.normal(k[0], (45_222, 102))
+        y = (x[:, 0] + jax.random.normal(k[1], (45_222,)) > 1.0).astype(jnp.int32)
+        s = (jax.random.uniform(k[2], (45_222,)) < 0.33).astype(jnp.int32)
+        full = make_dataset(x, y, s, num_groups=2, num_classes=2)
+        return full.take(jnp.arange(33_916)), full.take(jnp.arange(33_916, 45_222)), "synthetic-adult-size"
+
+
+def build(train, test, *, seeds: int, epochs: int, batch_size: int = BATCH, chunk_size: int | None = None):
+    """(jitted program, its arguments, config): ``program(key, lam [G], z_theta [G], z_w [G])``."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from dpfair_jax import models as M
+    from dpfair_jax import montecarlo as MC
+    from dpfair_jax.algorithms import fermi as F
+
+    n = train.n
+    steps = epochs * math.ceil(n / batch_size)
+    cfg = F.FermiConfig(model=M.logistic(input_dim=train.d), num_groups=train.num_groups, num_classes=2,
+                        steps=steps, batch_size=batch_size, fairness="dp").validate(n)
+    delta = 1.0 / n**2
+    zs = [F.calibrate(cfg, n, e, delta) for e in EPSILONS]
+    lam_g, eps_i = (a.ravel() for a in np.meshgrid(np.asarray(LAMS), np.arange(len(EPSILONS)), indexing="ij"))
+    lam_a = jnp.asarray(lam_g, jnp.float32)
+    zt_a = jnp.asarray([zs[i][0] for i in eps_i], jnp.float32)
+    zw_a = jnp.asarray([zs[i][1] for i in eps_i], jnp.float32)
+    base = F.FermiHparams(**HP)
+
+    def one_seed(key, lam, zt, zw):
+        bkey = jax.random.fold_in(key, 7)
+
+        def point(g, lam_g, zt_g, zw_g):
+            h = base._replace(lam=lam_g, noise_theta=zt_g, noise_w=zw_g)
+            r = F.fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey, validate=False)
+            out = F.evaluate(cfg.model, r.params, test, 2)
+            return {"error": out["error"], "dp_violation": out["dp_violation"]}
+
+        return jax.vmap(point)(jnp.arange(lam.shape[0]), lam, zt, zw)
+
+    def study(key, lam, zt, zw):
+        return MC.run_trials(lambda k: one_seed(k, lam, zt, zw), key, seeds, chunk_size=chunk_size)
+
+    return jax.jit(study), (jax.random.key(0), lam_a, zt_a, zw_a), cfg
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a fraction of the grid, extrapolated (labelled)")
+    ap.add_argument("--quick-seeds", type=int, default=1)
+    ap.add_argument("--quick-epochs", type=int, default=2)
+    ap.add_argument("--chunk-size", type=int, default=None, help="seeds evaluated at once (default: all)")
+    ap.add_argument("--note", default="", help="appended to the machine line (e.g. 'shared, loaded')")
+    ap.add_argument("--no-reexec", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    common.maybe_reexec()
+
+    import jax
+    import numpy as np
+
+    from dpfair_jax import models as M
+
+    train, test, data_name = _load_adult()
+    seeds, epochs = (args.quick_seeds, args.quick_epochs) if args.quick else (SEEDS, EPOCHS)
+    t0 = time.perf_counter()
+    program, prog_args, cfg = build(train, test, seeds=seeds, epochs=epochs, chunk_size=args.chunk_size)
+    setup_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = program.lower(*prog_args).compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(*prog_args))
+    run_s = time.perf_counter() - t0
+    runs = seeds * len(LAMS) * len(EPSILONS)
+    full_runs = SEEDS * len(LAMS) * len(EPSILONS)
+    steps_per_epoch = math.ceil(train.n / BATCH)
+    scale = (SEEDS / seeds) * (EPOCHS / epochs)
+    full_run_s = run_s * scale
+    run_steps_per_s = runs * cfg.steps / run_s
+    err = np.asarray(out["error"])
+    mdesc = common.machine(args.note)
+    label = "extrapolated" if args.quick else "measured"
+    params = cfg.model.init(jax.random.key(0), train.d)
+    fpe = M.flops_per_example(cfg.model, params)
+    roof = roofline(fpe, train.d, BATCH, EPOCHS * steps_per_epoch, full_runs)
+    extra = {"data": data_name, "n_train": train.n, "seeds_run": seeds, "epochs_run": epochs, "runs": runs,
+             "steps_per_run": cfg.steps, "mode": label}
+    rows = [
+        common.row("fermi_grid compile", compile_s, "s", machine_desc=mdesc, **extra),
+        common.row("fermi_grid host setup (calibration)", setup_s, "s", machine_desc=mdesc, **extra),
+        common.row("fermi_grid run (this size)", run_s, "s", machine_desc=mdesc, **extra),
+        common.row("fermi_grid run-steps/s", run_steps_per_s, "run-steps/s", machine_desc=mdesc, **extra),
+        common.row("fermi_grid examples/s", run_steps_per_s * BATCH, "examples/s", machine_desc=mdesc, **extra),
+        common.row(f"fermi_grid full 15x6x5x200ep compile+run ({label})", compile_s + full_run_s, "s",
+                   machine_desc=mdesc, baseline="10-minute target", baseline_value=600.0, target=1.0, **extra),
+        common.row("roofline H100 fp32 lower bound, full grid", roof["bound_s"], "s", machine_desc="estimate",
+                   intensity=round(roof["intensity_flop_per_byte"], 3), flops_per_example=fpe),
+    ]
+    print(f"{data_name}: n={train.n}, d={train.d}; {runs} runs x {cfg.steps} steps; "
+          f"mean test error over the grid {np.nanmean(err):.4f}")
+    print(f"roofline (full grid): {roof}")
+    common.report("fermi_grid", rows, args.out)
+
+
+if __name__ == "__main__":
+    main()
