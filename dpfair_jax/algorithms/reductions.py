@@ -452,6 +452,9 @@ def lopt_grid_private(key: Array, losses: Array, weights: Array, *, epsilon: Any
 
     Privacy: ``epsilon``-DP (replace-one) for a data-independent (or already privatized) ``w``:
     ``|w.(l - l')| <= ||w|| Delta_l`` by Cauchy-Schwarz. A zero ``w`` gives the uniform draw."""
+    V.check_threefry_key(key)
+    V.check_epsilon(epsilon)
+    V.check_positive("loss_sens", loss_sens)
     return jax.random.categorical(key, _lopt_em_logits(losses, weights, epsilon, loss_sens)).astype(jnp.int32)
 
 
