@@ -16,7 +16,7 @@ import pytest
 from dpfair_jax.algorithms import mean_estimation as me
 from dpfair_jax.privacy import accounting as acc
 
-N_MC = 4000
+N_MC = 2500
 KEYS = jax.random.split(jax.random.key(20240101), N_MC)
 
 
@@ -217,3 +217,22 @@ def test_validation_errors():
         me.coinpress_mean(KEYS[0], x.at[0].set(jnp.nan))
     with pytest.raises(ValueError, match="clip_mode"):
         me.coinpress_mean(KEYS[0], x, clip_mode="inplace")
+
+
+def test_multivariate_laplace_and_gaussian_noise():
+    """d-D: the Laplace scale uses the L1 sensitivity d * 2(R+s)/n per coordinate; the Gaussian
+    the L2 sensitivity 2C/n (one std for every coordinate)."""
+    n, d, R, gamma, eps, C, rho = 1000, 3, 2.0, 0.1, 1.0, 1.5, 0.4
+    rng = np.random.default_rng(5)
+    x = jnp.asarray((rng.normal(size=(n, d)) * 0.05).astype(np.float32))
+
+    def both(k):
+        k1, k2 = jax.random.split(k)
+        return (me.laplace_mean(k1, x, R=R, gamma=gamma, epsilon=eps),
+                me.gaussian_mean(k2, x, center=jnp.zeros(d), clip=C, rho=rho))
+
+    lap, gau = jax.jit(jax.vmap(both))(KEYS[:1500])
+    assert lap.shape == (1500, d) and gau.shape == (1500, d)
+    b = d * 2 * (R + math.sqrt(math.log(n / gamma))) / (n * eps)
+    _rel_var_check(np.asarray(lap)[:, 1] - float(jnp.mean(x[:, 1])), 2 * b * b, 5.0)
+    _rel_var_check(np.asarray(gau)[:, 2] - float(jnp.mean(x[:, 2])), (2 * C / n) ** 2 / (2 * rho), 2.0)
