@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dpfair_jax import cli, models, montecarlo
-from dpfair_jax.algorithms import dpsgd, fermi, mean_estimation, output_perturbation
+from dpfair_jax.algorithms import budget_tailoring, dpsgd, fermi, mean_estimation, output_perturbation, reductions
 from dpfair_jax.audit import lower_bounds as LB
 from dpfair_jax.data import dataset as D
 from dpfair_jax.data import synthetic
@@ -51,6 +51,10 @@ def _fermi_config(**kw):
     base = dict(model=models.logistic(input_dim=2), num_groups=2, steps=2, batch_size=2)
     base.update(kw)
     return fermi.FermiConfig(**base).validate(6)
+
+
+def _cgoo():
+    return reductions.CGOO(reductions.max_objective(), reductions.bounded_group_loss(jnp.asarray([1.0, 1.0])), 2)
 
 
 CATALOGUE = [
@@ -110,6 +114,31 @@ CATALOGUE = [
      lambda: output_perturbation.noise_std(0.0, 1e-5, 1.0), "epsilon"),
     ("laplace_mean_negative_R",
      lambda: mean_estimation.laplace_mean(KEY, jnp.ones(5), R=-1.0, gamma=0.1, epsilon=1.0), "R"),
+    ("budget_tailoring_nan_x",
+     lambda: budget_tailoring.fit(KEY, D.make_dataset(NAN_X, Y.astype(np.float32), S, num_classes=0)), "x"),
+    ("budget_tailoring_privacy_rho_zero", lambda: budget_tailoring.privacy(budget_tailoring.Config(), 0.0), "rho"),
+    ("coinpress_nan_x", lambda: mean_estimation.coinpress_mean(KEY, jnp.asarray(NAN_X)), "x"),
+    ("coinpress_negative_radius", lambda: mean_estimation.coinpress_mean(KEY, jnp.ones((5, 2)), radius=-1.0), "radius"),
+    ("gaussian_mean_rho_zero",
+     lambda: mean_estimation.gaussian_mean(KEY, jnp.ones((5, 2)), center=0.0, clip=1.0, rho=0.0), "rho"),
+    ("stratified_weights_wrong_shape",
+     lambda: mean_estimation.stratified_gaussian_mean(KEY, jnp.ones((6, 2)), jnp.asarray(S), 2, center=0.0, clip=1.0,
+                                                     rho=1.0, weights=jnp.asarray([0.5, 0.5, 0.5])), "weights"),
+    ("mean_unknown_relation",
+     lambda: mean_estimation.gaussian_mean(KEY, jnp.ones((5, 2)), center=0.0, clip=1.0, rho=1.0, relation="swap"),
+     "relation"),
+    ("exponential_sampling_losses_outside_unit",
+     lambda: reductions.exponential_sampling(KEY, jnp.full((3, 2), 2.0), _cgoo(), G=0.0, epsilon=1.0, n=10), "losses"),
+    ("exponential_sampling_negative_epsilon",
+     lambda: reductions.exponential_sampling(KEY, jnp.full((3, 2), 0.5), _cgoo(), G=0.0, epsilon=-1.0, n=10),
+     "epsilon"),
+    ("output_perturbation_fit_epsilon_zero",
+     lambda: output_perturbation.fit(KEY, _dataset(), epsilon=0.0, delta=1e-5), "epsilon"),
+    ("ols_mixture_negative_noise",
+     lambda: synthetic.ols_mixture(KEY, (5, 5), (1.0, 2.0), noise_sd=-1.0), "noise_sd"),
+    ("gaussian_mixture_zero_groups", lambda: synthetic.gaussian_mixture(KEY, 10, 0, 1.0), "k"),
+    ("sweep_grid_not_1d",
+     lambda: montecarlo.sweep(lambda k, a: {"v": a}, KEY, {"a": [[1.0, 2.0]]}, 2), "grid['a']"),
     # ---- metrics
     ("metric_groups_out_of_range",
      lambda: metrics.demographic_parity_pairwise(jnp.array(Y), jnp.array(S) + 3, 2), "s"),
