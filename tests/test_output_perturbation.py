@@ -103,6 +103,7 @@ def test_monte_carlo_jitted_vmap_over_std_grid(data):
     assert np.all(np.diff(batched[:, 0]) > 0)  # more noise, more risk
 
 
+@pytest.mark.slow
 def test_antithetic_and_plain_agree(data):
     th = OP.minimize(data.x, data.y, reg=1.0)
     a = OP.excessive_risk_mc(jax.random.key(3), th, 0.3, data, num_draws=800)

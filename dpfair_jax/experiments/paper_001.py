@@ -604,8 +604,8 @@ _SGD_FULL = {"dataset": "adult", "hidden": 10, "batch_size": 32, "learning_rate"
              "clip_norms": [0.01, 0.1, 1.0], "noise_multiplier": 5.0, "seeds": 100, "checkpoints": 10,
              "steps_per_checkpoint": 1000, "delta": 1e-5, "decomposition_rows": 1024, "ratios": [0.25, 0.5, 1.0],
              "max_rows": None, "synthetic": None, "path": None, "seed": 0}
-_SGD_QUICK = dict(_SGD_FULL, dataset="synthetic", hidden=8, learning_rate=0.05, seeds=8, checkpoints=3,
-                  steps_per_checkpoint=60, decomposition_rows=256, synthetic={"n": 1000, "d": 5})
+_SGD_QUICK = dict(_SGD_FULL, dataset="synthetic", hidden=8, learning_rate=0.05, seeds=6, checkpoints=3,
+                  steps_per_checkpoint=50, decomposition_rows=128, synthetic={"n": 1000, "d": 5})
 _MIT_FULL = {"dataset": "adult", "hidden": 10, "batch_size": 32, "learning_rate": 1e-4, "clip_norm": 0.1,
              "noise_multiplier": 5.0, "stats_noise_multiplier": 10.0, "gammas": [0.0, 0.1, 1.0, 10.0],
              "seeds": 100, "steps": 10000, "delta": 1e-5, "max_rows": None, "synthetic": None, "path": None,
