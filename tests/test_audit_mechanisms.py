@@ -51,6 +51,16 @@ def test_dpsgd_gradient_canary_audit():
     assert rows[0]["claimed_epsilon"] == pytest.approx(spend.epsilon)
 
 
+def test_dpsgd_fixed_size_batches_replace_one_audit():
+    rows = MA.audit_family_variants(jax.random.key(19), "dpsgd_replace", num_trials=4000)
+    _check_rows(rows, "dpsgd_replace", (None, "noise"))
+    from dpfair_jax.algorithms import dpsgd
+
+    spend = dpsgd.privacy(6.0, n=64, batch_size=32, delta=1e-5, steps=4, sampling="fixed_size")
+    assert rows[0]["claimed_epsilon"] == pytest.approx(spend.epsilon)
+    assert rows[0]["relation"] == "replace_one"
+
+
 def test_fermi_all_features_audit_catches_literal_w_noise():
     """Algorithm 1 line 6 as printed (W-noise not scaled with lam) at lam = 4 is caught."""
     rows = MA.audit_family_variants(jax.random.key(13), "fermi_all", (None, "paper_w_noise"),
