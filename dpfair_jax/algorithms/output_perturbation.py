@@ -198,6 +198,8 @@ def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float =
     n = v.check_same_length(x=x, y=y)
     v.check_finite("x", x)
     v.check_positive("reg", reg)
+    if loss == "logistic":
+        v.check_labels(y, 2)
     if radius is None:
         radius = float(np.linalg.norm(np.asarray(x, np.float64), axis=1).max()) or 1.0
     _check_rows(x, radius)
@@ -253,6 +255,8 @@ def excessive_risk_mc(key: jax.Array, theta_star: jax.Array, std: Any, data: Dat
     grid). Returns ``group [K]``, ``population``, their standard errors and ``gap``.
     """
     v.check_threefry_key(key)
+    if not isinstance(data, Dataset):
+        raise ValueError("data must be a Dataset (group ids s are needed); build one with data.make_dataset.")
     v.check_choice("loss", loss, LOSSES)
     num_draws = v.check_int("num_draws", num_draws, minimum=2)
     v.check_positive("std", std, allow_zero=True)
