@@ -124,9 +124,16 @@ def main(argv=None) -> None:
     else:
         trials, ns, ds, n0, d0, t0 = [1, 10, 100, 1_000, 10_000, 100_000], [1_000, 10_000, 100_000], \
             [8, 32, 128, 512], 1_000, 8, 100
-    series = {"trials": [_point(t, n0, d0, args.budget_mb) for t in trials],
-              "n": [_point(t0, n, d0, args.budget_mb) for n in ns],
-              "d": [_point(t0, n0, d, args.budget_mb) for d in ds]}
+    done: dict[tuple, dict] = {}
+
+    def point(t: int, n: int, d: int) -> dict:  # the series share a point: measure it once
+        if (t, n, d) not in done:
+            done[(t, n, d)] = _point(t, n, d, args.budget_mb)
+        return done[(t, n, d)]
+
+    series = {"trials": [point(t, n0, d0) for t in trials],
+              "n": [point(t0, n, d0) for n in ns],
+              "d": [point(t0, n0, d) for d in ds]}
     mdesc = common.machine(args.note)
     rows = []
     for kind, pts in series.items():
