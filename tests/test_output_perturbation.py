@@ -88,6 +88,19 @@ def test_theorem1_matches_monte_carlo_with_exact_traces(data):
     assert np.all(np.argsort(np.asarray(mc["group"])) == order)
 
 
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_loss_increase_is_the_loss_difference_in_float64(loss):
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=50) * 4
+    d = rng.normal(size=50) * 1e-4
+    y = (rng.random(50) < 0.5).astype(float)
+    ref = (np.logaddexp(0, z + d) - y * (z + d)) - (np.logaddexp(0, z) - y * z) if loss == "logistic" \
+        else (z + d - y) ** 2 - (z - y) ** 2
+    got = np.asarray(OP._loss_increase(jnp.asarray(z, jnp.float32), jnp.asarray(d, jnp.float32),
+                                       jnp.asarray(y, jnp.float32), loss))
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-10)
+
+
 def test_monte_carlo_jitted_vmap_over_std_grid(data):
     th = OP.minimize(data.x, data.y, reg=1.0)
     xa = OP.augment(data.x)
