@@ -155,3 +155,29 @@ def test_jit_vmap_and_bad_inputs():
         ghost.conv2d_norm_sq(jnp.ones((2, 5, 5, 1)), jnp.ones((2, 5, 5, 2)), (3, 3), padding="FULL")
     with pytest.raises(ValueError, match="vocab_size"):
         ghost.embedding_weighted_grad(jnp.zeros((2, 3), int), g, jnp.ones(2), 0)
+
+
+def test_kit_cnn_ghost_clipping_matches_vmap():
+    from dpfair_jax import models as M
+    from dpfair_jax.algorithms.dpsgd import output_loss_for
+
+    model = M.cnn(3, channels=(2, 3), image_shape=(8, 8, 1), activation="tanh")
+    params = model.init(jax.random.key(0))
+    k = jax.random.split(jax.random.key(1), 2)
+    B = 6
+    x = jax.random.normal(k[0], (B, 64))
+    y = jax.random.randint(k[1], (B,), 0, 3)
+    out, _, _ = ghost.cnn_forward(model, params, x)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(model.apply(params, x)), rtol=1e-5, atol=1e-6)
+    loss = output_loss_for(model, 3)
+    clip = 0.05
+    mask = jnp.asarray([1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    gsum, norms, _ = ghost.cnn_clipped_grad_sum(model, params, x, y, loss, clip, mask=mask)
+    grads = _vmap_grads(lambda p, xi, yi: loss(model.apply(p, xi[None]), yi[None])[0], params, x, y)
+    ref_sq = _np_norm_sq(grads)
+    np.testing.assert_allclose(np.asarray(norms) ** 2, ref_sq, rtol=RTOL)
+    c = np.asarray(mask) * np.minimum(1.0, clip / np.sqrt(ref_sq))
+    assert np.any(c < np.asarray(mask))  # some examples are clipped
+    ref = jax.tree_util.tree_map(lambda g: np.tensordot(c, np.asarray(g, np.float64), axes=1), grads)
+    for got_leaf, ref_leaf in zip(jax.tree_util.tree_leaves(gsum), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(got_leaf), ref_leaf, rtol=1e-4, atol=1e-7)

@@ -51,6 +51,8 @@ __all__ = [
     "embedding_weighted_grad",
     "conv2d_weighted_grad",
     "total_norms",
+    "cnn_forward",
+    "cnn_clipped_grad_sum",
 ]
 
 METHODS = ("auto", "gram", "direct")
@@ -247,3 +249,81 @@ def total_norms(*norm_sqs: jax.Array) -> jax.Array:
     if not norm_sqs:
         raise ValueError("total_norms needs at least one [B] array of squared layer norms.")
     return jnp.sqrt(sum(jnp.asarray(s) for s in norm_sqs))
+
+
+def _avg_pool2(a: jax.Array) -> jax.Array:
+    b, h, w, c = a.shape
+    a = a[:, : h // 2 * 2, : w // 2 * 2]
+    return a.reshape(b, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
+
+
+def cnn_forward(model: Any, params: Any, x: jax.Array, probes: Sequence[jax.Array] | None = None):
+    """Forward pass of :func:`dpfair_jax.models.cnn` from its parameter dict, with optional zero
+    "probes" added to every pre-activation (conv outputs, then the head's logits).
+
+    Returns ``(outputs, conv_inputs, head_input)``; outputs as ``model.apply`` (one logit squeezed).
+    """
+    from dpfair_jax.models import ACTIVATIONS
+
+    hp = model.hparams
+    act = ACTIVATIONS[hp["activation"]]
+    a = jnp.asarray(x).reshape((-1, *hp["image_shape"]))
+    conv_inputs = []
+    for l in range(len(hp["channels"])):
+        layer = params["convs"][l]
+        conv_inputs.append(a)
+        z = jax.lax.conv_general_dilated(a, layer["kernel"], (1, 1), "SAME",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC")) + layer["bias"]
+        if probes is not None:
+            z = z + probes[l]
+        a = _avg_pool2(act(z))
+    flat = a.reshape(a.shape[0], -1)
+    out = flat @ params["head"]["kernel"] + params["head"]["bias"]
+    if probes is not None:
+        out = out + probes[-1]
+    if model.num_outputs == 1:
+        out = out[:, 0]
+    return out, conv_inputs, flat
+
+
+def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, output_loss: Any,
+                         clip_norm: Any, *, mask: jax.Array | None = None, method: str = "auto"):
+    """Ghost clipping for the kit's CNN (:func:`dpfair_jax.models.cnn`): ``(clipped sum, norms [B], losses [B])``.
+
+    One backward pass with respect to zero probes on every pre-activation gives each layer's
+    per-example output gradients; norms from :func:`conv2d_norm_sq` and :func:`dense_norm_sq`
+    (book-keeping, Bu et al. 2023), then ``sum_i c_i grad_i`` layer by layer with
+    ``c_i = mask_i min(1, C / ||grad_i||)``; the result has the structure of ``params``.
+    ``output_loss(outputs, y) -> [B]`` per-example losses.
+
+    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
+    """
+    from dpfair_jax.privacy.clipping import clip_factors
+
+    v.check_clip_norm(clip_norm)
+    if getattr(model, "name", None) != "cnn":
+        raise ValueError("model must be dpfair_jax.models.cnn(...); use clipping.clipped_grad_sum otherwise.")
+    hp = model.hparams
+    x = jnp.asarray(x).reshape((-1, *hp["image_shape"]))
+    bsz = x.shape[0]
+    v.check_same_length(x=x, y=y, mask=mask)
+    _, conv_in, flat = jax.eval_shape(lambda xx: cnn_forward(model, params, xx), x)
+    probes = [jnp.zeros(ci.shape[:-1] + (c,), x.dtype) for ci, c in zip(conv_in, hp["channels"])]
+    probes.append(jnp.zeros((bsz, params["head"]["kernel"].shape[1]), x.dtype))
+
+    def total(pr):
+        out, ins, fl = cnn_forward(model, params, x, pr)
+        losses = output_loss(out, y)
+        return jnp.sum(losses), (losses, ins, fl)
+
+    (_, (losses, ins, fl)), grads = jax.value_and_grad(total, has_aux=True)(probes)
+    sq = dense_norm_sq(fl, grads[-1])
+    for a, g in zip(ins, grads[:-1]):
+        sq = sq + conv2d_norm_sq(a, g, (3, 3), method=method)
+    norms = jnp.sqrt(sq)
+    c = clip_factors(norms, clip_norm)
+    if mask is not None:
+        c = c * jnp.asarray(mask, c.dtype)
+    convs = {l: conv2d_weighted_grad(a, g, c, (3, 3)) for l, (a, g) in enumerate(zip(ins, grads[:-1]))}
+    head = dense_weighted_grad(fl, grads[-1], c)
+    return {"convs": convs, "head": {"kernel": head["w"], "bias": head["b"]}}, norms, losses
