@@ -134,7 +134,7 @@ def main(argv=None) -> None:
     series = {"trials": [point(t, n0, d0) for t in trials],
               "n": [point(t0, n, d0) for n in ns],
               "d": [point(t0, n0, d) for d in ds]}
-    mdesc = common.machine(args.note)
+    mdesc = common.machine("; ".join(x for x in (args.note, "each point in a subprocess with GLIBC_TUNABLES set") if x))
     rows = []
     for kind, pts in series.items():
         for p in pts:
@@ -150,6 +150,7 @@ def main(argv=None) -> None:
         print(f"{kind}: slope of log run time on log work = {s:.2f} ({verdict})")
     beyond = [p for p in series["trials"] if p["trials"] > p["chunk"]]
     if len(beyond) >= 2:
+        print(f"trials beyond the chunk size: slope of log run time on log work = {_slope(beyond):.2f}")
         mems = [p["max_rss_mb"] for p in beyond]
         spread = (max(mems) - min(mems)) / min(mems)
         print(f"trials beyond the chunk size ({[p['trials'] for p in beyond]}): max RSS {mems} MB, "
