@@ -106,6 +106,7 @@ def test_conv2d_norms_match_vmap(method, strides, padding):
         np.testing.assert_allclose(np.asarray(wsum[name]), ref_w, rtol=RTOL, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_kit_cnn_first_layer_and_total_norm():
     """Book-keeping on the kit's CNN layer shapes: conv -> relu -> dense, total norm vs vmap."""
     k = jax.random.split(jax.random.key(4), 5)
