@@ -127,6 +127,14 @@ def test_track_compiles_counts_and_validation(tmp_path):
     assert st.count("<lambda>") == 1 and st.compile_seconds > 0
     with pytest.raises(ValueError, match="min_compile_time_secs"):
         cc.enable(tmp_path, min_compile_time_secs=-1)
+    before = jax.config.jax_compilation_cache_dir
+    path = cc.enable(tmp_path / "c")
+    try:
+        assert cc.is_enabled() and jax.config.jax_compilation_cache_dir == str(path)
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+    finally:
+        cc.disable()
+    assert jax.config.jax_compilation_cache_dir == before
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         cc.enable(tmp_path / "file")
