@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -54,6 +55,8 @@ def _add_out(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``dpfair`` argument parser."""
     parser = _Parser(prog=PROG, description="dpfair_jax: differentially private and fair ML experiments.")
+    parser.add_argument("--compile-cache", metavar="DIR", default=None,
+                        help="persistent XLA compilation cache directory (default: $DPFAIR_COMPILE_CACHE)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -84,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", help="run the empirical privacy audits (dpfair_jax.audit.run_audit)")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--sums-only", action="store_true",
+                   help="only the clipped-sum Gaussian/Laplace audits (skip DP-SGD, DP-FERMI, "
+                        "group-weighted, COINPRESS and exponential-sampling audits)")
     _add_out(p)
     return parser
 
@@ -298,7 +304,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not callable(run_audit):
         raise CliError("audit is not available: dpfair_jax.audit provides no run_audit(quick=..., out=...)", 1)
     out = store.results_root(args.out) / "audit"
-    result = run_audit(quick=args.quick, out=out)
+    result = run_audit(quick=args.quick, out=out, mechanisms=not args.sums_only)
     if hasattr(result, "to_string"):  # a DataFrame of audit rows: print it whole
         print(result.to_string(index=False))
     elif result is not None:
@@ -324,6 +330,18 @@ def _audit_passed(result: Any) -> bool | None:
     return None
 
 
+def _enable_compile_cache(path: str | None) -> None:
+    """Persistent XLA compilation cache: ``--compile-cache DIR`` or ``$DPFAIR_COMPILE_CACHE``."""
+    if not (path or os.environ.get("DPFAIR_COMPILE_CACHE")):
+        return  # keep `dpfair list` free of the jax import
+    from dpfair_jax import compile_cache
+
+    if path:
+        compile_cache.enable(path)
+    else:
+        compile_cache.enable_from_env()
+
+
 _COMMANDS = {"list": cmd_list, "run": cmd_run, "reproduce": cmd_reproduce, "report": cmd_report,
              "bench": cmd_bench, "audit": cmd_audit}
 
@@ -331,8 +349,11 @@ _COMMANDS = {"list": cmd_list, "run": cmd_run, "reproduce": cmd_reproduce, "repo
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dpfair`` (and ``python -m dpfair_jax``); returns the exit status."""
     parser = build_parser()
+    # dp-accounting's RDP code logs one warning per skipped order; keep the console readable.
+    logging.getLogger("absl").setLevel(logging.ERROR)
     try:
         args = parser.parse_args(argv)
+        _enable_compile_cache(getattr(args, "compile_cache", None))
         return _COMMANDS[args.command](args)
     except CliError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

@@ -171,7 +171,7 @@ def test_audit(tmp_path, monkeypatch, capsys):
 
     calls = []
 
-    def run_audit(*, quick, out):
+    def run_audit(*, quick, out, **kwargs):
         calls.append((quick, out))
         return [{"mechanism": "gaussian", "passed": True}]
 
@@ -180,7 +180,7 @@ def test_audit(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "dpfair_jax.audit", fake)
     assert cli.main(["audit", "--quick", "--out", str(tmp_path)]) == 0
     assert calls == [(True, tmp_path / "audit")]
-    fake.run_audit = lambda *, quick, out: [{"mechanism": "gaussian", "passed": False}]
+    fake.run_audit = lambda *, quick, out, **kw: [{"mechanism": "gaussian", "passed": False}]
     capsys.readouterr()
     assert cli.main(["audit", "--out", str(tmp_path)]) == 1
     assert "audit found failures" in _one_line_error(capsys.readouterr().err)

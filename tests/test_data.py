@@ -434,3 +434,17 @@ def test_split_indices_property(n, t, seed, k):
         return
     counts = np.bincount(strata, minlength=k)
     np.testing.assert_array_equal(np.bincount(strata[te], minlength=k), np.rint(t * counts))
+
+
+def test_default_parkinsons_path(tmp_path, monkeypatch):
+    from dpfair_jax.data import tabular
+
+    monkeypatch.delenv(tabular.PARKINSONS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert tabular.default_parkinsons_path() is None
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    csv = tmp_path / "shared" / "data" / "parkinsons_updrs.csv"
+    csv.write_text("x\n")
+    assert tabular.default_parkinsons_path() == str(csv)
+    monkeypatch.setenv(tabular.PARKINSONS_ENV, "/somewhere/else.csv")
+    assert tabular.default_parkinsons_path() == "/somewhere/else.csv"

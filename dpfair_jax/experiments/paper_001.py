@@ -60,7 +60,7 @@ def load_dataset(name: str, *, seed: int = 0, max_rows: int | None = None, synth
         train, test = P.standardize(train, test) if normalization == "standard" else (train, test)
     else:
         if name == "parkinsons":
-            path = path or os.environ.get(PARKINSONS_ENV)
+            path = path or tabular.default_parkinsons_path()
             if not path or not os.path.exists(path):
                 return None, f"Parkinsons CSV not given (config path= or ${PARKINSONS_ENV}); skipped."
         try:

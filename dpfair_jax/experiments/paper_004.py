@@ -195,7 +195,7 @@ def _dataset(config: dict):
 
     path = config.get("path") or None
     if config["dataset"] == "parkinsons":
-        path = path or os.environ.get(PARKINSONS_ENV)
+        path = path or tabular.default_parkinsons_path()
         if not path or not os.path.exists(path):
             return None, (f"Parkinsons CSV not given (set config path=... or ${PARKINSONS_ENV}); "
                           "skipped.")

@@ -242,6 +242,35 @@ def parse_overrides(items: Iterable[str] | None) -> dict[str, Any]:
     return out
 
 
+def _check_override_type(key: str, base: Any, value: Any) -> None:
+    """Refuse an override whose type cannot stand in for the config's default (before any compute).
+
+    Numbers must stay numbers (int for int entries), booleans booleans, lists lists; a ``None``
+    default accepts anything, and a string default accepts any value.
+    """
+    if base is None or isinstance(base, str) or value is None:
+        return
+    if isinstance(base, bool):
+        ok = isinstance(value, bool)
+        want = "true or false"
+    elif isinstance(base, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        want = "an integer"
+    elif isinstance(base, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        want = "a number"
+    elif isinstance(base, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+        want = "a JSON list, e.g. [1, 2]"
+    elif isinstance(base, dict):
+        ok = isinstance(value, dict)
+        want = "a JSON object"
+    else:
+        return
+    if not ok:
+        raise ValueError(f"--set {key}={value!r}: {key} must be {want} (its default is {base!r}).")
+
+
 def resolve_config(exp: Experiment, size: str = "quick", overrides: Mapping[str, Any] | None = None) -> dict:
     """The config of ``exp`` at ``size`` ("quick"/"full") with ``overrides`` applied.
 
@@ -264,5 +293,6 @@ def resolve_config(exp: Experiment, size: str = "quick", overrides: Mapping[str,
         base = config[key]
         if isinstance(base, float) and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
+        _check_override_type(key, base, value)
         config[key] = value
     return config

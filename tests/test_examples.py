@@ -1,0 +1,15 @@
+"""The README's quickstart runs as written (slow: it compiles three programs)."""
+
+import pathlib
+import runpy
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_quickstart_runs(capsys):
+    runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "PrivacySpend" in out and "dp_violation" in out and "abs_error" in out
