@@ -86,6 +86,35 @@ def test_exponential_sampling_audit_is_nearly_tight():
     assert 0.3 < rows[0]["epsilon_lower_bound"] <= 0.5
 
 
+def test_budget_tailoring_stage2_release_audit():
+    """One stage-2 noisy group release (paper 000), add/remove of a canary in the smallest group;
+    the claim is the ledger's stage-2 rho converted with the kit's zcdp_to_dp."""
+    rows = MA.audit_family_variants(jax.random.key(20), "budget_tailoring",
+                                    num_trials=MA.SUITE_TRIALS["quick"]["budget_tailoring"])
+    _check_rows(rows, "budget_tailoring", (None, "noise"))
+    from dpfair_jax.privacy.accounting import zcdp_to_dp
+
+    # rho = 0.0625, tau_fraction = 0.2, T = 1: the release spends mu = 0.05
+    assert rows[0]["claimed_epsilon"] == pytest.approx(zcdp_to_dp(0.05, 1e-5))
+    assert rows[0]["relation"] == "add_remove"
+    assert rows[1]["epsilon_lower_bound"] > rows[1]["claimed_epsilon"] + 1.0
+
+
+def test_output_perturbation_audit():
+    """Paper 001's output perturbation under replace-one (the canary's label flips)."""
+    rows = MA.audit_family_variants(jax.random.key(21), "output_perturbation",
+                                    num_trials=MA.SUITE_TRIALS["quick"]["output_perturbation"])
+    _check_rows(rows, "output_perturbation", (None, "noise"))
+    assert rows[0]["claimed_epsilon"] == 1.0 and rows[0]["relation"] == "replace_one"
+    _, info = MA.output_perturbation_mechanism()
+    # the canary moves the minimizer by close to half the worst-case sensitivity 2 L / (n reg)
+    assert info["sensitivity"] == pytest.approx(0.2)
+    assert 0.4 * info["sensitivity"] < info["shift"] <= 0.5 * info["sensitivity"]
+    from dpfair_jax.algorithms import output_perturbation as op
+
+    assert info["std"] == pytest.approx(op.noise_std(1.0, 1e-5, info["sensitivity"]))
+
+
 @pytest.mark.slow
 def test_fermi_sensitive_attribute_audit():
     rows = MA.audit_family_variants(jax.random.key(14), "fermi_sensitive", num_trials=20000)
@@ -94,7 +123,8 @@ def test_fermi_sensitive_attribute_audit():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["group_weighted", "dpsgd", "fermi_all", "stratified_coinpress"])
+@pytest.mark.parametrize("family", ["group_weighted", "dpsgd", "fermi_all", "stratified_coinpress",
+                                    "budget_tailoring", "output_perturbation"])
 def test_all_bugs_caught(family):
     rows = MA.audit_family_variants(jax.random.key(15), family,
                                     num_trials=MA.SUITE_TRIALS["quick"][family])
@@ -129,6 +159,11 @@ def test_single_variant_matches_audit_mechanism_contract():
         (lambda: MA.fermi_mechanism(lam=-1.0), "lam"),
         (lambda: MA.coinpress_mechanism(rhos=(0.1, -0.1)), "rhos"),
         (lambda: MA.exponential_sampling_mechanism(epsilon=0.0), "epsilon"),
+        (lambda: MA.budget_tailoring_mechanism(rho=-1.0), "rho"),
+        (lambda: MA.budget_tailoring_mechanism(se_smallest=1.0), "se_smallest"),
+        (lambda: MA.budget_tailoring_mechanism(bug="clipping"), "bug"),
+        (lambda: MA.output_perturbation_mechanism(reg=0.0), "reg"),
+        (lambda: MA.output_perturbation_mechanism(bug="sensitivity"), "bug"),
     ],
 )
 def test_validation_names_the_field(call, field):

@@ -1,4 +1,5 @@
-"""Audits of the kit's training mechanisms: group-weighted aggregation, DP-SGD and DP-FERMI.
+"""Audits of the kit's training mechanisms: group-weighted aggregation, DP-SGD, DP-FERMI,
+StratCOINPRESS, exponential sampling, budget tailoring's stage 2 and output perturbation.
 
 Each builder returns ``(mechanism_fn(key, flag) -> scalar, info)`` for
 :func:`dpfair_jax.audit.games.run_game`: ``flag = 0`` runs the real public code on ``D0``,
@@ -34,6 +35,18 @@ example's, so the statistic is the canary direction's projection of the release)
 * ``fermi_all``: ``privacy_unit="all_features"``: add/remove of one example (``D1`` has one more
   row; both worlds are computed and selected by ``flag``, full batches so ``q = 1`` in both).
   Statistic: ``W_1[0, 0, 1]``.
+* ``budget_tailoring``: one stage-2 noisy group release of paper 000
+  (:func:`dpfair_jax.algorithms.budget_tailoring.noisy_group_release`, Algorithm 3, squared loss,
+  ``T = 1``) at ``theta = 0`` with a public allocation that gives the smallest group the least
+  noise; add/remove of a canary row in that group (its ``mask``; both worlds computed and selected
+  by ``flag``). Statistic: the canary direction's coordinate of that group's released gradient.
+  Claim: the stage-2 charges of :func:`~dpfair_jax.algorithms.budget_tailoring.budget_ledger`
+  (per iteration) converted with ``accounting.zcdp_to_dp``. The ``"noise"`` bug runs with ``rho``
+  x 100 (noise std / 10) and claims the nominal ``rho``.
+* ``output_perturbation``: paper 001's release
+  (:func:`dpfair_jax.algorithms.output_perturbation.fit`, logistic, no intercept): replace-one,
+  the canary's label flips; statistic: the released parameters' projection on
+  ``theta*(D1) - theta*(D0)``. The ``"noise"`` bug perturbs with std / 10.
 
 Planted bugs (the audit must report a lower bound above the claimed epsilon):
 
@@ -64,6 +77,8 @@ __all__ = [
     "fermi_mechanism",
     "coinpress_mechanism",
     "exponential_sampling_mechanism",
+    "budget_tailoring_mechanism",
+    "output_perturbation_mechanism",
     "audit_family",
     "audit_family_variants",
     "mechanism_audit_suite",
@@ -78,6 +93,8 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "fermi_all": ("noise", "paper_w_noise"),
     "stratified_coinpress": ("noise",),
     "exponential_sampling": ("sensitivity",),
+    "budget_tailoring": ("noise",),
+    "output_perturbation": ("noise",),
 }
 FAMILIES = tuple(FAMILY_BUGS)
 _UNCLIPPED = 1e4  # clip-norm multiplier of the "clipping" bug
@@ -398,7 +415,142 @@ def exponential_sampling_mechanism(
     return mechanism_fn, info
 
 
+def budget_tailoring_mechanism(
+    *,
+    rho: float = 0.0625,
+    tau_fraction: float = 0.2,
+    delta: float = 1e-5,
+    bug: str | None = None,
+    group_sizes: tuple[int, int] = (6, 12),
+    se_smallest: float = 0.9,
+    clip: float = 1.0,
+    canary_scale: float = 100.0,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """One stage-2 noisy group release of budget tailoring (paper 000) with a gradient canary.
+
+    :func:`~dpfair_jax.algorithms.budget_tailoring.noisy_group_release` with ``Config(method=
+    "dpse", steps=1, loss="squared")`` at ``theta = 0`` and the public allocation ``se =
+    (sqrt(se_smallest), sqrt(1 - se_smallest))``: group 0 (the smaller one) gets the share
+    ``se_smallest`` of the release's ``mu / T``. The canary (last row, group 0) is
+    ``x = canary_scale * e_0, y = -1`` (gradient ``2 canary_scale e_0``, clipped to ``clip e_0``);
+    every other row is 0 in coordinate 0. ``D0`` masks it out, ``D1`` keeps it (add/remove; the
+    release divides by the group size, so the two worlds' scales differ by ``n_0 / (n_0 + 1)``,
+    which only weakens the attack). ``claimed_epsilon``: the stage-2 charges of
+    :func:`~dpfair_jax.algorithms.budget_tailoring.budget_ledger` divided by ``T`` (``= mu``),
+    converted with :func:`dpfair_jax.privacy.accounting.zcdp_to_dp`.
+
+    Privacy: ``mu / T``-zCDP under add/remove-one (group sizes public).
+    """
+    from dpfair_jax.algorithms import budget_tailoring as bt
+    from dpfair_jax.data.dataset import make_dataset
+    from dpfair_jax.privacy.accounting import zcdp_to_dp
+
+    V.check_rho(rho)
+    V.check_delta(delta)
+    V.check_clip_norm(clip, "clip")
+    _check_bug("budget_tailoring", bug)
+    if not 0.0 < float(tau_fraction) < 1.0:
+        raise ValueError(f"tau_fraction must lie in (0, 1), got {tau_fraction!r}.")
+    if not 0.0 < float(se_smallest) < 1.0:
+        raise ValueError(f"se_smallest must lie in (0, 1), got {se_smallest!r}.")
+    n0, n1 = (V.check_int("group_sizes", g, minimum=2) for g in group_sizes)
+    cfg = bt.Config(method="dpse", steps=1, loss="squared", fit_intercept=False)
+    se = np.sqrt(np.array([se_smallest, 1.0 - se_smallest]))
+    ledger = bt.budget_ledger(float(rho), se, config=cfg, tau_fraction=float(tau_fraction))
+    rho_release = sum(float(v) for k, v in ledger.charges.items() if k.startswith("stage2/")) / cfg.steps
+    claimed = zcdp_to_dp(rho_release, delta)
+    run_rho = float(rho) * (100.0 if bug == "noise" else 1.0)
+    hp = bt.Hyperparams(rho=run_rho, tau_fraction=float(tau_fraction), clip=float(clip))
+    n = n0 + n1 + 1
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    x[:, 0] = 0.0
+    y = rng.normal(size=(n,)).astype(np.float32)
+    s = np.concatenate([np.zeros(n0, np.int32), np.ones(n1, np.int32), np.zeros(1, np.int32)])
+    x[-1] = (canary_scale, 0.0)
+    y[-1] = -1.0
+    mask0 = np.ones(n, np.float32)
+    mask0[-1] = 0.0
+    d0 = make_dataset(x, y, s, num_groups=2, num_classes=0, mask=mask0)
+    d1 = make_dataset(x, y, s, num_groups=2, num_classes=0)
+    theta = jnp.zeros((2,), jnp.float32)
+    sej = jnp.asarray(se, jnp.float32)
+    scale = float(n0 + 1) / float(clip)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        m0, _ = bt.noisy_group_release(key, d0, theta, sej, hp, cfg)
+        m1, _ = bt.noisy_group_release(key, d1, theta, sej, hp, cfg)
+        return jnp.where(flag == 1, m1[0, 0], m0[0, 0]) * scale
+
+    info = {"claimed_epsilon": float(claimed), "delta": float(delta), "rho": float(rho_release),
+            "relation": bt.privacy(cfg, rho_release, delta).relation}
+    return mechanism_fn, info
+
+
+def output_perturbation_mechanism(
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    bug: str | None = None,
+    n: int = 10,
+    reg: float = 1.0,
+    radius: float = 1.0,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """Output perturbation (paper 001) of L2-regularized logistic regression, replace-one.
+
+    Two features, no intercept, rows of norm ``<= radius`` (the public bound). The canary (last
+    row) is ``radius * e_0`` with label 1 in ``D0`` and 0 in ``D1``; every other row is 0 in
+    coordinate 0, so only ``theta*_0`` moves. With ``n reg >> radius^2`` the minimizer sits near 0,
+    where the canary's gradient changes by ``radius`` (a logistic gradient's change is at most
+    ``radius`` at a fixed ``theta``): the move is close to half the worst-case sensitivity
+    ``2 L / (n reg)``. The two non-private minimizers are computed once (deterministic); each
+    trial draws the release's noise with
+    :func:`~dpfair_jax.algorithms.output_perturbation.perturb` at the std that
+    :func:`~dpfair_jax.algorithms.output_perturbation.fit` uses (``/ 10`` for ``bug="noise"``).
+    ``claimed_epsilon``: ``fit``'s spend (the analytic Gaussian's ``(epsilon, delta)``).
+
+    Privacy: ``(epsilon, delta)``-DP under replace-one.
+    """
+    from dpfair_jax.algorithms import output_perturbation as op
+
+    V.check_epsilon(epsilon)
+    V.check_delta(delta)
+    V.check_positive("reg", reg)
+    V.check_positive("radius", radius)
+    _check_bug("output_perturbation", bug)
+    n = V.check_int("n", n, minimum=2)
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, 2), np.float32)
+    x[:, 1] = rng.uniform(-1.0, 1.0, size=n) * radius
+    y = (np.arange(n) % 2).astype(np.int32)
+    x[-1] = (radius, 0.0)
+    y0, y1 = y.copy(), y.copy()
+    y0[-1], y1[-1] = 1, 0
+    kw = dict(epsilon=float(epsilon), delta=float(delta), reg=float(reg), radius=float(radius),
+              loss="logistic", fit_intercept=False)
+    r0 = op.fit(jax.random.key(seed), (jnp.asarray(x), jnp.asarray(y0)), **kw)
+    r1 = op.fit(jax.random.key(seed), (jnp.asarray(x), jnp.asarray(y1)), **kw)
+    std = r0.std / (10.0 if bug == "noise" else 1.0)
+    t0, t1 = r0.theta_star, r1.theta_star
+    direction = (t1 - t0) / jnp.linalg.norm(t1 - t0)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        theta = op.perturb(key, jnp.where(flag == 1, t1, t0), std)
+        return jnp.dot(theta, direction)
+
+    info = {"claimed_epsilon": float(r0.spend.epsilon), "delta": float(r0.spend.delta),
+            "sensitivity": float(r0.sensitivity), "std": float(r0.std),
+            "shift": float(jnp.linalg.norm(t1 - t0)), "relation": r0.spend.relation}
+    return mechanism_fn, info
+
+
 def _build(family: str, bug: str | None, **kwargs: Any):
+    if family == "budget_tailoring":
+        return budget_tailoring_mechanism(bug=bug, **kwargs)
+    if family == "output_perturbation":
+        return output_perturbation_mechanism(bug=bug, **kwargs)
     if family == "exponential_sampling":
         return exponential_sampling_mechanism(bug=bug, **kwargs)
     if family == "stratified_coinpress":
@@ -507,9 +659,11 @@ def audit_family(
 # trials per world: the DP-FERMI games need more (their power check compares with an RDP bound of
 # two composed Gaussians); every trial is a few rows and one to four steps, so this is cheap.
 SUITE_TRIALS = {"quick": {"group_weighted": 4000, "dpsgd": 4000, "dpsgd_replace": 4000, "fermi_sensitive": 20000,
-                          "fermi_all": 20000, "stratified_coinpress": 20000, "exponential_sampling": 20000},
+                          "fermi_all": 20000, "stratified_coinpress": 20000, "exponential_sampling": 20000,
+                          "budget_tailoring": 4000, "output_perturbation": 20000},
                 "full": {"group_weighted": 50000, "dpsgd": 50000, "dpsgd_replace": 50000, "fermi_sensitive": 100000,
-                         "fermi_all": 100000, "stratified_coinpress": 100000, "exponential_sampling": 100000}}
+                         "fermi_all": 100000, "stratified_coinpress": 100000, "exponential_sampling": 100000,
+                         "budget_tailoring": 50000, "output_perturbation": 100000}}
 
 
 def mechanism_audit_suite(
