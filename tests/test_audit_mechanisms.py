@@ -100,6 +100,23 @@ def test_budget_tailoring_stage2_release_audit():
     assert rows[1]["epsilon_lower_bound"] > rows[1]["claimed_epsilon"] + 1.0
 
 
+def test_budget_tailoring_stage1_release_audit():
+    """Stage 1 (paper 000, Algorithm 1): add/remove of a canary whose squared residual sits at the
+    clip bound in group 0; the claim is that group's SE release, tau / (K + 1), via zcdp_to_dp."""
+    rows = MA.audit_family_variants(jax.random.key(22), "budget_tailoring_stage1",
+                                    num_trials=MA.SUITE_TRIALS["quick"]["budget_tailoring_stage1"])
+    _check_rows(rows, "budget_tailoring_stage1", (None, "noise"))
+    from dpfair_jax.algorithms import budget_tailoring as bt
+    from dpfair_jax.privacy.accounting import zcdp_to_dp
+
+    # rho = 0.75, tau_fraction = 0.2, K = 2: tau_k = 0.15 / 3 = 0.05, the ledger's stage1/se[0]
+    led = bt.budget_ledger(0.75, [0.6, 0.8], config=bt.Config(steps=1), tau_fraction=0.2)
+    assert float(led.charges["stage1/se[0]"]) == pytest.approx(0.05)
+    assert rows[0]["claimed_epsilon"] == pytest.approx(zcdp_to_dp(0.05, 1e-5))
+    assert rows[0]["relation"] == "add_remove"
+    assert rows[1]["epsilon_lower_bound"] > rows[1]["claimed_epsilon"] + 1.0
+
+
 def test_output_perturbation_audit():
     """Paper 001's output perturbation under replace-one (the canary's label flips)."""
     rows = MA.audit_family_variants(jax.random.key(21), "output_perturbation",
@@ -124,7 +141,7 @@ def test_fermi_sensitive_attribute_audit():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["group_weighted", "dpsgd", "fermi_all", "stratified_coinpress",
-                                    "budget_tailoring", "output_perturbation"])
+                                    "budget_tailoring", "budget_tailoring_stage1", "output_perturbation"])
 def test_all_bugs_caught(family):
     rows = MA.audit_family_variants(jax.random.key(15), family,
                                     num_trials=MA.SUITE_TRIALS["quick"][family])
@@ -162,6 +179,9 @@ def test_single_variant_matches_audit_mechanism_contract():
         (lambda: MA.budget_tailoring_mechanism(rho=-1.0), "rho"),
         (lambda: MA.budget_tailoring_mechanism(se_smallest=1.0), "se_smallest"),
         (lambda: MA.budget_tailoring_mechanism(bug="clipping"), "bug"),
+        (lambda: MA.budget_tailoring_stage1_mechanism(rho=0.0), "rho"),
+        (lambda: MA.budget_tailoring_stage1_mechanism(tau_fraction=1.0), "tau_fraction"),
+        (lambda: MA.budget_tailoring_stage1_mechanism(bug="clipping"), "bug"),
         (lambda: MA.output_perturbation_mechanism(reg=0.0), "reg"),
         (lambda: MA.output_perturbation_mechanism(bug="sensitivity"), "bug"),
     ],

@@ -1,5 +1,5 @@
 """Audits of the kit's training mechanisms: group-weighted aggregation, DP-SGD, DP-FERMI,
-StratCOINPRESS, exponential sampling, budget tailoring's stage 2 and output perturbation.
+StratCOINPRESS, exponential sampling, budget tailoring's stages 1 and 2 and output perturbation.
 
 Each builder returns ``(mechanism_fn(key, flag) -> scalar, info)`` for
 :func:`dpfair_jax.audit.games.run_game`: ``flag = 0`` runs the real public code on ``D0``,
@@ -43,6 +43,15 @@ example's, so the statistic is the canary direction's projection of the release)
   Claim: the stage-2 charges of :func:`~dpfair_jax.algorithms.budget_tailoring.budget_ledger`
   (per iteration) converted with ``accounting.zcdp_to_dp``. The ``"noise"`` bug runs with ``rho``
   x 100 (noise std / 10) and claims the nominal ``rho``.
+* ``budget_tailoring_stage1``: stage 1 of paper 000
+  (:func:`dpfair_jax.algorithms.budget_tailoring.stage1_standard_errors`, Algorithm 1, two groups,
+  one feature); add/remove of a canary row ``x = 0``, ``|y| > Delta`` in group 0 (its squared
+  residual sits at the clip bound ``Delta^2`` whatever the noisy OLS fit, and it adds nothing to
+  ``X^T X`` or ``X^T y``, so only group 0's noisy residual sum ``S_0`` tells the worlds apart).
+  Statistic: ``S_0 / Delta^2`` recovered from the released allocation, ``(se_0 / se_1)^2 (n_0 + 1)``
+  (group 1's residuals are all clipped and it has many rows, so ``S_1 / n_1 ~ Delta^2``);
+  ``-1`` when stage 1 reports its fallback (``S_0 <= 0``). Claim: the ledger's ``stage1/se[0]``
+  charge (``tau / (K + 1)``) via ``accounting.zcdp_to_dp``. ``"noise"`` bug: ``rho`` x 100.
 * ``output_perturbation``: paper 001's release
   (:func:`dpfair_jax.algorithms.output_perturbation.fit`, logistic, no intercept): replace-one,
   the canary's label flips; statistic: the released parameters' projection on
@@ -78,6 +87,7 @@ __all__ = [
     "coinpress_mechanism",
     "exponential_sampling_mechanism",
     "budget_tailoring_mechanism",
+    "budget_tailoring_stage1_mechanism",
     "output_perturbation_mechanism",
     "audit_family",
     "audit_family_variants",
@@ -94,6 +104,7 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "stratified_coinpress": ("noise",),
     "exponential_sampling": ("sensitivity",),
     "budget_tailoring": ("noise",),
+    "budget_tailoring_stage1": ("noise",),
     "output_perturbation": ("noise",),
 }
 FAMILIES = tuple(FAMILY_BUGS)
@@ -488,6 +499,82 @@ def budget_tailoring_mechanism(
     return mechanism_fn, info
 
 
+def budget_tailoring_stage1_mechanism(
+    *,
+    rho: float = 0.75,
+    tau_fraction: float = 0.2,
+    delta: float = 1e-5,
+    bug: str | None = None,
+    group_sizes: tuple[int, int] = (50, 500),
+    clip: float = 2.0,
+    seed: int = 0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """Stage 1 of budget tailoring (paper 000, Algorithm 1) with a residual canary in group 0.
+
+    :func:`~dpfair_jax.algorithms.budget_tailoring.stage1_standard_errors` with ``Config(method=
+    "dpse", steps=1, fit_intercept=False)``, one feature, two groups. Group 0: ``n_0`` rows
+    ``x = 0, y = 0`` (residual exactly 0) plus the canary ``x = 0, y = 10 clip`` (squared residual
+    ``100 clip^2``, clipped to the bound ``clip^2``; it adds nothing to ``X^T X`` or ``X^T y``).
+    Group 1: ``n_1`` rows ``x = +-3``, ``y = +-1000`` (``X^T X`` far from its noise; every squared
+    residual clipped, so ``S_1 = n_1 clip^2`` plus noise of relative size ``~1%``). ``D0`` masks the
+    canary out, ``D1`` keeps it (add/remove; both worlds computed, selected by ``flag``).
+
+    The worlds differ only in group 0's noisy clipped residual sum ``S_0`` (the other releases are
+    independent and identically distributed), so the claim is that release's charge: the
+    ``stage1/se[0]`` entry of :func:`~dpfair_jax.algorithms.budget_tailoring.budget_ledger`
+    (``tau_k = tau / (K + 1) = 0.05`` at the defaults), converted with
+    :func:`dpfair_jax.privacy.accounting.zcdp_to_dp`. Statistic (from the public output):
+    ``(se_0 / se_1)^2 (n_0 + 1)``, i.e. about ``S_0 / clip^2`` in ``D1`` (``D0``'s
+    is scaled by ``(n_0 + 1) / n_0``, which only weakens the attack); ``-1`` when stage 1 returns
+    its fallback (some ``S_k <= 0``).
+
+    Privacy: the whole stage 1 is ``tau``-zCDP under add/remove-one (group sizes public); this
+    pair of neighbours is distinguished by one ``tau_k``-zCDP release.
+    """
+    from dpfair_jax.algorithms import budget_tailoring as bt
+    from dpfair_jax.data.dataset import make_dataset
+    from dpfair_jax.privacy.accounting import zcdp_to_dp
+
+    V.check_rho(rho)
+    V.check_delta(delta)
+    V.check_clip_norm(clip, "clip")
+    _check_bug("budget_tailoring_stage1", bug)
+    if not 0.0 < float(tau_fraction) < 1.0:
+        raise ValueError(f"tau_fraction must lie in (0, 1), got {tau_fraction!r}.")
+    n0, n1 = (V.check_int("group_sizes", g, minimum=2) for g in group_sizes)
+    cfg = bt.Config(method="dpse", steps=1, loss="squared", fit_intercept=False)
+    ledger = bt.budget_ledger(float(rho), np.full((2,), np.sqrt(0.5)), config=cfg,
+                              tau_fraction=float(tau_fraction))
+    rho_release = float(ledger.charges["stage1/se[0]"])
+    claimed = zcdp_to_dp(rho_release, delta)
+    run_rho = float(rho) * (100.0 if bug == "noise" else 1.0)
+    hp = bt.Hyperparams(rho=run_rho, tau_fraction=float(tau_fraction), clip=float(clip))
+    n = n0 + n1 + 1
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, 1), np.float32)
+    y = np.zeros((n,), np.float32)
+    x[n0:n0 + n1, 0] = 3.0 * rng.choice([-1.0, 1.0], size=n1)
+    y[n0:n0 + n1] = 1000.0 * rng.choice([-1.0, 1.0], size=n1)
+    s = np.concatenate([np.zeros(n0, np.int32), np.ones(n1, np.int32), np.zeros(1, np.int32)])
+    y[-1] = 10.0 * float(clip)  # the canary: x = 0, residual^2 clipped to clip^2
+    mask0 = np.ones(n, np.float32)
+    mask0[-1] = 0.0
+    d0 = make_dataset(x, y, s, num_groups=2, num_classes=0, mask=mask0)
+    d1 = make_dataset(x, y, s, num_groups=2, num_classes=0)
+    scale = float(n0 + 1)  # (se_0/se_1)^2 = (S_0/n_0')/(S_1/n_1) and S_1/n_1 ~ clip^2
+
+    def stat(key: jax.Array, data: Any) -> jax.Array:
+        se, fallback, _ = bt.stage1_standard_errors(key, data, hp, cfg)
+        return jnp.where(fallback, -1.0, (se[0] / se[1]) ** 2 * scale)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        return jnp.where(flag == 1, stat(key, d1), stat(key, d0))
+
+    info = {"claimed_epsilon": float(claimed), "delta": float(delta), "rho": rho_release,
+            "relation": bt.privacy(cfg, rho_release, delta).relation}
+    return mechanism_fn, info
+
+
 def output_perturbation_mechanism(
     *,
     epsilon: float = 1.0,
@@ -547,6 +634,8 @@ def output_perturbation_mechanism(
 
 
 def _build(family: str, bug: str | None, **kwargs: Any):
+    if family == "budget_tailoring_stage1":
+        return budget_tailoring_stage1_mechanism(bug=bug, **kwargs)
     if family == "budget_tailoring":
         return budget_tailoring_mechanism(bug=bug, **kwargs)
     if family == "output_perturbation":
@@ -660,10 +749,12 @@ def audit_family(
 # two composed Gaussians); every trial is a few rows and one to four steps, so this is cheap.
 SUITE_TRIALS = {"quick": {"group_weighted": 4000, "dpsgd": 4000, "dpsgd_replace": 4000, "fermi_sensitive": 20000,
                           "fermi_all": 20000, "stratified_coinpress": 20000, "exponential_sampling": 20000,
-                          "budget_tailoring": 4000, "output_perturbation": 20000},
+                          "budget_tailoring": 4000, "budget_tailoring_stage1": 4000,
+                          "output_perturbation": 20000},
                 "full": {"group_weighted": 50000, "dpsgd": 50000, "dpsgd_replace": 50000, "fermi_sensitive": 100000,
                          "fermi_all": 100000, "stratified_coinpress": 100000, "exponential_sampling": 100000,
-                         "budget_tailoring": 50000, "output_perturbation": 100000}}
+                         "budget_tailoring": 50000, "budget_tailoring_stage1": 50000,
+                         "output_perturbation": 100000}}
 
 
 def mechanism_audit_suite(
