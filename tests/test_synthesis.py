@@ -131,3 +131,17 @@ def test_synthesis_study_small_table():
     assert np.all((df.accuracy >= 0) & (df.accuracy <= 1))
     with pytest.raises(ValueError, match="variant"):
         syn.synthesis_study(table, epsilons=[1.0], variants=["age"])
+
+
+def test_selection_ratio_and_fnr_difference_match_fairlearn():
+    fl = pytest.importorskip("fairlearn.metrics")
+    from dpfair_jax.algorithms.synthesis import _selection_ratio_and_fnr_difference
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 500)
+    p = rng.integers(0, 2, 500)
+    g = rng.choice(["a_1", "a_2", "b_1", "b_2"], 500)
+    ratio, fnr = _selection_ratio_and_fnr_difference(y, p, g)
+    assert ratio == pytest.approx(fl.demographic_parity_ratio(y, p, sensitive_features=g), abs=1e-12)
+    want = fl.MetricFrame(metrics=fl.false_negative_rate, y_true=y, y_pred=p, sensitive_features=g).difference()
+    assert fnr == pytest.approx(want, abs=1e-12)
