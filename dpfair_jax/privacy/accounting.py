@@ -142,7 +142,11 @@ def dpsgd_event(
 
     Privacy: Poisson sampling is accounted under add/remove-one neighbours, sampling without
     replacement under replace-one neighbours (:func:`epsilon_of_event` picks the relation from
-    the event). A zero noise multiplier returns ``NonPrivateDpEvent`` (epsilon = inf).
+    the event). A zero noise multiplier returns ``NonPrivateDpEvent`` (epsilon = inf). The
+    multiplier is relative to the query's sensitivity under that relation: a sum of per-example
+    gradients clipped to ``C`` has sensitivity ``C`` under add/remove but ``2C`` under replace-one,
+    so noise of std ``sigma`` on it is ``noise_multiplier = sigma / (2C)`` for
+    ``sampling="without_replacement"`` (``dpsgd.privacy`` and ``fermi.privacy`` do this).
     """
     V.check_noise_multiplier(noise_multiplier)
     V.check_sample_rate(sample_rate)
