@@ -113,7 +113,11 @@ def two_group_trial(key: jax.Array, slopes: jax.Array, noise_sd: jax.Array, rhos
     All of the trial's randomness is one ``jax.random.normal(key, ...)`` call: the data's ``2n``
     draws, then for budget ``r`` and method ``m`` the draws of one run (see
     :func:`budget_tailoring.fit_many_from_draws`). The data are shared by all budgets and methods
-    (common random numbers, paired comparisons); the noise is not. A budget ``rho = inf`` gives
+    (common random numbers, paired comparisons); the noise is not. The data are prepared once
+    per trial (``settings["clipped_sums"]``: ``"table"``, the default, tabulates the exact clipped
+    sums of the one-feature problem, :func:`budget_tailoring.prepare`; ``"direct"`` sums over
+    the examples at every step; both give the same numbers up to float rounding). A budget
+    ``rho = inf`` gives
     each method's non-private limit. Returns ``mspe [R, M, K]`` (population MSPE), ``theta
     [R, M, P]``, ``se [R, K]`` (DPSE's allocation) and ``fallback [R]``.
     """
@@ -131,13 +135,19 @@ def two_group_trial(key: jax.Array, slopes: jax.Array, noise_sd: jax.Array, rhos
     betas = slopes[:, None]
     i_dpse = PRIVATE_METHODS.index("dpse")
 
+    mode = settings.get("clipped_sums", "table")
+    prepared = bt.prepare(x, y, s, k, configs[0], clip=float(settings["clip"]),
+                          clipped_sums=mode)
+
     def at_budget(zr, rho):
-        theta, diag = bt.fit_many_from_draws(zr, x, y, s, k, hyperparams_from(settings, rho),
-                                             configs)
+        theta, diag = bt.fit_many_prepared(zr, prepared, hyperparams_from(settings, rho), configs)
         mspe = jax.vmap(lambda th: bt.population_mspe(th, betas, noise_sd))(theta)
         return mspe, theta, diag.se[i_dpse], diag.fallback[i_dpse]
 
-    batch = int(settings.get("budget_batch") or 0) or budget_batch(n, r_count)
+    # With the clipped-sum table a descent step no longer touches the n examples: run all
+    # budgets side by side. Without it, batch the budgets so a step's temporaries stay in cache.
+    batch = int(settings.get("budget_batch") or 0) or (
+        r_count if prepared.table is not None else budget_batch(n, r_count))
     mspe, theta, se, fb = jax.lax.map(lambda a: at_budget(*a), (noise, rhos), batch_size=batch)
     return {"mspe": mspe, "theta": theta, "se": se, "fallback": fb}
 
@@ -236,6 +246,7 @@ _COMMON = dict(
     stats_bound_y=30.0,
     scaling="group_mean",
     delta=1e-5,
+    clipped_sums="table",  # "table" (exact, O(log n) per step) or "direct" (sum over examples)
 )
 
 FULL = dict(
