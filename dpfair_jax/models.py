@@ -20,7 +20,8 @@ Parameter layouts (the contract other modules read):
 - ``mlp``: ``{"layers": {i: {"kernel": f32[in, out], "bias": f32[out]}}}`` for i = 0..len(hidden)
   (flax nnx ``Linear`` layers; the last one is the output layer).
 - ``cnn``: ``{"convs": {i: {"kernel": f32[3, 3, cin, cout], "bias": f32[cout]}},
-  "head": {"kernel": f32[flat, num_classes], "bias": f32[num_classes]}}``.
+  "head": {"kernel": f32[flat, num_classes], "bias": f32[num_classes]}}``; float32 parameters
+  and outputs also with ``compute_dtype=jnp.bfloat16`` (mixed precision, meant for GPUs).
 
 The MLP and CNN are flax nnx modules; ``nnx.split``/``nnx.merge`` convert between the module and
 the pure dict at the boundary. No batch normalization anywhere (it mixes examples, which breaks
@@ -306,23 +307,49 @@ def mlp(
 class _CNN(nnx.Module):
     def __init__(
         self, image_shape: tuple[int, int, int], channels: Sequence[int], num_classes: int,
-        activation: str, rngs: nnx.Rngs,
+        activation: str, rngs: nnx.Rngs, compute_dtype: Any = None,
     ):
         h, w, c = image_shape
         self.activation = activation
+        self.compute_dtype = compute_dtype
         convs = []
+        # dtype= is the computation dtype (flax casts inputs, kernel and bias to it); the
+        # parameters themselves stay float32 (param_dtype).
         for cout in channels:
-            convs.append(nnx.Conv(c, cout, kernel_size=(3, 3), padding="SAME", rngs=rngs))
+            convs.append(nnx.Conv(c, cout, kernel_size=(3, 3), padding="SAME", dtype=compute_dtype,
+                                  rngs=rngs))
             c = cout
             h, w = h // 2, w // 2
         self.convs = nnx.List(convs)
-        self.head = nnx.Linear(h * w * c, num_classes, rngs=rngs)
+        self.head = nnx.Linear(h * w * c, num_classes, dtype=compute_dtype, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         for conv in self.convs:
             x = nnx.avg_pool(act(conv(x)), window_shape=(2, 2), strides=(2, 2))
-        return self.head(x.reshape(x.shape[0], -1))
+        out = self.head(x.reshape(x.shape[0], -1))
+        # Mixed precision: logits go back to float32, so losses and everything computed from
+        # them (gradients w.r.t. the float32 parameters, clipping, noise) are float32.
+        return out if self.compute_dtype is None else out.astype(jnp.float32)
+
+
+_COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _check_compute_dtype(compute_dtype: Any) -> str | None:
+    """``None`` or the name of a floating compute dtype (``"bfloat16"``, ``"float16"``); float32 is
+    the default computation, returned as ``None``."""
+    if compute_dtype is None:
+        return None
+    try:
+        name = jnp.dtype(compute_dtype).name
+    except TypeError:
+        name = None
+    if name not in _COMPUTE_DTYPES:
+        raise ValueError(
+            f"compute_dtype must be None, jnp.bfloat16, jnp.float16 or jnp.float32, got {compute_dtype!r}."
+        )
+    return None if name == "float32" else name
 
 
 def cnn(
@@ -331,12 +358,23 @@ def cnn(
     image_shape: Sequence[int] = (28, 28, 1),
     *,
     activation: str = "relu",
+    compute_dtype: Any = None,
 ) -> Model:
     """Small CNN: per entry of ``channels`` a 3x3 SAME conv, ``activation``, 2x2 average pool;
     then a dense layer to ``num_classes`` logits (one logit, squeezed, when ``num_classes == 1``).
 
     Inputs are images ``[n, H, W, C]`` or rows flattened to ``[n, H*W*C]`` (the ``Dataset`` layout),
     or one example ``[H, W, C]`` / ``[H*W*C]``. No normalization layers (per-example clipping).
+
+    ``compute_dtype`` (mixed precision): ``None`` (default) computes in float32; ``jnp.bfloat16``
+    (or ``jnp.float16``) casts the inputs, kernels and biases to that dtype inside ``apply``, so
+    the convolutions, the dense head and the activations between them run in it, and casts the
+    logits back to float32. Parameters, their gradients and the outputs stay float32, so per-example
+    gradient norms, clipping, noise and privacy accounting are float32 as without it; only the
+    forward/backward arithmetic is rounded to ``compute_dtype`` (relative error ~1e-2 for bfloat16).
+    It is meant for GPUs (tensor cores); on CPU bfloat16 convolutions are usually *slower* than
+    float32. ``dpsgd.train`` computes the per-example norms of such a model with ``vmap(grad)``
+    (the float32 ghost-norm forward pass does not reproduce a bfloat16 ``apply``).
     """
     v.check_int("num_classes", num_classes, minimum=1)
     channels = tuple(channels)
@@ -353,6 +391,7 @@ def cnn(
             "use fewer channels entries or larger images."
         )
     v.check_choice("activation", activation, ACTIVATIONS)
+    compute_dtype = _check_compute_dtype(compute_dtype)
     flat = int(np.prod(image_shape))
 
     def prepare(x: jax.Array) -> tuple[jax.Array, bool]:
@@ -367,7 +406,8 @@ def cnn(
         )
 
     init_from_key, apply = _pure_model(
-        lambda rngs: _CNN(image_shape, channels, num_classes, activation, rngs),
+        lambda rngs: _CNN(image_shape, channels, num_classes, activation, rngs,
+                          None if compute_dtype is None else jnp.dtype(compute_dtype)),
         "cnn", num_classes, image_shape, prepare,
     )
 
@@ -386,7 +426,8 @@ def cnn(
         return init_from_key(key)
 
     return Model(init, apply, "cnn", num_classes, image_shape,
-                 (("channels", channels), ("image_shape", image_shape), ("activation", activation)))
+                 (("channels", channels), ("image_shape", image_shape), ("activation", activation),
+                  ("compute_dtype", compute_dtype)))
 
 
 # ------------------------------------------------------------------------------------------------

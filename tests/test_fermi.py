@@ -290,3 +290,27 @@ def test_linear_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
         np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-6)
         assert float(outs[0][2]) == pytest.approx(float(outs[1][2])) and float(outs[0][2]) > 0
+
+
+def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
+    rng = np.random.default_rng(1)
+    n = 48
+    ds = make_dataset(rng.normal(size=(n, 64)).astype(np.float32), rng.integers(0, 3, n),
+                      rng.integers(0, 2, n), num_groups=2, num_classes=3)
+    ds = ds.replace(x=ds.x.reshape(n, 8, 8, 1))
+    cnn = M.cnn(num_classes=3, channels=(8, 3), image_shape=(8, 8, 1), activation="tanh")
+    hp = F.FermiHparams(lam=1.5, lr_theta=0.3, lr_w=0.4, clip_theta=0.05, clip_w=0.3,
+                        noise_theta=0.7, noise_w=0.9, radius=3.0)
+    outs = []
+    for path in ("auto", "generic"):
+        cfg = F.FermiConfig(model=cnn, num_groups=2, num_classes=3, steps=3, batch_size=12, grad_path=path)
+        theta0 = cnn.init(jax.random.key(0))
+        assert F._grad_path(cfg, ds, theta0) == ("cnn" if path == "auto" else "generic")
+        outs.append(F.fit(jax.random.key(8), ds, hp, cfg, params0=theta0, validate=False))
+    for a, b in zip(jax.tree_util.tree_leaves((outs[0].params, outs[0].W)),
+                    jax.tree_util.tree_leaves((outs[1].params, outs[1].W))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    c0, c1 = (float(o.diagnostics["clipped_frac_theta"]) for o in outs)
+    assert c0 == pytest.approx(c1) and 0 < c0
+    bf16 = M.cnn(num_classes=3, channels=(8, 3), image_shape=(8, 8, 1), compute_dtype=jnp.bfloat16)
+    assert F._grad_path(F.FermiConfig(model=bf16, num_groups=2, num_classes=3), ds, theta0) == "generic"

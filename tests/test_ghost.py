@@ -182,3 +182,57 @@ def test_kit_cnn_ghost_clipping_matches_vmap():
     ref = jax.tree_util.tree_map(lambda g: np.tensordot(c, np.asarray(g, np.float64), axes=1), grads)
     for got_leaf, ref_leaf in zip(jax.tree_util.tree_leaves(gsum), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(np.asarray(got_leaf), ref_leaf, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("ks,strides,padding", [((3, 3), (1, 1), "SAME"), ((3, 2), (2, 2), "VALID"),
+                                                ((2, 3), (2, 1), "SAME"), ((3, 3), (2, 2), ((1, 0), (2, 1)))])
+def test_conv2d_patches_equal_lax_patches(ks, strides, padding):
+    x = jax.random.normal(jax.random.key(4), (3, 7, 6, 3))
+    ref = jax.lax.conv_general_dilated_patches(x, ks, strides, padding,
+                                               dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    got = ghost.conv2d_patches(x, ks, strides, padding)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(ref.reshape(3, -1, ref.shape[-1])))
+
+
+@pytest.mark.parametrize("method", ["auto", "direct", "gram"])
+def test_kit_cnn_ghost_wide_layers_match_vmap(method):
+    """8 input channels to the second conv: the shifted-view per-example product (direct) and the
+    Gram identity; sums through cnn_weighted_grad in the params' structure."""
+    from dpfair_jax import models as M
+    from dpfair_jax.algorithms.dpsgd import output_loss_for
+
+    model = M.cnn(1, channels=(8, 3), image_shape=(8, 8, 1), activation="tanh")
+    params = model.init(jax.random.key(0))
+    k = jax.random.split(jax.random.key(2), 2)
+    B = 5
+    x = jax.random.normal(k[0], (B, 8, 8, 1))
+    y = jax.random.bernoulli(k[1], 0.5, (B,)).astype(jnp.int32)
+    loss = output_loss_for(model, 2)
+    assert ghost.cnn_matches_apply(model, params)
+    gh = ghost.cnn_ghost_backward(model, params, x, y, loss, method=method)
+    np.testing.assert_allclose(np.asarray(gh.outputs), np.asarray(model.apply(params, x)), rtol=1e-5, atol=1e-6)
+    grads = _vmap_grads(lambda p, xi, yi: loss(model.apply(p, xi[None]), yi[None])[0], params, x, y)
+    ref_sq = _np_norm_sq(grads)
+    np.testing.assert_allclose(np.asarray(gh.norms) ** 2, ref_sq, rtol=RTOL)
+    c = np.linspace(0.2, 1.0, B).astype(np.float32)
+    got = ghost.cnn_weighted_grad(model, gh, c)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(params)
+    ref = jax.tree_util.tree_map(lambda g: np.tensordot(c, np.asarray(g, np.float64), axes=1), grads)
+    for got_leaf, ref_leaf in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(got_leaf), ref_leaf, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kshape", [(3, 3, 3, 4), (2, 3, 3, 2)])
+def test_conv2d_same_custom_gradient_equals_autodiff(kshape):
+    x = jax.random.normal(jax.random.key(5), (4, 7, 6, 3))
+    k = jax.random.normal(jax.random.key(6), kshape)
+
+    def plain(xx, kk):
+        return jax.lax.conv_general_dilated(xx, kk, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    for conv in (ghost._conv2d_same, ghost._conv2d_same_cpu):
+        np.testing.assert_allclose(np.asarray(conv(x, k)), np.asarray(plain(x, k)), rtol=1e-6, atol=1e-6)
+        got = jax.grad(lambda xx, kk: jnp.sum(jnp.sin(conv(xx, kk))), argnums=(0, 1))(x, k)
+        ref = jax.grad(lambda xx, kk: jnp.sum(jnp.sin(plain(xx, kk))), argnums=(0, 1))(x, k)
+        for a, b in zip(got, ref):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)

@@ -6,8 +6,12 @@ parameter pytree, sums, adds ``N(0, (sigma C)^2 I)``, divides by the public batc
 *expected* size ``q n`` under Poisson sampling) and hands the result to an optax optimizer.
 
 Per-example norms come from ghost norms where the model allows (``models.linear``, ``logistic``,
-``multinomial_logistic``: one dense layer; ``models.mlp``: a dense stack), and from
-``vmap(grad)`` otherwise (any per-example loss over any pytree). ``clip_norm``,
+``multinomial_logistic``: one dense layer; ``models.mlp``: a dense stack; ``models.cnn``: conv
+layers and the dense head, ``privacy.ghost.cnn_clipped_grad_sum``), and from ``vmap(grad)``
+otherwise (any per-example loss over any pytree, and mixed-precision CNNs built with
+``compute_dtype``, whose bfloat16 ``apply`` the float32 ghost forward pass does not reproduce).
+Norms, clipping, noise and the update are float32 in every mode (at least the precision of ``x``),
+whatever a model computes internally. ``clip_norm``,
 ``noise_multiplier`` and ``learning_rate`` are traced, so ``jax.jit(jax.vmap(...))`` over a grid of
 them is one program; shapes (batch size, steps, model) are static.
 
@@ -30,6 +34,7 @@ from dpfair_jax import models as _models
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import aggregation as _agg
 from dpfair_jax.privacy import clipping as _clip
+from dpfair_jax.privacy import ghost as _ghost
 from dpfair_jax.privacy import sampling as _sampling
 
 __all__ = ["train", "privacy", "resolve_per_example", "output_loss_for", "GLM_MODELS"]
@@ -46,7 +51,7 @@ PER_EXAMPLE_MODES = ("auto", "vmap", "ghost")
 class _Config(NamedTuple):
     """Static (hashable) configuration of one compiled training program."""
 
-    mode: str  # "glm", "mlp" or "vmap"
+    mode: str  # "glm", "mlp", "cnn" or "vmap"
     model: Any  # models.Model or None
     loss: Callable  # per-example loss: (params, x_i, y_i) for "vmap"; (outputs[B, ...], y) for ghost
     activation: str | None
@@ -123,11 +128,14 @@ def _detect_mlp_activation(model: _models.Model, params: Any) -> str | None:
 
 
 def resolve_per_example(model_or_loss: Any, params: Any, per_example: str = "auto") -> tuple[str, str | None]:
-    """How per-example norms will be computed: ``("glm" | "mlp" | "vmap", activation)``.
+    """How per-example norms will be computed: ``("glm" | "mlp" | "cnn" | "vmap", activation)``.
 
-    ``"auto"`` uses ghost norms for the GLMs and (when its activation is recognised) the MLP of
-    :mod:`dpfair_jax.models`, and ``vmap(grad)`` for anything else; ``"ghost"`` raises if ghost
-    norms are not available; ``"vmap"`` forces the generic path.
+    ``"auto"`` uses ghost norms for the GLMs, the MLP (when its activation is recognised) and the
+    CNN (when ``privacy.ghost.cnn_forward`` reproduces its ``apply``: float32 models; one built with
+    ``compute_dtype=jnp.bfloat16`` gets ``"vmap"``) of :mod:`dpfair_jax.models`, and
+    ``vmap(grad)`` for anything else; ``"ghost"`` raises if ghost norms are not available;
+    ``"vmap"`` forces the generic path. The checks run once per model and parameter shapes
+    (cached).
     """
     v.check_choice("per_example", per_example, PER_EXAMPLE_MODES)
     mode, act = "vmap", None
@@ -137,12 +145,15 @@ def resolve_per_example(model_or_loss: Any, params: Any, per_example: str = "aut
         elif model_or_loss.name == "mlp":
             act = _detect_mlp_activation(model_or_loss, params)
             mode = "mlp" if act is not None else "vmap"
+        elif model_or_loss.name == "cnn":
+            mode = "cnn" if _ghost.cnn_matches_apply(model_or_loss, params) else "vmap"
     if per_example == "vmap":
         return "vmap", None
     if per_example == "ghost" and mode == "vmap":
         raise ValueError(
-            "per_example='ghost' needs a models.linear/logistic/multinomial_logistic or models.mlp "
-            "model; use per_example='auto' or 'vmap' for other models and loss functions."
+            "per_example='ghost' needs a models.linear/logistic/multinomial_logistic, models.mlp or "
+            "float32 models.cnn model (not compute_dtype=bfloat16); use per_example='auto' or "
+            "'vmap' for other models and loss functions."
         )
     return mode, act
 
@@ -180,6 +191,10 @@ def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm, x_sq=None):
             _mlp_layers(params), xb, yb, out_loss, clip_norm, activation=act, mask=mask
         )
         return _mlp_params(params, grads), norms, losses
+    if cfg.mode == "cnn":
+        # Book-keeping ghost clipping: one backward pass w.r.t. the pre-activations, norms from
+        # the conv patches and the head; the sum comes back in the model's param structure.
+        return _ghost.cnn_clipped_grad_sum(cfg.model, params, xb, yb, cfg.loss, clip_norm, mask=mask)
     # generic vmap(grad) path
     vg = jax.vmap(jax.value_and_grad(cfg.loss), in_axes=(None, 0, 0))
     losses, grads = vg(params, xb, yb)
@@ -196,7 +211,10 @@ def _make_optimizer(cfg: _Config, learning_rate):
 
 @functools.partial(jax.jit, static_argnums=(0,))
 def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_multiplier, learning_rate):
-    dt = jnp.result_type(x)
+    # Clipping, noise and the update run in float32 (or x's precision if higher), also when the
+    # model computes in bfloat16 (models.cnn(compute_dtype=...)) or x is given in a low precision.
+    dt = jnp.promote_types(jnp.result_type(x), jnp.float32)
+    x = x.astype(dt) if jnp.result_type(x) != dt else x
     clip_norm = jnp.asarray(clip_norm, dt)
     noise_multiplier = jnp.asarray(noise_multiplier, dt)
     std = noise_multiplier * clip_norm
@@ -319,7 +337,8 @@ def train(
         ``"fixed_size"`` (independent uniform batches) or ``"shuffle"`` (shuffled epochs).
       optimizer: an optax factory called as ``optimizer(learning_rate)``, or a ready
         ``GradientTransformation`` (then ``learning_rate`` must be None).
-      per_example: ``"auto"`` (ghost norms for GLMs and dense MLPs), ``"ghost"`` or ``"vmap"``.
+      per_example: ``"auto"`` (ghost norms for GLMs, dense MLPs and float32 CNNs; see
+        :func:`resolve_per_example`), ``"ghost"`` (raise if unavailable) or ``"vmap"``.
       diagnostics: per-step ``loss``, ``clip_fraction``, ``mean_grad_norm``, ``batch_size``,
         ``truncated`` (``[steps]`` arrays). They are computed from the private batch and are
         **not** differentially private; do not release them.

@@ -99,8 +99,11 @@ class FermiConfig:
     :class:`~dpfair_jax.algorithms.sgda.SGDAConfig`. ``num_groups`` k and ``num_classes`` l (of the
     targets; 2 for a one-logit model). Named departures: ``variant``, ``clip_mode``, ``w_init``,
     ``ermi_form``, ``eo_weighted`` (see the module docstring). ``grad_path="auto"`` uses exact
-    ghost norms for (multinomial) logistic models (``sgda.dpsgda(linear=True)``); ``"generic"``
-    forces ``vmap(grad)`` over the parameters (same numbers, slower).
+    ghost norms for (multinomial) logistic models (``sgda.dpsgda(linear=True)``) and for float32
+    ``models.cnn`` models (``sgda.dpsgda(cnn_model=...)``: book-keeping ghost clipping of the
+    theta-gradients, ``privacy.ghost.cnn_ghost_backward``; a CNN built with ``compute_dtype``
+    keeps ``vmap(grad)``); ``"generic"`` forces ``vmap(grad)`` over the parameters (same numbers
+    up to float rounding, slower). MLPs always take ``vmap(grad)``.
     """
 
     model: Any
@@ -261,16 +264,24 @@ def _psi_parts(probs_i: jax.Array, s_i, W: jax.Array, p_s: jax.Array):
     return quad, lin
 
 
-def _use_linear(config: FermiConfig, data: Dataset) -> bool:
+def _grad_path(config: FermiConfig, data: Dataset, theta0: Any) -> str:
+    """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap)."""
     if config.grad_path == "generic":
-        return False
-    lin = getattr(config.model, "name", "") in ("logistic", "multinomial_logistic", "linear")
-    return lin and data.x.ndim == 2
+        return "generic"
+    name = getattr(config.model, "name", "")
+    if name in ("logistic", "multinomial_logistic", "linear") and data.x.ndim == 2:
+        return "linear"
+    if name == "cnn":
+        from dpfair_jax.privacy import ghost
+
+        if ghost.cnn_matches_apply(config.model, theta0):
+            return "cnn"
+    return "generic"
 
 
 def _losses(config: FermiConfig, parts_z, lam, linear: bool):
     """``(private_loss, public_loss)`` per example for the configured privacy unit; functions of
-    the logits (``linear``) or of the model parameters."""
+    the logits (``linear``: the GLM and CNN ghost paths) or of the model parameters."""
     if linear:
         parts = parts_z
     else:
@@ -368,11 +379,12 @@ def fit(
         clip_w=clip_w * batch_scale, noise_theta=noise_theta, noise_w=noise_w, radius=hparams.radius,
     )
     parts = (parts_builder or _fermi_parts)(config, P)
-    linear = _use_linear(config, data)
-    private, public = _losses(config, parts, lam, linear)
+    path = _grad_path(config, data, theta0)
+    private, public = _losses(config, parts, lam, path != "generic")
     res = sgda.dpsgda(
         k_run, examples, theta0, W0, hp, config.sgda_config(), private_loss=private,
-        public_loss=public, batch_key=batch_key, validate=False, linear=linear,
+        public_loss=public, batch_key=batch_key, validate=False, linear=path == "linear",
+        cnn_model=config.model if path == "cnn" else None,
     )
     return FermiResult(res.theta, res.w, res.diagnostics)
 

@@ -43,6 +43,12 @@ With ``gamma1 = gamma2 = 0`` :func:`train` equals ``dpsgd.train(..., per_example
 bit for bit under the same key: same key splitting (the statistics' key is
 ``fold_in(k_noise, 1)``), same batches, same noise draws, and the penalty terms enter as exact
 zeros.
+
+Per-example gradients always come from ``vmap(grad)``, for every model (no ghost norms, unlike
+``dpsgd.train`` for GLMs, MLPs and CNNs): the clipped vector ``g_i + gamma1 c1_a H_i g_i / ||g_i||
++ gamma2 c2_a nabla u(x_i)`` contains a per-example Hessian-vector product of ``g_i`` itself,
+which is not a function of one backward pass's per-layer (input, output-gradient) pairs, so its
+norm has no ghost identity and the augmented gradient has to be formed example by example.
 """
 
 from __future__ import annotations

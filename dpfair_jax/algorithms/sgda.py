@@ -233,6 +233,7 @@ def dpsgda(
     batch_key: jax.Array | None = None,
     validate: bool = True,
     linear: bool = False,
+    cnn_model: Any = None,
 ) -> SGDAResult:
     """Noisy DP-SGDA (Algorithm 2): simultaneous projected descent-ascent with clipping and noise.
 
@@ -253,6 +254,14 @@ def dpsgda(
         ``f(logits [out], w, example)``. Per-example theta-gradients are ``x_i (x) df/dlogits_i``,
         so their norms are ``|df/dz_i| sqrt(|x_i|^2 + 1)`` (exact, never materialized) and the
         clipped sum is one matmul ``c @ x`` (the same numbers as the generic path).
+      cnn_model: CNN ghost-norm path. ``theta`` are the params of this ``models.cnn`` model
+        (float32; see ``privacy.ghost.cnn_matches_apply``), ``example["x"]`` its inputs, and both
+        losses take the example's logits (as ``model.apply`` returns them for one example) instead
+        of theta, as with ``linear``. Per-example theta-gradient norms come from one ghost backward
+        pass (``privacy.ghost.cnn_ghost_backward``) and the clipped sum from
+        ``cnn_weighted_grad``; ``w``-gradients from the logits; the public part is one batched
+        gradient (through ``ghost.cnn_forward``). The same numbers as the generic path up to
+        float rounding.
 
     Returns:
       :class:`SGDAResult`.
@@ -286,6 +295,13 @@ def dpsgda(
     priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(0 if linear else None, None, 0))
     if linear and not (isinstance(theta0, dict) and "w" in theta0 and set(theta0) <= {"w", "b"}):
         raise ValueError('linear=True needs theta as {"w": [d, out], "b": [out]} (models.logistic layout).')
+    if cnn_model is not None:
+        from dpfair_jax.privacy import ghost as _ghost
+
+        if linear:
+            raise ValueError("pass linear=True or cnn_model, not both.")
+        if getattr(cnn_model, "name", None) != "cnn":
+            raise ValueError("cnn_model must be a dpfair_jax.models.cnn(...) model.")
 
     def public_grad(theta, w, batch, mask):
         def total(th, ww):
@@ -320,13 +336,38 @@ def dpsgda(
             s_th["b"] = jnp.sum(coef, axis=0)
         return s_th, s_w, c_th, c_w
 
+    def cnn_sums(theta, w, batch, mask):
+        def out_loss(out, ex):
+            return jax.vmap(private_loss, in_axes=(0, None, 0))(out, w, ex)
+
+        gh = _ghost.cnn_ghost_backward(cnn_model, theta, batch["x"], batch, out_loss)
+        norm = gh.norms
+        clip = jnp.asarray(hparams.clip_theta, norm.dtype)
+        fac = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
+        c_th = (norm > clip).astype(norm.dtype)
+        s_th = _ghost.cnn_weighted_grad(cnn_model, gh, fac * mask)
+        g_w = jax.vmap(jax.grad(private_loss, argnums=1), in_axes=(0, None, 0))(gh.outputs, w, batch)
+        g_w, c_w = clip_tree(g_w, hparams.clip_w)
+        s_w = weighted_sum(g_w, mask)
+        if public_loss is not None:
+            def total(th, ww):
+                # the ghost forward pass: model.apply's values, with a CPU gradient that stays
+                # fast inside lax.scan (privacy.ghost._conv2d_same)
+                out = _ghost.cnn_forward(cnn_model, th, batch["x"])[0]
+                return jnp.sum(jax.vmap(public_loss, in_axes=(0, None, 0))(out, ww, batch) * mask)
+
+            p_th, p_w = jax.grad(total, argnums=(0, 1))(theta, w)
+            s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
+            s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
+        return s_th, s_w, c_th, c_w
+
     def step(carry, t, idx, mask, trunc):
         theta, w, sel_theta, sel_w = carry
         batch = jax.tree_util.tree_map(lambda a: a[idx], data)
         kt = jax.random.fold_in(k_noise, t)
         k1, k2 = jax.random.split(kt)
-        if linear:
-            s_th, s_w, c_th, c_w = glm_sums(theta, w, batch, mask)
+        if linear or cnn_model is not None:
+            s_th, s_w, c_th, c_w = (glm_sums if linear else cnn_sums)(theta, w, batch, mask)
             s_th = jax.tree_util.tree_map(jnp.add, s_th, _noise_like(k1, theta, std_theta))
             s_w = jax.tree_util.tree_map(jnp.add, s_w, _noise_like(k2, w, std_w))
         else:

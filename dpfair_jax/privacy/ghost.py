@@ -16,13 +16,20 @@ which costs ``O(T^2 (p + o))`` against ``O(T p o)`` for the direct per-example g
   ``[id_t == id_s]`` and ``||grad_i E||^2 = sum_{t,s: id_t = id_s} <g_t, g_s>`` (repeated tokens
   add their gradients before squaring);
 * conv2d (NHWC inputs, HWIO kernel, as ``flax.nnx.Conv``): ``A_i`` are the unfolded patches
-  ``[H' W', kh kw C_in]`` (``lax.conv_general_dilated_patches``), ``G_i`` the output gradients
+  ``[H' W', kh kw C_in]`` (:func:`conv2d_patches`, the layout of
+  ``lax.conv_general_dilated_patches``), ``G_i`` the output gradients
   ``[H' W', C_out]``.
 
 Biases: ``||sum_t g_t||^2`` (:func:`bias_norm_sq`). The total per-example norm of a model is the
 square root of the sum over its layers; clipping factors ``c_i = min(1, C / ||grad_i||)`` then give
 the clipped sum layer by layer as ``sum_i c_i A_i^T G_i`` (the ``*_weighted_grad`` functions), one
 contraction, no ``[B, ...]`` per-example gradient array.
+
+The kit's CNN (:func:`dpfair_jax.models.cnn`): :func:`cnn_ghost_backward` gets every layer's
+per-example output gradients from one backward pass with respect to zero probes on the
+pre-activations (book-keeping), :func:`cnn_weighted_grad` assembles the clipped sum in the params'
+structure, :func:`cnn_clipped_grad_sum` does both; ``dpsgd.train`` (``per_example="auto"``) and
+``fermi.fit`` (``grad_path="auto"``) use them for float32 CNNs (:func:`cnn_matches_apply`).
 
 Privacy: these are exact identities (no approximation), so a clipped sum assembled from them has
 the same L2 sensitivity as with ``vmap`` per-example gradients: ``C`` under add/remove-one
@@ -32,7 +39,7 @@ neighbours, ``2 C`` under replace-one. All functions are pure and jit/vmap-able.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +59,11 @@ __all__ = [
     "conv2d_weighted_grad",
     "total_norms",
     "cnn_forward",
+    "CnnGhost",
+    "cnn_ghost_backward",
+    "cnn_weighted_grad",
     "cnn_clipped_grad_sum",
+    "cnn_matches_apply",
 ]
 
 METHODS = ("auto", "gram", "direct")
@@ -161,15 +172,45 @@ def _conv_args(kernel_size: Sequence[int], strides: Sequence[int] | None, paddin
     return ks, st, padding
 
 
+def _pad_and_size(size: int, k: int, stride: int, padding: Any) -> tuple[tuple[int, int], int]:
+    """(low, high) padding and output size of one spatial axis, with XLA's SAME/VALID rules."""
+    if padding == "VALID":
+        return (0, 0), (size - k) // stride + 1
+    if padding == "SAME":
+        out = -(-size // stride)
+        total = max((out - 1) * stride + k - size, 0)
+        return (total // 2, total - total // 2), out
+    lo, hi = (int(p) for p in padding)
+    return (lo, hi), (size + lo + hi - k) // stride + 1
+
+
 def conv2d_patches(x: jax.Array, kernel_size: Sequence[int], strides: Sequence[int] | None = None,
                    padding: Any = "SAME") -> jax.Array:
     """Unfold NHWC images into patches ``[B, H' W', C_in kh kw]`` (feature order: channel-major,
-    as ``lax.conv_general_dilated_patches``)."""
+    as ``lax.conv_general_dilated_patches``).
+
+    Built from ``kh kw`` strided slices of the padded input (pure data movement, the same values as
+    ``lax.conv_general_dilated_patches``, which runs a convolution with a one-hot kernel and on
+    XLA's CPU backend costs more than the layer's own convolution).
+    """
     v.check_shape("x", x, ndim=4)
     ks, st, pad = _conv_args(kernel_size, strides, padding)
-    p = jax.lax.conv_general_dilated_patches(
-        jnp.asarray(x), ks, st, pad, dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    return p.reshape(p.shape[0], -1, p.shape[-1])
+    x = jnp.asarray(x)
+    b, h, w, c = x.shape
+    if isinstance(pad, str):
+        pads = [_pad_and_size(n, k, s, pad) for n, k, s in zip((h, w), ks, st)]
+    else:
+        pad = tuple(tuple(p) for p in pad)
+        if len(pad) != 2 or any(len(p) != 2 for p in pad):
+            raise ValueError(f"padding must be 'SAME', 'VALID' or ((lo, hi), (lo, hi)), got {padding!r}.")
+        pads = [_pad_and_size(n, k, s, p) for n, k, s, p in zip((h, w), ks, st, pad)]
+    (ph, oh), (pw, ow) = pads
+    if oh < 1 or ow < 1:
+        raise ValueError(f"kernel_size {ks} does not fit images of size {(h, w)} with padding {padding!r}.")
+    xp = jnp.pad(x, ((0, 0), ph, pw, (0, 0)))
+    cols = [xp[:, i: i + (oh - 1) * st[0] + 1: st[0], j: j + (ow - 1) * st[1] + 1: st[1], :]
+            for i in range(ks[0]) for j in range(ks[1])]
+    return jnp.stack(cols, axis=-1).reshape(b, oh * ow, c * ks[0] * ks[1])
 
 
 def conv2d_norm_sq(x: jax.Array, g: jax.Array, kernel_size: Sequence[int], *,
@@ -251,6 +292,53 @@ def total_norms(*norm_sqs: jax.Array) -> jax.Array:
     return jnp.sqrt(sum(jnp.asarray(s) for s in norm_sqs))
 
 
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+@jax.custom_vjp
+def _conv2d_same_cpu(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
+
+
+def _conv2d_same_fwd(x, kernel):
+    return _conv2d_same_cpu(x, kernel), (x, kernel)
+
+
+def _conv2d_same_bwd(res, g):
+    # Both gradients as forward-layout (NHWC x HWIO -> NHWC) convolutions: the input gradient
+    # correlates g with the kernel rotated by 180 degrees (in/out swapped); the kernel gradient
+    # treats input channels as the batch, the batch as features and the image as the window.
+    x, kernel = res
+    kh, kw = kernel.shape[:2]
+    lo_h, lo_w = (kh - 1) // 2, (kw - 1) // 2
+    hi_h, hi_w = kh - 1 - lo_h, kw - 1 - lo_w
+    k_rot = jnp.flip(kernel, (0, 1)).swapaxes(2, 3)
+    dx = jax.lax.conv_general_dilated(g, k_rot, (1, 1), ((hi_h, lo_h), (hi_w, lo_w)),
+                                      dimension_numbers=_NHWC)
+    dk = jax.lax.conv_general_dilated(jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(g, (1, 2, 0, 3)),
+                                      (1, 1), ((lo_h, hi_h), (lo_w, hi_w)), dimension_numbers=_NHWC)
+    return dx.astype(x.dtype), jnp.transpose(dk, (1, 2, 0, 3)).astype(kernel.dtype)
+
+
+_conv2d_same_cpu.defvjp(_conv2d_same_fwd, _conv2d_same_bwd)
+
+
+def _conv2d_same(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """Stride-1 SAME convolution, NHWC inputs, HWIO kernel: the forward values of ``nnx.Conv`` in
+    :func:`dpfair_jax.models.cnn`.
+
+    On XLA's CPU backend its reverse-mode gradient is written as two forward-layout convolutions
+    (same values; ``jax.custom_vjp``, so no forward-mode autodiff through it). Inside a
+    ``lax.scan`` body, as in ``dpsgd.train`` and ``fermi.fit``, XLA:CPU leaves the backward
+    convolutions of plain autodiff in layouts its fast convolution path does not take: a CNN
+    gradient step ran ~20x slower than the same step outside the loop (measured with jax 0.10.2).
+    Other backends use plain autodiff.
+    """
+    if jax.default_backend() == "cpu":
+        return _conv2d_same_cpu(x, kernel)
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
+
+
 def _avg_pool2(a: jax.Array) -> jax.Array:
     b, h, w, c = a.shape
     a = a[:, : h // 2 * 2, : w // 2 * 2]
@@ -262,6 +350,11 @@ def cnn_forward(model: Any, params: Any, x: jax.Array, probes: Sequence[jax.Arra
     "probes" added to every pre-activation (conv outputs, then the head's logits).
 
     Returns ``(outputs, conv_inputs, head_input)``; outputs as ``model.apply`` (one logit squeezed).
+    Computes in the dtype of ``x`` and ``params`` (float32): a model built with
+    ``compute_dtype=jnp.bfloat16`` is *not* reproduced (its ``apply`` rounds to bfloat16).
+    Reverse-mode differentiable (on CPU the convolutions carry a custom VJP that keeps their
+    gradient fast inside ``lax.scan``, see ``_conv2d_same``); use ``model.apply`` for
+    forward-mode autodiff (``jax.jvp``, ``jax.hessian``).
     """
     from dpfair_jax.models import ACTIVATIONS
 
@@ -272,8 +365,8 @@ def cnn_forward(model: Any, params: Any, x: jax.Array, probes: Sequence[jax.Arra
     for l in range(len(hp["channels"])):
         layer = params["convs"][l]
         conv_inputs.append(a)
-        z = jax.lax.conv_general_dilated(a, layer["kernel"], (1, 1), "SAME",
-                                         dimension_numbers=("NHWC", "HWIO", "NHWC")) + layer["bias"]
+        # the model's conv (same values); its CPU gradient stays fast inside lax.scan
+        z = _conv2d_same(a, layer["kernel"]) + layer["bias"]
         if probes is not None:
             z = z + probes[l]
         a = _avg_pool2(act(z))
@@ -286,44 +379,186 @@ def cnn_forward(model: Any, params: Any, x: jax.Array, probes: Sequence[jax.Arra
     return out, conv_inputs, flat
 
 
-def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, output_loss: Any,
-                         clip_norm: Any, *, mask: jax.Array | None = None, method: str = "auto"):
-    """Ghost clipping for the kit's CNN (:func:`dpfair_jax.models.cnn`): ``(clipped sum, norms [B], losses [B])``.
+class CnnGhost(NamedTuple):
+    """One ghost backward pass of :func:`dpfair_jax.models.cnn` (:func:`cnn_ghost_backward`).
+
+    ``norms [B]`` per-example gradient norms over all parameters, ``losses [B]``, ``outputs``
+    (as ``model.apply``), and per layer what :func:`cnn_weighted_grad` needs: the conv inputs
+    ``conv_inputs [B, H, W, C_in]``, the output gradients ``conv_grads [B, T, C_out]`` (``T = H W``
+    positions), the per-example kernel gradients ``conv_per_example [B, 9 C_in, C_out]``
+    (channel-major rows, as :func:`conv2d_patches`) where the direct method formed them (``None``
+    where the Gram identity was used), the head's input ``head_input [B, F]`` and logit gradients
+    ``head_grad [B, num_classes]``.
+    """
+
+    norms: jax.Array
+    losses: jax.Array
+    outputs: jax.Array
+    conv_inputs: tuple
+    conv_grads: tuple
+    conv_per_example: tuple
+    head_input: jax.Array
+    head_grad: jax.Array
+
+
+def cnn_ghost_backward(model: Any, params: Any, x: jax.Array, y: Any, output_loss: Any, *,
+                       method: str = "auto") -> CnnGhost:
+    """Per-example gradient norms of ``sum_i output_loss(model.apply(params, x), y)_i`` for the
+    kit's CNN, without per-example gradients of the dense head: :class:`CnnGhost`.
 
     One backward pass with respect to zero probes on every pre-activation gives each layer's
-    per-example output gradients; norms from :func:`conv2d_norm_sq` and :func:`dense_norm_sq`
-    (book-keeping, Bu et al. 2023), then ``sum_i c_i grad_i`` layer by layer with
-    ``c_i = mask_i min(1, C / ||grad_i||)``; the result has the structure of ``params``.
-    ``output_loss(outputs, y) -> [B]`` per-example losses.
-
-    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
+    per-example output gradients (book-keeping, Bu et al. 2023). Conv layers use
+    :func:`gram_norm_sq` on the unfolded patches (``method``; the per-example kernel gradients the
+    direct method forms are kept for the weighted sum), the head ``||a_i||^2 ||g_i||^2``.
+    ``output_loss(outputs, y) -> [B]`` (``y`` may be any pytree, e.g. a batch dict). Computes in
+    float32; mixed-precision models (``compute_dtype`` set) are refused, since this forward pass
+    would differentiate a different function than their ``apply``.
     """
-    from dpfair_jax.privacy.clipping import clip_factors
-
-    v.check_clip_norm(clip_norm)
+    v.check_choice("method", method, METHODS)
     if getattr(model, "name", None) != "cnn":
         raise ValueError("model must be dpfair_jax.models.cnn(...); use clipping.clipped_grad_sum otherwise.")
     hp = model.hparams
+    if hp.get("compute_dtype") is not None:
+        raise ValueError(
+            f"CNN ghost norms compute in float32 and do not reproduce a model built with "
+            f"compute_dtype={hp['compute_dtype']!r}; use vmap(grad) per-example gradients "
+            "(dpsgd.train(..., per_example='auto' or 'vmap'))."
+        )
     x = jnp.asarray(x).reshape((-1, *hp["image_shape"]))
     bsz = x.shape[0]
-    v.check_same_length(x=x, y=y, mask=mask)
-    _, conv_in, flat = jax.eval_shape(lambda xx: cnn_forward(model, params, xx), x)
+    _, conv_in, _ = jax.eval_shape(lambda xx: cnn_forward(model, params, xx), x)
     probes = [jnp.zeros(ci.shape[:-1] + (c,), x.dtype) for ci, c in zip(conv_in, hp["channels"])]
     probes.append(jnp.zeros((bsz, params["head"]["kernel"].shape[1]), x.dtype))
 
     def total(pr):
         out, ins, fl = cnn_forward(model, params, x, pr)
         losses = output_loss(out, y)
-        return jnp.sum(losses), (losses, ins, fl)
+        return jnp.sum(losses), (losses, out, ins, fl)
 
-    (_, (losses, ins, fl)), grads = jax.value_and_grad(total, has_aux=True)(probes)
+    (_, (losses, out, ins, fl)), grads = jax.value_and_grad(total, has_aux=True)(probes)
     sq = dense_norm_sq(fl, grads[-1])
-    for a, g in zip(ins, grads[:-1]):
-        sq = sq + conv2d_norm_sq(a, g, (3, 3), method=method)
-    norms = jnp.sqrt(sq)
-    c = clip_factors(norms, clip_norm)
+    gflat, pers = [], []
+    for a_in, g in zip(ins, grads[:-1]):
+        gf = g.reshape(g.shape[0], -1, g.shape[-1]).astype(a_in.dtype)
+        t, p, o = gf.shape[1], 9 * a_in.shape[-1], gf.shape[2]
+        if method == "gram" or (method == "auto" and t * t < p * o):
+            per = None
+            sq = sq + gram_norm_sq(conv2d_patches(a_in, (3, 3)), gf, "gram")
+        else:
+            per = _conv3x3_per_example_grads(a_in, gf)
+            sq = sq + jnp.sum(jnp.square(per), axis=(1, 2))
+        sq = sq + bias_norm_sq(gf)
+        gflat.append(gf)
+        pers.append(per)
+    return CnnGhost(jnp.sqrt(sq), losses, out, tuple(ins), tuple(gflat), tuple(pers), fl, grads[-1])
+
+
+def _conv3x3_per_example_grads(x: jax.Array, gf: jax.Array) -> jax.Array:
+    """Per-example kernel gradients of a 3x3 SAME stride-1 conv: ``[B, 9 C_in, C_out]``
+    (channel-major rows, as :func:`conv2d_patches`), from inputs ``x [B, H, W, C_in]`` and output
+    gradients ``gf [B, H W, C_out]``.
+
+    With few input channels, one contraction with the unfolded patches; otherwise nine
+    contractions with shifted views of the padded input, which skips the ``[B, H W, 9 C_in]``
+    patch array (about twice as fast on XLA's CPU backend from 8 input channels; same values).
+    """
+    b, h, w, c = x.shape
+    if c < 8:
+        return jnp.einsum("bti,bto->bio", conv2d_patches(x, (3, 3)), gf)
+    xp = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    per = [jnp.einsum("btc,bto->bco", xp[:, i: i + h, j: j + w, :].reshape(b, h * w, c), gf)
+           for i in range(3) for j in range(3)]
+    return jnp.stack(per, axis=2).reshape(b, 9 * c, gf.shape[-1])
+
+
+def cnn_weighted_grad(model: Any, ghost: CnnGhost, c: jax.Array) -> Any:
+    """``sum_i c_i grad_i`` from :func:`cnn_ghost_backward`, in the structure of the CNN's params
+    (``{"convs": {l: {"kernel", "bias"}}, "head": {"kernel", "bias"}}``). ``c [B]``: clip factors
+    times the mask (or any per-example weights)."""
+    c = _weights(c, ghost.norms.shape[0], ghost.norms.dtype)
+    convs = {}
+    for l, (x_in, gf, per) in enumerate(zip(ghost.conv_inputs, ghost.conv_grads, ghost.conv_per_example)):
+        cin = x_in.shape[-1]
+        if per is not None:
+            w = jnp.tensordot(c, per, axes=1)  # [9 C_in, C_out]
+        else:
+            a = conv2d_patches(x_in, (3, 3))
+            cg = (gf * c[:, None, None]).reshape(-1, gf.shape[-1])
+            w = (cg.T @ a.reshape(-1, a.shape[-1])).T
+        kernel = w.reshape(cin, 3, 3, -1).transpose(1, 2, 0, 3)
+        convs[l] = {"kernel": kernel, "bias": c @ jnp.sum(gf, axis=1)}
+    head = dense_weighted_grad(ghost.head_input, ghost.head_grad, c)
+    return {"convs": convs, "head": {"kernel": head["w"], "bias": head["b"]}}
+
+
+def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, output_loss: Any,
+                         clip_norm: Any, *, mask: jax.Array | None = None, method: str = "auto"):
+    """Ghost clipping for the kit's CNN (:func:`dpfair_jax.models.cnn`): ``(clipped sum, norms [B], losses [B])``.
+
+    :func:`cnn_ghost_backward` (one backward pass with respect to zero probes on every
+    pre-activation; norms from the unfolded conv patches and the dense head), then
+    ``sum_i c_i grad_i`` layer by layer (:func:`cnn_weighted_grad`) with
+    ``c_i = mask_i min(1, C / ||grad_i||)``; the result has the structure of ``params``.
+    ``output_loss(outputs, y) -> [B]`` per-example losses.
+
+    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
+    Norms, clip factors and sums are computed in float32 (the dtype of ``x`` and ``params``);
+    mixed-precision models (``compute_dtype`` set) are refused, since this float32 forward pass
+    would clip the gradients of a different function than ``model.apply`` (use ``vmap(grad)``).
+    """
+    from dpfair_jax.privacy.clipping import clip_factors
+
+    v.check_clip_norm(clip_norm)
+    if getattr(model, "name", None) == "cnn":
+        v.check_same_length(x=jnp.reshape(jnp.asarray(x), (-1, *model.hparams["image_shape"])),
+                            y=y, mask=mask)
+    gh = cnn_ghost_backward(model, params, x, y, output_loss, method=method)
+    c = clip_factors(gh.norms, clip_norm)
     if mask is not None:
         c = c * jnp.asarray(mask, c.dtype)
-    convs = {l: conv2d_weighted_grad(a, g, c, (3, 3)) for l, (a, g) in enumerate(zip(ins, grads[:-1]))}
-    head = dense_weighted_grad(fl, grads[-1], c)
-    return {"convs": convs, "head": {"kernel": head["w"], "bias": head["b"]}}, norms, losses
+    return cnn_weighted_grad(model, gh, c), gh.norms, gh.losses
+
+
+_CNN_MATCH_CACHE: dict[Any, bool] = {}
+
+
+def cnn_matches_apply(model: Any, params: Any) -> bool:
+    """Whether :func:`cnn_forward` (hence :func:`cnn_ghost_backward`) reproduces ``model.apply``
+    for parameters with the structure and shapes of ``params``.
+
+    False for anything but a float32 :func:`dpfair_jax.models.cnn` (other models, other parameter
+    layouts, ``compute_dtype`` set). Checked once per (model, shapes) on random parameters of the
+    same shapes (the identity does not depend on the values), at full float32 matmul precision and
+    evaluated eagerly even while tracing; the answer is cached.
+    """
+    if getattr(model, "name", None) != "cnn":
+        return False
+    try:
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        shapes = tuple(tuple(jnp.shape(l)) for l in leaves)
+        dtypes = tuple(jnp.result_type(l).name for l in leaves)
+        cache_key = (model, treedef, shapes, dtypes)
+        hash(cache_key)
+    except TypeError:
+        return False
+    if cache_key in _CNN_MATCH_CACHE:
+        return _CNN_MATCH_CACHE[cache_key]
+    found = False
+    if model.hparams.get("compute_dtype") is None:
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        flat = int(np.prod(model.hparams["image_shape"]))
+        try:
+            with jax.ensure_compile_time_eval(), jax.default_matmul_precision("highest"):
+                fake = jax.tree_util.tree_unflatten(treedef, [
+                    jnp.asarray(rng.normal(size=sh) / np.sqrt(max(1, int(np.prod(sh[:-1])))), jnp.float32)
+                    for sh in shapes])
+                x = jnp.asarray(rng.normal(size=(3, flat)), jnp.float32)
+                ref = jnp.reshape(model.apply(fake, x), (3, -1))
+                out = jnp.reshape(cnn_forward(model, fake, x)[0], (3, -1))
+                found = out.shape == ref.shape and bool(jnp.allclose(out, ref, rtol=1e-4, atol=1e-5))
+        except (KeyError, TypeError, ValueError, IndexError):
+            found = False
+    _CNN_MATCH_CACHE[cache_key] = found
+    return found
