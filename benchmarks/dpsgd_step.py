@@ -77,8 +77,14 @@ def _maybe_reexec(argv: list[str]) -> None:
 def _machine() -> str:
     import jax
 
-    return (f"{platform.machine()} {os.cpu_count()} CPU ({platform.processor() or 'cpu'}), "
-            f"jax {jax.__version__} {jax.default_backend()}, shared with other jobs")
+    try:
+        load = f", load average {os.getloadavg()[0]:.2f} at start"
+    except OSError:
+        load = ""
+    devs = jax.devices()
+    accel = f", {len(devs)}x {devs[0].device_kind}" if jax.default_backend() != "cpu" else ""
+    return (f"{platform.machine()} {os.cpu_count()} CPU ({platform.processor() or 'cpu'}){accel}, "
+            f"jax {jax.__version__} {jax.default_backend()}{load}")
 
 
 def _data(seed: int = 0):

@@ -172,7 +172,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     n_naive = min(T, 10) if quick else T
     n_careful = min(T, 100) if quick else T
     reps_slow = 1 if quick or T >= 500 else args.repeats  # the naive loop is long: one timed run
-    machine = common.machine("CPU shared with other jobs" if jax.default_backend() == "cpu" else "")
+    import os
+
+    machine = common.machine(f"load average {os.getloadavg()[0]:.2f} at start")
     key = jax.random.key(0)
     rows: list[dict] = []
     results: dict[str, dict] = {}
