@@ -194,3 +194,35 @@ def test_validation_errors():
         dpsgd.privacy(1.0, n=10, batch_size=20, steps=3, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):
         dpsgd.privacy(1.0, n=100, batch_size=20, steps=3, delta=0.0)
+
+
+@pytest.mark.parametrize("name", ["logistic", "mlp"])
+def test_clipped_grad_sum_matches_manual_per_example_clipping(name):
+    """The public per-batch primitive equals clipping hand-written per-example gradients."""
+    from dpfair_jax import models as M
+    from dpfair_jax.algorithms import dpsgd as D
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(33, 7)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 2, size=33), jnp.float32)
+    mask = jnp.asarray(rng.random(33) > 0.2, jnp.float32)
+    model = M.logistic() if name == "logistic" else M.mlp((5,))
+    params = model.init(jax.random.key(1), 7)
+    out_loss = D.output_loss_for(model, 2)
+
+    def loss_i(p, xi, yi):
+        return out_loss(model.apply(p, xi[None]), yi[None])[0]
+
+    grads = jax.vmap(jax.grad(loss_i), in_axes=(None, 0, 0))(params, x, y)
+    leaves = jax.tree_util.tree_leaves(grads)
+    norms = jnp.sqrt(sum(jnp.sum(l.reshape(33, -1) ** 2, axis=1) for l in leaves))
+    c = jnp.minimum(1.0, 0.5 / norms) * mask
+    want = jax.tree_util.tree_map(lambda g: jnp.tensordot(c, g, axes=1), grads)
+    got, got_norms, _ = jax.jit(lambda p: D.clipped_grad_sum(model, p, x, y, clip_norm=0.5, mask=mask,
+                                                            num_classes=2))(params)
+    assert D.resolve_per_example(model, params)[0] == ("glm" if name == "logistic" else "mlp")
+    np.testing.assert_allclose(got_norms, norms, rtol=1e-5, atol=1e-6)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="clip"):
+        D.clipped_grad_sum(model, params, x, y, clip_norm=-1.0)

@@ -37,7 +37,8 @@ from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import ghost as _ghost
 from dpfair_jax.privacy import sampling as _sampling
 
-__all__ = ["train", "privacy", "resolve_per_example", "output_loss_for", "GLM_MODELS"]
+__all__ = ["train", "privacy", "clipped_grad_sum", "resolve_per_example", "output_loss_for",
+           "GLM_MODELS"]
 
 GLM_MODELS = ("linear", "logistic", "multinomial_logistic")
 _LOSSES = {
@@ -201,6 +202,36 @@ def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm, x_sq=None):
     norms = _clip.per_example_norms(grads)
     c = _clip.clip_factors(norms, clip_norm) * mask
     return _clip.weighted_sum(grads, c), norms, losses
+
+
+def clipped_grad_sum(model_or_loss: Any, params: Any, xb: jax.Array, yb: jax.Array, *,
+                     clip_norm: Any, mask: jax.Array | None = None, per_example: str = "auto",
+                     num_classes: int | None = None, loss: Any = None
+                     ) -> tuple[Any, jax.Array, jax.Array]:
+    """One batch's sum of per-example gradients clipped to ``clip_norm``: ``(sums, norms, losses)``.
+
+    The primitive :func:`train` applies at every step (same path selection: ghost norms for GLMs,
+    dense MLPs and float32 CNNs, ``vmap(grad)`` otherwise), for custom loops. ``mask [B]`` weights
+    the examples (padding rows 0). ``norms`` and ``losses`` are per example (not private). Add
+    Gaussian noise of std ``noise_multiplier * clip_norm`` (e.g. ``aggregation.noisy_sum``) and
+    normalise by the expected batch size to get a DP-SGD gradient. jit/vmap-able.
+
+    Privacy: the sum has L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm``
+    replace-one); it is not private until noise is added.
+    """
+    v.check_clip_norm(clip_norm)
+    mode, act = resolve_per_example(model_or_loss, params, per_example)
+    if isinstance(model_or_loss, _models.Model):
+        out_loss = output_loss_for(model_or_loss, num_classes, loss)
+        loss_fn = _PerExampleLoss(model_or_loss.apply, out_loss) if mode == "vmap" else out_loss
+        model = model_or_loss
+    else:
+        loss_fn, model = model_or_loss, None
+    b = int(np.shape(xb)[0])
+    cfg = _Config(mode, model, loss_fn, act, b, b, b, 1, "fixed_size", optax.sgd, False)
+    dt = jnp.promote_types(jnp.result_type(xb), jnp.float32)
+    w = jnp.ones((b,), dt) if mask is None else jnp.asarray(mask, dt)
+    return _clipped_sum(cfg, params, xb, yb, w, jnp.asarray(clip_norm, dt))
 
 
 def _make_optimizer(cfg: _Config, learning_rate):
