@@ -414,3 +414,32 @@ def test_prepare_table_needs_scalar_ols_and_matching_clip():
         bt.fit_many_prepared(draws, prep, bt.Hyperparams(clip=1.0), (bt.Config(),))
     with pytest.raises(ValueError, match="clipped_sums"):
         bt.prepare(one.x, one.y, one.s, 2, bt.Config(), clip=2.0, clipped_sums="fast")
+
+
+def test_clipped_sum_table_restricted_to_a_domain():
+    """With domain=(lo, hi) the sums are exact to float32 rounding for theta in the domain,
+    although most breakpoints lie outside it (the paper-000 100x design: slopes -10 / 10, the
+    centres y/x near -+10). Tolerances: ~2 float32 ulps of the summed magnitudes (gradients) and
+    1e-6 of them (losses, whose coefficients cancel); merging the ~18,000 out-of-domain
+    breakpoints into one rank by a sequential scatter-add gives ~5x these errors and fails."""
+    rng = np.random.default_rng(3)
+    n, k, clip = 10_100, 2, 2.0
+    x = rng.normal(size=n).astype(np.float32)
+    s = (np.arange(n) >= 10_000).astype(int)
+    y = (np.where(s == 0, -10.0, 10.0) * x + rng.normal(size=n)).astype(np.float32)
+    w = np.ones(n, np.float32)
+    onehot = jax.nn.one_hot(s, k)
+    table = jax.jit(lambda a, b, o: bt.clipped_sum_table(a, b, o, clip, domain=(-5.0, 5.0)))(x, y, onehot)
+    thetas = np.r_[-5.0, 5.0, np.linspace(-5, 5, 41)].astype(np.float32)
+    sums = jax.jit(jax.vmap(lambda t: bt.table_group_sums(table, t)))(jnp.asarray(thetas))
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    for i, th in enumerate(thetas.astype(np.float64)):
+        ref = _direct_sums64(x, y, s, w, k, clip, th)
+        scale_g = np.sum(np.abs(th * 2 * xd * xd) + np.abs(2 * xd * yd)) + clip * n
+        scale_l = np.sum((th * xd) ** 2 + yd**2) + clip**2 * n
+        np.testing.assert_allclose(sums[0][i], ref[0], atol=1e-7 * scale_g)
+        np.testing.assert_allclose(sums[1][i], ref[1], atol=1e-6 * scale_l)
+        np.testing.assert_allclose(sums[2][i], ref[2], atol=0.5)
+    # outside the domain the table is not valid (documented): it differs there
+    out = bt.table_group_sums(table, 9.0)[0]
+    assert not np.allclose(out, _direct_sums64(x, y, s, w, k, clip, 9.0)[0], rtol=1e-3)

@@ -306,8 +306,10 @@ def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
             table: ClippedSumTable | None = None):
     """Algorithm 1 on structure-of-arrays inputs. Returns (se [K], fallback, beta [P]).
 
-    With a :class:`ClippedSumTable` (one feature) and ``stage1_clip="delta_sq"`` the clipped
-    residual sums ``sum_k min(r_i^2, Delta^2)`` are the table's loss sums at ``beta``."""
+    With a :class:`ClippedSumTable` valid for every theta (``domain=None``; one feature) and
+    ``stage1_clip="delta_sq"`` the clipped residual sums ``sum_k min(r_i^2, Delta^2)`` are the
+    table's loss sums at ``beta``; a table restricted to the descent's box cannot serve ``beta``
+    (unbounded), and the sums are then taken over the examples."""
     p = xs.shape[0]
     k_groups = onehot.shape[1]
     m = _sens_mult(cfg.neighbour)
@@ -329,7 +331,7 @@ def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
     lam_min, beta = _min_eig_and_solve(xtx_n, xty_n)  # lines 11 and 15
     # Line 17: sensitivity Delta^2 (noise variance Delta^4 / (2 tau_k)).
     std_res = m * hp.clip**2 / jnp.sqrt(2.0 * tau_k)
-    if table is not None and cfg.stage1_clip == "delta_sq":
+    if table is not None and table.domain is None and cfg.stage1_clip == "delta_sq":
         clean = table_group_sums(table, jnp.where(jnp.isfinite(beta[0]), beta[0], 0.0))[1]
         clean = jnp.where(jnp.isfinite(beta[0]), clean, jnp.inf)
     else:
@@ -447,6 +449,9 @@ class ClippedSumTable(NamedTuple):
     ``grad_prefix [3, K, 2n+1]`` holds prefix sums of (alpha, beta, clipped-count change),
     ``loss_prefix [3, K, 2n+1]`` of (q2, q1, q0); ``grad_base [2, K]`` is (``-Delta W_k``,
     ``W_k``) and ``loss_base [K]`` the sums at ``theta -> -inf``; ``clip`` is ``Delta``.
+    ``domain`` (``[lo, hi]`` or None): when set, breakpoints outside it were moved just outside
+    it (same sums for every theta in ``[lo, hi]``, wrong outside), which makes the sort several
+    times cheaper when most breakpoints lie outside the projection box of the descent.
     """
 
     grad_keys: jax.Array
@@ -456,6 +461,7 @@ class ClippedSumTable(NamedTuple):
     loss_prefix: jax.Array
     loss_base: jax.Array
     clip: jax.Array
+    domain: jax.Array | None = None
 
 
 def _sortable_key(v: jax.Array) -> jax.Array:
@@ -464,31 +470,42 @@ def _sortable_key(v: jax.Array) -> jax.Array:
     return jnp.where(bits < 0, bits ^ jnp.int32(0x7FFFFFFF), bits)
 
 
-def _event_prefix(lo, hi, pay_lo, pay_hi, onehot):
+def _event_prefix(lo, hi, pay_lo, pay_hi, onehot, domain=None):
     """Sorted keys of the 2n breakpoints and prefix sums of their per-group coefficients.
 
     Returns ``keys [2n]`` (ascending) and ``prefix [C, K, 2n+1]`` with ``prefix[..., j]`` the sum
     over the breakpoints of rank ``< j``. Sorting the int32 keys alone and placing each event at
-    its rank (binary search, then a scatter-add that merges ties) is 2-3x faster on CPU than
-    sorting the keys with a permutation operand.
+    its rank (binary search, then a scatter-add that merges exact ties) is 2-3x faster on CPU
+    than sorting the keys with a permutation operand. With ``domain = [a, b]`` the breakpoints
+    below ``a`` are summed up front (pairwise, so no long float32 chain at one rank) and those
+    above ``b`` dropped; their keys move to ``a - 1`` / ``b + 1``, ties that sort fast.
     """
-    keys = _sortable_key(jnp.concatenate([lo, hi]))
+    t = jnp.concatenate([lo, hi])
     pay = jnp.concatenate([pay_lo, pay_hi], axis=0)  # [2n, C]
     member = jnp.concatenate([onehot, onehot], axis=0)  # [2n, K]
+    per_group = (pay[:, :, None] * member[:, None, :]).reshape(t.shape[0], -1)  # [2n, C*K]
+    base = jnp.zeros((per_group.shape[1],), per_group.dtype)
+    if domain is not None:
+        below, above = t < domain[0], t > domain[1]
+        base = jnp.sum(jnp.where(below[:, None], per_group, 0.0), axis=0)
+        per_group = jnp.where((below | above)[:, None], 0.0, per_group)
+        t = jnp.clip(t, domain[0] - 1.0, domain[1] + 1.0)
+    keys = _sortable_key(t)
     sorted_keys = jax.lax.sort(keys, is_stable=False)
     rank = jnp.searchsorted(sorted_keys, keys, side="left", method="scan_unrolled")
-    per_group = (pay[:, :, None] * member[:, None, :]).reshape(keys.shape[0], -1)  # [2n, C*K]
     placed = jnp.zeros_like(per_group).at[rank].add(per_group)
     prefix = jnp.cumsum(placed.T, axis=1)  # [C*K, 2n]
-    prefix = jnp.concatenate([jnp.zeros_like(prefix[:, :1]), prefix], axis=1)
+    prefix = jnp.concatenate([jnp.zeros_like(prefix[:, :1]), prefix], axis=1) + base[:, None]
     return sorted_keys, prefix.reshape(pay.shape[1], member.shape[1], -1)
 
 
-def clipped_sum_table(x: jax.Array, y: jax.Array, onehot: jax.Array, clip: Any) -> ClippedSumTable:
+def clipped_sum_table(x: jax.Array, y: jax.Array, onehot: jax.Array, clip: Any, *,
+                      domain: tuple[float, float] | None = None) -> ClippedSumTable:
     """Build the :class:`ClippedSumTable` of one-feature data ``x [n]``, ``y [n]`` with weighted
     group membership ``onehot [n, K]`` and clip bound ``clip`` (``Delta``). ``O(n log n)``, once
-    per dataset; then :func:`table_group_sums` evaluates the clipped sums at any ``theta``.
-    jit/vmap-able (one table per trial under ``vmap``)."""
+    per dataset; then :func:`table_group_sums` evaluates the clipped sums at any ``theta`` (any
+    ``theta`` in ``domain = (lo, hi)`` when given). jit/vmap-able (one table per trial under
+    ``vmap``)."""
     x = jnp.asarray(x, jnp.float32)
     y = jnp.asarray(y, x.dtype)
     onehot = jnp.asarray(onehot, x.dtype)
@@ -502,16 +519,18 @@ def clipped_sum_table(x: jax.Array, y: jax.Array, onehot: jax.Array, clip: Any) 
     pay_lo = jnp.stack([jnp.where(nz, a, 0.0), jnp.where(nz, c - b, 0.0), jnp.where(nz, -1.0, 0.0)], 1)
     pay_hi = jnp.stack([jnp.where(nz, -a, 0.0), jnp.where(nz, c + b, 0.0), jnp.where(nz, 1.0, 0.0)], 1)
     count0 = (nz.astype(x.dtype)) @ onehot  # clipped below every lo
-    grad_keys, grad_prefix = _event_prefix(g_lo, g_hi, pay_lo, pay_hi, onehot)
+    dom = None if domain is None else jnp.asarray(domain, x.dtype)
+    grad_keys, grad_prefix = _event_prefix(g_lo, g_hi, pay_lo, pay_hi, onehot, dom)
     grad_base = jnp.stack([-c * count0, count0])
     # Losses (x = 0: constant min(y^2, Delta^2), folded into the base).
     ratio, half = y / xs_, c / jnp.abs(xs_)
     l_lo = jnp.where(nz, ratio - half, 0.0)
     l_hi = jnp.where(nz, ratio + half, 0.0)
     q = jnp.stack([xs_ * xs_, -2.0 * xs_ * y, y * y - c * c], 1) * nz[:, None]
-    loss_keys, loss_prefix = _event_prefix(l_lo, l_hi, q, -q, onehot)
+    loss_keys, loss_prefix = _event_prefix(l_lo, l_hi, q, -q, onehot, dom)
     loss_base = jnp.where(nz, c * c, jnp.minimum(y * y, c * c)) @ onehot
-    return ClippedSumTable(grad_keys, grad_prefix, grad_base, loss_keys, loss_prefix, loss_base, c)
+    return ClippedSumTable(grad_keys, grad_prefix, grad_base, loss_keys, loss_prefix, loss_base, c,
+                           dom)
 
 
 def _lookup(keys: jax.Array, prefix: jax.Array, theta: jax.Array) -> jax.Array:
@@ -782,7 +801,10 @@ def prepare(x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int, config: C
     if clipped_sums == "table" and not applies:
         raise ValueError("clipped_sums='table' needs one feature (fit_intercept=False), "
                          "loss='squared' and the clip bound (clip=...); use 'direct' otherwise.")
-    table = clipped_sum_table(xs[0], yy, onehot, clip) if applies and clipped_sums != "direct" else None
+    # The descent projects onto [-box, box] and starts at 0, so every lookup lies in the box.
+    domain = (-config.box, config.box) if math.isfinite(config.box) else None
+    table = (clipped_sum_table(xs[0], yy, onehot, clip, domain=domain)
+             if applies and clipped_sums != "direct" else None)
     return Prepared(xs, yy, onehot, n_k, xnorm, table)
 
 
@@ -827,8 +849,12 @@ def _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs, table=None):
     is_dpse = np.array([c.method == "dpse" for c in configs])
     if is_dpse.any():
         tau = rho * hparams.tau_fraction
-        se_all, fb_all, beta_all = jax.vmap(
-            lambda zz: _stage1(zz, xs, yy, onehot, n_k, xnorm, tau, hparams, base, table))(z1)
+        dp_idx = np.flatnonzero(is_dpse)  # stage 1 runs only for the DPSE methods
+        se_d, fb_d, beta_d = jax.vmap(
+            lambda zz: _stage1(zz, xs, yy, onehot, n_k, xnorm, tau, hparams, base, table))(z1[dp_idx])
+        se_all = jnp.broadcast_to(equal, (m_count, num_groups)).at[dp_idx].set(se_d)
+        fb_all = jnp.zeros((m_count,), bool).at[dp_idx].set(fb_d)
+        beta_all = jnp.zeros((m_count, xs.shape[0]), xs.dtype).at[dp_idx].set(beta_d)
     else:
         se_all = jnp.broadcast_to(equal, (m_count, num_groups))
         fb_all = jnp.zeros((m_count,), bool)
