@@ -108,7 +108,8 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ratios", type=int, nargs="+", default=None)
     ap.add_argument("--trials", type=int, default=None, help="trials per ratio timed for (a)")
-    ap.add_argument("--chunk-size", type=int, default=None, help="trials per vmapped chunk in (a)")
+    ap.add_argument("--chunk-size", type=int, default=None,
+                    help="trials per vmapped chunk in (a) (default: paper_000.trial_chunk_size)")
     ap.add_argument("--loop-points", type=int, default=None)
     ap.add_argument("--loop-trials", type=int, default=None)
     ap.add_argument("--numpy-points", type=int, default=None)
@@ -126,7 +127,6 @@ def main(argv=None) -> None:
     settings = dict(p.FULL)
     ratios = args.ratios or ([20, 100] if args.quick else [5, 20, 50, 100])
     trials = args.trials or (16 if args.quick else 100)
-    chunk = args.chunk_size or settings["chunk_size"]
     loop_points = args.loop_points or (42 if args.quick else 210)
     loop_trials = args.loop_trials or (6 if args.quick else 24)
     numpy_points = args.numpy_points or (2 if args.quick else 10)
@@ -143,6 +143,7 @@ def main(argv=None) -> None:
     for ratio in ratios:
         sizes = (ratio * settings["minority"], settings["minority"])
         key = jax.random.key(ratio)
+        chunk = args.chunk_size or p.trial_chunk_size(sum(sizes), settings["chunk_size"])
 
         def study():
             return p.two_group_study(key, slopes, [1.0] * len(slopes), rhos, sizes=sizes,
