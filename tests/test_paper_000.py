@@ -138,3 +138,13 @@ def test_notebook_runs_small(tmp_path, monkeypatch):
     np.testing.assert_allclose(shares.share_majority + shares.share_minority, 1.0, rtol=1e-5)
     assert shares.share_minority.iloc[-1] > 0.5  # the misfit minority gets the larger share
     assert len(env["df"]) == 2 * 3 * len(p.PRIVATE_METHODS) * 2
+
+
+def test_trial_chunk_size_rule():
+    """About 50,000 example-trials per chunk, clamped to [1, 25]; an int setting is kept."""
+    assert p.trial_chunk_size(600) == 25
+    assert p.trial_chunk_size(2_100) == 24
+    assert p.trial_chunk_size(10_100) == 5
+    assert p.trial_chunk_size(200_000) == 1
+    assert p.trial_chunk_size(10_100, 3) == 3
+    assert p.FULL["chunk_size"] == "auto" and p.QUICK["chunk_size"] == "auto"
