@@ -102,6 +102,20 @@ def numpy_point(rng, sizes, slopes, sd, rho, s):
     return out
 
 
+def _loop_seconds(fn, calls) -> float:
+    """Best of 2 timed Python loops calling the jitted ``fn`` on each argument tuple (after a
+    compile-and-warm-up call)."""
+    common.block(fn(*calls[0]))
+
+    def loop():
+        out = None
+        for args in calls:
+            out = fn(*args)
+        return common.block(out)
+
+    return common.timed(loop, repeats=2).best_s
+
+
 def main(argv=None) -> None:
     common.maybe_reexec()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -160,6 +174,10 @@ def main(argv=None) -> None:
         rows.append(common.row(f"jax_program_{ratio}x", jax_s, unit_a, machine_desc=machine,
                                compile_s=round(first - tm.best_s, 2), chunk_size=chunk))
 
+        def vs(baseline: str, value: float, target: float) -> None:
+            rows.append(common.row(f"jax_program_{ratio}x", jax_s, unit_a, machine_desc=machine,
+                                   baseline=baseline, baseline_value=value, target=target))
+
         # (b) loop over jitted single grid points, both clipped-sum modes; the faster is the baseline
         pts = [(jax.random.fold_in(key, i), jnp.asarray(slopes[i % len(slopes)], jnp.float32),
                 jnp.float32(rhos[i % (len(rhos) - 1)])) for i in range(loop_points)]
@@ -168,46 +186,26 @@ def main(argv=None) -> None:
             st_mode = dict(settings, clipped_sums=mode)
             single = jax.jit(lambda k, b, r, st_mode=st_mode: p.two_group_trial(
                 k, b, 1.0, r[None], sizes=sizes, settings=st_mode))
-            common.block(single(*pts[0]))
-
-            def loop(single=single):
-                out = None
-                for k, b, r in pts:
-                    out = single(k, b, r)
-                return common.block(out)
-
-            loop_modes[mode] = common.timed(loop, repeats=2).best_s * points_per_ratio / loop_points
+            loop_modes[mode] = _loop_seconds(single, pts) * points_per_ratio / loop_points
             rows.append(common.row(f"jax_loop_jitted_points_{mode}_{ratio}x", loop_modes[mode],
                                    f"s per ratio (timed {loop_points} points, extrapolated)",
                                    machine_desc=machine))
         best_mode = min(loop_modes, key=loop_modes.get)
         loop_s = loop_modes[best_mode]
         tot["loop"] += loop_s
-        rows.append(common.row(f"jax_program_{ratio}x", jax_s, unit_a, machine_desc=machine,
-                               baseline=f"jax_loop_jitted_points_{best_mode}_{ratio}x",
-                               baseline_value=loop_s, target=TARGETS["loop"]))
+        vs(f"jax_loop_jitted_points_{best_mode}_{ratio}x", loop_s, TARGETS["loop"])
 
         # (b') loop over jitted single trials (all budgets of a scenario in one call)
         single_trial = jax.jit(lambda k, b: p.two_group_trial(k, b, 1.0, rhos32, sizes=sizes,
                                                               settings=settings))
         tks = [(jax.random.fold_in(key, 10_000 + i), jnp.asarray(slopes[i % len(slopes)], jnp.float32))
                for i in range(loop_trials)]
-        common.block(single_trial(*tks[0]))
-
-        def loop_t():
-            out = None
-            for k, b in tks:
-                out = single_trial(k, b)
-            return common.block(out)
-
-        lt_s = common.timed(loop_t, repeats=2).best_s * trials_per_ratio / loop_trials
+        lt_s = _loop_seconds(single_trial, tks) * trials_per_ratio / loop_trials
         tot["loop_trials"] += lt_s
         rows.append(common.row(f"jax_loop_jitted_trials_{ratio}x", lt_s,
                                f"s per ratio (timed {loop_trials} trials, extrapolated)",
                                machine_desc=machine))
-        rows.append(common.row(f"jax_program_{ratio}x", jax_s, unit_a, machine_desc=machine,
-                               baseline=f"jax_loop_jitted_trials_{ratio}x", baseline_value=lt_s,
-                               target=TARGETS["loop"]))
+        vs(f"jax_loop_jitted_trials_{ratio}x", lt_s, TARGETS["loop"])
 
         rng = np.random.default_rng(0)
         t0 = time.perf_counter()
@@ -219,9 +217,7 @@ def main(argv=None) -> None:
         rows.append(common.row(f"numpy_loop_{ratio}x", np_s,
                                f"s per ratio (timed {numpy_points} points, extrapolated)",
                                machine_desc=machine))
-        rows.append(common.row(f"jax_program_{ratio}x", jax_s, unit_a, machine_desc=machine,
-                               baseline=f"numpy_loop_{ratio}x", baseline_value=np_s,
-                               target=TARGETS["numpy"]))
+        vs(f"numpy_loop_{ratio}x", np_s, TARGETS["numpy"])
         print(f"{ratio}x: program {jax_s:.1f} s, point loop {loop_s:.1f} s ({best_mode}), "
               f"trial loop {lt_s:.1f} s, numpy {np_s:.0f} s", flush=True)
     label = "+".join(f"{r}x" for r in ratios)

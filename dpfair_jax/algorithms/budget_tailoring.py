@@ -484,7 +484,7 @@ def _event_prefix(lo, hi, pay_lo, pay_hi, onehot, domain=None):
     pay = jnp.concatenate([pay_lo, pay_hi], axis=0)  # [2n, C]
     member = jnp.concatenate([onehot, onehot], axis=0)  # [2n, K]
     per_group = (pay[:, :, None] * member[:, None, :]).reshape(t.shape[0], -1)  # [2n, C*K]
-    base = jnp.zeros((per_group.shape[1],), per_group.dtype)
+    base = None
     if domain is not None:
         below, above = t < domain[0], t > domain[1]
         base = jnp.sum(jnp.where(below[:, None], per_group, 0.0), axis=0)
@@ -495,7 +495,9 @@ def _event_prefix(lo, hi, pay_lo, pay_hi, onehot, domain=None):
     rank = jnp.searchsorted(sorted_keys, keys, side="left", method="scan_unrolled")
     placed = jnp.zeros_like(per_group).at[rank].add(per_group)
     prefix = jnp.cumsum(placed.T, axis=1)  # [C*K, 2n]
-    prefix = jnp.concatenate([jnp.zeros_like(prefix[:, :1]), prefix], axis=1) + base[:, None]
+    prefix = jnp.concatenate([jnp.zeros_like(prefix[:, :1]), prefix], axis=1)
+    if base is not None:
+        prefix = prefix + base[:, None]
     return sorted_keys, prefix.reshape(pay.shape[1], member.shape[1], -1)
 
 

@@ -204,6 +204,22 @@ def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm, x_sq=None):
     return _clip.weighted_sum(grads, c), norms, losses
 
 
+def _resolve_path(model_or_loss: Any, params: Any, per_example: str, num_classes: int | None,
+                  loss: Any) -> tuple[str, str | None, Any, Callable]:
+    """``(mode, activation, model or None, loss)``: the loss takes ``(outputs, y)`` on the ghost
+    paths and ``(params, x_i, y_i)`` on the vmap path."""
+    mode, act = resolve_per_example(model_or_loss, params, per_example)
+    if isinstance(model_or_loss, _models.Model):
+        out_loss = output_loss_for(model_or_loss, num_classes, loss)
+        loss_fn = _PerExampleLoss(model_or_loss.apply, out_loss) if mode == "vmap" else out_loss
+        return mode, act, model_or_loss, loss_fn
+    if callable(model_or_loss):
+        if loss is not None:
+            raise ValueError("loss= is only used with a models.Model; model_or_loss is already a loss.")
+        return mode, act, None, model_or_loss
+    raise ValueError("model_or_loss must be a models.Model or a per-example loss function.")
+
+
 def clipped_grad_sum(model_or_loss: Any, params: Any, xb: jax.Array, yb: jax.Array, *,
                      clip_norm: Any, mask: jax.Array | None = None, per_example: str = "auto",
                      num_classes: int | None = None, loss: Any = None
@@ -220,13 +236,7 @@ def clipped_grad_sum(model_or_loss: Any, params: Any, xb: jax.Array, yb: jax.Arr
     replace-one); it is not private until noise is added.
     """
     v.check_clip_norm(clip_norm)
-    mode, act = resolve_per_example(model_or_loss, params, per_example)
-    if isinstance(model_or_loss, _models.Model):
-        out_loss = output_loss_for(model_or_loss, num_classes, loss)
-        loss_fn = _PerExampleLoss(model_or_loss.apply, out_loss) if mode == "vmap" else out_loss
-        model = model_or_loss
-    else:
-        loss_fn, model = model_or_loss, None
+    mode, act, model, loss_fn = _resolve_path(model_or_loss, params, per_example, num_classes, loss)
     b = int(np.shape(xb)[0])
     cfg = _Config(mode, model, loss_fn, act, b, b, b, 1, "fixed_size", optax.sgd, False)
     dt = jnp.promote_types(jnp.result_type(xb), jnp.float32)
@@ -410,23 +420,9 @@ def train(
         max_batch_size = min(max_batch_size, n)
     else:
         max_batch_size = batch_size
-    mode, act = resolve_per_example(model_or_loss, params, per_example)
-    if isinstance(model_or_loss, _models.Model):
-        out_loss = output_loss_for(model_or_loss, num_classes, loss)
-        if mode == "vmap":
-            model = model_or_loss
-            loss_fn = _PerExampleLoss(model.apply, out_loss)
-        else:
-            loss_fn = out_loss
-    elif callable(model_or_loss):
-        if loss is not None:
-            raise ValueError("loss= is only used with a models.Model; model_or_loss is already a loss.")
-        loss_fn = model_or_loss
-    else:
-        raise ValueError("model_or_loss must be a models.Model or a per-example loss function.")
-    cfg = _Config(mode, model_or_loss if isinstance(model_or_loss, _models.Model) else None,
-                  loss_fn, act, n, batch_size, max_batch_size, steps, sampling, optimizer,
-                  bool(diagnostics))
+    mode, act, model, loss_fn = _resolve_path(model_or_loss, params, per_example, num_classes, loss)
+    cfg = _Config(mode, model, loss_fn, act, n, batch_size, max_batch_size, steps, sampling,
+                  optimizer, bool(diagnostics))
     return _train_program(cfg, key, params, x, y, data_mask, clip_norm, noise_multiplier, learning_rate)
 
 
