@@ -23,7 +23,11 @@ models; ``nn.Conv2d``/``nn.AvgPool2d`` for the CNN), and ``torch_per_sample_loop
 of DP-FERMI's public implementation: for each example of the batch a forward and backward pass,
 clip that example's gradient, accumulate; then Gaussian noise on the sum and an SGD step. It is
 slow, so it is timed on a few batches only. Torch rows are skipped with a message when
-torch/opacus are missing.
+torch/opacus are missing. On a GPU the torch rows run on the GPU too (CUDA-synchronized at the end
+of each timed call), and the CNN is also timed with ``compute_dtype=bfloat16`` (``--bf16``; rows
+``cnn/nonprivate_bf16``, ``cnn/dpsgd_bf16`` and their ratios to the float32 rows; bf16 DP-SGD
+runs per-example gradients by ``vmap``, since the float32 ghost forward pass does not reproduce a
+bf16 ``apply``; ``cnn/nonprivate_apply`` is the float32 twin of ``nonprivate_bf16``).
 
 Targets (rows ``<model>/dpsgd_ghost_vs_<baseline>``): for every model, ghost-norm DP-SGD at
 >= 0.5x the non-private JAX step, >= 10x Opacus hooks and >= 3x Opacus ghost (both with the
@@ -38,7 +42,7 @@ to ``benchmarks/results/dpsgd_step.json`` (or ``--out``). Throughput is the best
 The script re-executes itself with ``GLIBC_TUNABLES`` set to keep glibc from returning large
 buffers to the OS after every call (see notes/performance_cpu.md); ``--no-reexec`` disables that.
 
-    python benchmarks/dpsgd_step.py [--quick] [--repeats R] [--out PATH]
+    python benchmarks/dpsgd_step.py [--quick] [--repeats R] [--out PATH] [--bf16]
 """
 
 from __future__ import annotations
@@ -133,18 +137,20 @@ def _best_time(fn, repeats: int) -> float:
 # ------------------------------------------------------------------------------------------------
 # JAX
 # ------------------------------------------------------------------------------------------------
-def _kit_model(name: str):
+def _kit_model(name: str, compute_dtype=None):
     from dpfair_jax import models
 
     if name == "logistic":
         return models.logistic(), 2
     if name == "mlp":
         return models.mlp((CONFIGS[name]["hidden"],)), 2
-    return models.cnn(CNN_CLASSES, channels=CNN_CHANNELS, image_shape=IMAGE_SHAPE), CNN_CLASSES
+    return models.cnn(CNN_CLASSES, channels=CNN_CHANNELS, image_shape=IMAGE_SHAPE,
+                      compute_dtype=compute_dtype), CNN_CLASSES
 
 
-def jax_calls(data: dict, steps_by_row: dict) -> dict[tuple[str, str], tuple]:
-    """Compiled, warmed-up JAX runs: ``{(model, variant): (call, examples per call)}``."""
+def jax_calls(data: dict, steps_by_row: dict, bf16: bool = False) -> dict[tuple[str, str], tuple]:
+    """Compiled, warmed-up JAX runs: ``{(model, variant): (call, examples per call)}``; with ``bf16``
+    also the CNN with ``compute_dtype=bfloat16`` (rows ``cnn/nonprivate_bf16``, ``cnn/dpsgd_bf16``)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -177,24 +183,29 @@ def jax_calls(data: dict, steps_by_row: dict) -> dict[tuple[str, str], tuple]:
         else:
             forward = model.apply
 
-        @functools.partial(jax.jit, static_argnums=(4,))
-        def nonprivate(key, params, x, y, steps):
-            # The same padded Poisson batches as the DP rows, without clipping or noise. (Closes
-            # over this model's settings: compiled and warmed up in this iteration, never retraced.)
-            opt = optax.sgd(LR)
+        def make_nonprivate(forward):
+            @functools.partial(jax.jit, static_argnums=(4,))
+            def nonprivate(key, params, x, y, steps):
+                # The same padded Poisson batches as the DP rows, without clipping or noise. (Closes
+                # over this model's settings: compiled and warmed up in this iteration, never retraced.)
+                opt = optax.sgd(LR)
 
-            def step(carry, k):
-                p, s = carry
-                smp = sampling.poisson_sample(k, n, bsz / n, max_b)
-                xb, yb = x[smp.indices], y[smp.indices]
-                g = jax.grad(lambda pp: jnp.sum(smp.mask * out_loss(forward(pp, xb), yb)) / bsz)(p)
-                u, s = opt.update(g, s, p)
-                return (optax.apply_updates(p, u), s), None
+                def step(carry, k):
+                    p, s = carry
+                    smp = sampling.poisson_sample(k, n, bsz / n, max_b)
+                    xb, yb = x[smp.indices], y[smp.indices]
+                    g = jax.grad(lambda pp: jnp.sum(smp.mask * out_loss(forward(pp, xb), yb)) / bsz)(p)
+                    u, s = opt.update(g, s, p)
+                    return (optax.apply_updates(p, u), s), None
 
-            (p, _), _ = jax.lax.scan(step, (params, opt.init(params)), jax.random.split(key, steps))
-            return p
+                (p, _), _ = jax.lax.scan(step, (params, opt.init(params)), jax.random.split(key, steps))
+                return p
 
-        def dp(mode):
+            return nonprivate
+
+        nonprivate = make_nonprivate(forward)
+
+        def dp(mode, model=model):
             @functools.partial(jax.jit, static_argnums=(4,))
             def run(key, params, x, y, steps):
                 p, _ = dpsgd.train(key, model, params, (x, y), clip_norm=CLIP, noise_multiplier=SIGMA,
@@ -230,11 +241,23 @@ def jax_calls(data: dict, steps_by_row: dict) -> dict[tuple[str, str], tuple]:
 
         variants = {"nonprivate": nonprivate, "dpsgd_vmap": dp("vmap"), "dpsgd_ghost": dp("ghost"),
                     "dpsgd_ghost_prebatched": prebatched}
+        params_of = {}
+        if name == "cnn" and bf16:
+            # Mixed precision (GPU): bf16 convolutions and matmuls, float32 parameters and loss.
+            model16, _ = _kit_model(name, compute_dtype=jnp.bfloat16)
+            params16 = model16.init(jax.random.key(0), None)
+            mode16, _ = dpsgd.resolve_per_example(model16, params16, "auto")
+            print(f"  cnn bf16: per_example='auto' -> {mode16!r}", flush=True)
+            variants["nonprivate_apply"] = make_nonprivate(model.apply)  # float32, plain autodiff
+            variants["nonprivate_bf16"] = make_nonprivate(model16.apply)
+            variants["dpsgd_bf16"] = dp("auto", model16)
+            params_of = {"nonprivate_bf16": params16, "dpsgd_bf16": params16}
         key = jax.random.key(1)
         for variant, fn in variants.items():
-            steps = steps_by_row[(name, variant)]
-            jax.block_until_ready(fn(key, params, x, y, steps))  # compile + warm-up
-            call = functools.partial(fn, key, params, x, y, steps)
+            steps = steps_by_row.get((name, variant), steps_by_row[(name, "nonprivate")])
+            p0 = params_of.get(variant, params)
+            jax.block_until_ready(fn(key, p0, x, y, steps))  # compile + warm-up
+            call = functools.partial(fn, key, p0, x, y, steps)
             out[(name, variant)] = ((lambda c=call: jax.block_until_ready(c())), steps * bsz)
     return out
 
@@ -255,6 +278,16 @@ def torch_calls(data: dict, steps_by_model: dict[str, int], loop_steps: dict[str
 
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
+    global _TORCH_DEVICE
+    import jax
+
+    # Torch runs where JAX runs: on the GPU when JAX's backend is one and torch sees it.
+    _TORCH_DEVICE = "cuda" if jax.default_backend() == "gpu" and torch.cuda.is_available() else "cpu"
+    if _TORCH_DEVICE == "cuda":
+        print(f"  (torch on {torch.cuda.get_device_name(0)})", flush=True)
+        out = _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model)
+        out.update(_per_sample_loop_pass(torch, nn, np, data, loop_steps))
+        return out, None
     # On a loaded 2-core machine torch's thread pool can collapse (2 threads ran 30x slower than 1
     # here); probe each thread count on a few steps and time all torch rows with the faster one.
     best_threads, best_time = 1, float("inf")
@@ -269,6 +302,14 @@ def torch_calls(data: dict, steps_by_model: dict[str, int], loop_steps: dict[str
     out = _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model)
     out.update(_per_sample_loop_pass(torch, nn, np, data, loop_steps))
     return out, None
+
+
+_TORCH_DEVICE = "cpu"  # set by torch_calls
+
+
+def _sync(torch) -> None:
+    if _TORCH_DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def _torch_module(nn, name: str):
@@ -300,7 +341,8 @@ def _torch_batches(torch, np, data: dict, name: str, steps: int):
         crit = torch.nn.BCEWithLogitsLoss()
     perm = torch.from_numpy(np.random.default_rng(0).permutation(n))
     rows = [perm[i * bsz:(i + 1) * bsz] for i in range(max(1, min(n // bsz, steps)))]
-    return xt, yt, [(xt[r].contiguous(), yt[r].contiguous()) for r in rows], crit
+    dev = _TORCH_DEVICE
+    return xt, yt, [(xt[r].contiguous().to(dev), yt[r].contiguous().to(dev)) for r in rows], crit
 
 
 def _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, only=None) -> dict:
@@ -314,7 +356,7 @@ def _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, only=None) 
         for mode in ("hooks", "ghost"):
             if only is not None and mode != only[1]:
                 continue
-            module = _torch_module(nn, name)
+            module = _torch_module(nn, name).to(_TORCH_DEVICE)
             opt = torch.optim.SGD(module.parameters(), lr=LR)
             loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=bsz)
             engine = PrivacyEngine()
@@ -334,6 +376,7 @@ def _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, only=None) 
                     loss = loss_fn(module(xb), yb)
                     loss.backward()
                     opt.step()
+                _sync(torch)
 
             run(min(3, steps))  # warm-up
             out[(name, f"opacus_{mode}")] = (functools.partial(run, steps), steps * bsz)
@@ -349,7 +392,7 @@ def _per_sample_loop_pass(torch, nn, np, data, steps_by_model) -> dict:
         bsz = cfg["batch"]
         steps = steps_by_model[name]
         _, _, batches, crit = _torch_batches(torch, np, data, name, steps)
-        module = _torch_module(nn, name)
+        module = _torch_module(nn, name).to(_TORCH_DEVICE)
         params = [p for p in module.parameters() if p.requires_grad]
 
         def run(k, module=module, params=params, crit=crit, batches=batches, bsz=bsz):
@@ -369,6 +412,7 @@ def _per_sample_loop_pass(torch, nn, np, data, steps_by_model) -> dict:
                     for s_, p in zip(sums, params):
                         noisy = s_ + SIGMA * CLIP * torch.randn_like(s_)
                         p.add_(noisy, alpha=-LR / bsz)
+            _sync(torch)
 
         run(1)  # warm-up
         out[(name, "torch_per_sample_loop")] = (functools.partial(run, steps), steps * bsz)
@@ -392,6 +436,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per row (best is kept)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "dpsgd_step.json"))
     parser.add_argument("--no-reexec", action="store_true", help="do not re-exec with GLIBC_TUNABLES")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time the CNN in bfloat16 (default: on a GPU/TPU only)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 5)
     # Steps per timed call (Poisson batches, expected size = batch): ~0.05-0.5 s per call here
@@ -412,7 +458,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"DP-SGD step throughput (tabular n={N}, d={D}; images n={N_IMAGES}, {IMAGE_SHAPE}; "
           f"best of {repeats}; GLIBC_TUNABLES={'set' if os.environ.get('GLIBC_TUNABLES') else 'unset'})",
           flush=True)
-    calls = jax_calls(data, jax_steps)
+    import jax
+
+    bf16 = args.bf16 if args.bf16 is not None else jax.default_backend() != "cpu"
+    calls = jax_calls(data, jax_steps, bf16=bf16)
     tcalls, skipped = torch_calls(data, torch_steps, loop_steps)
     calls.update(tcalls)
     if skipped:
@@ -439,6 +488,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                      "unit": "examples/s", "ratio": ratio, "target": target,
                      "met": None if target is None else bool(ratio >= target)})
 
+    if ("cnn", "dpsgd_bf16") in values:
+        for variant, base_variant in (("dpsgd_bf16", "dpsgd_ghost"), ("dpsgd_bf16", "dpsgd_vmap"),
+                                      ("nonprivate_bf16", "nonprivate_apply")):
+            ratio = values[("cnn", variant)] / values[("cnn", base_variant)]
+            rows.append({"name": f"cnn/{variant}_vs_{base_variant}", "machine": machine,
+                         "baseline": f"cnn/{base_variant}", "value": values[("cnn", variant)],
+                         "unit": "examples/s", "ratio": ratio, "target": None, "met": None})
     print()
     print(f"{'name':46s} {'examples/s':>14s} {'ratio':>8s} {'target':>7s} {'met':>5s}")
     for r in rows:

@@ -13,6 +13,10 @@ that many epochs, and extrapolates the run time linearly to 15 seeds x 200 epoch
 
 Also :func:`roofline`: FLOPs and bytes per step from ``models.flops_per_example`` and the batch, and
 the lower bounds on time they imply for a given peak (defaults: an H100 SXM's datasheet figures).
+On a GPU the script also measures the card's ceilings (a 1 GiB copy, an fp32 matrix product) and
+reports the achieved FLOP/s and bytes/s of the run against them, and the time per step of all runs
+(the grid is a sequence of 6,800 small steps: latency, not FLOPs or bytes, bounds it). The target
+row compares compile + run with 10 minutes on CPU and with 15 seconds on a GPU.
 
 Run: ``python benchmarks/fermi_grid.py [--quick]``; writes ``benchmarks/results/fermi_grid.json``.
 """
@@ -34,6 +38,9 @@ EPOCHS, BATCH = 200, 1024
 HP = {"lr_theta": 0.005, "lr_w": 0.01, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0}
 # Datasheet peaks of one H100 SXM (dense FP32 without tensor cores, HBM3 bandwidth).
 H100_FP32_FLOPS, H100_HBM_BYTES_S = 67e12, 3.35e12
+# Datasheet peaks by accelerator name (FP32 FLOP/s, memory bytes/s); the H200 is the H100's chip
+# with HBM3e. On a GPU the script also measures both ceilings (``measure_ceilings``).
+DATASHEET_PEAKS = {"H100": (67e12, 3.35e12), "H200": (67e12, 4.8e12)}
 
 
 def roofline(flops_per_example: int, d: int, batch_size: int, steps: int, runs: int, *,
@@ -55,6 +62,30 @@ def roofline(flops_per_example: int, d: int, batch_size: int, steps: int, runs: 
     return {"flops_per_step": flops_step, "bytes_per_step": bytes_step, "intensity_flop_per_byte": flops_step / bytes_step,
             "total_flops": flops, "total_bytes": nbytes, "compute_bound_s": flops / peak_flops,
             "memory_bound_s": nbytes / bandwidth, "bound_s": max(flops / peak_flops, nbytes / bandwidth)}
+
+
+def datasheet_peaks(device_kind: str) -> tuple[float, float, str]:
+    """(FP32 FLOP/s, bytes/s, label) of the named accelerator; the H100's figures when unknown."""
+    for name, (flops, bw) in DATASHEET_PEAKS.items():
+        if name in device_kind.upper():
+            return flops, bw, name
+    return H100_FP32_FLOPS, H100_HBM_BYTES_S, "H100 (assumed)"
+
+
+def measure_ceilings(repeats: int = 5) -> dict:
+    """Measured ceilings of the default device: a 1 GiB device-to-device pass (``x * c``: bytes
+    read + written) and an 8192^3 float32 matrix product at ``precision=HIGHEST`` (no TF32)."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jax.random.normal(jax.random.key(0), (1 << 28,), jnp.float32)
+    scale = jax.jit(lambda v: v * 1.0001)
+    a = jax.random.normal(jax.random.key(1), (8192, 8192), jnp.float32)
+    b = jax.random.normal(jax.random.key(2), (8192, 8192), jnp.float32)
+    mm = jax.jit(lambda u, v: jnp.dot(u, v, precision=jax.lax.Precision.HIGHEST))
+    t_copy = common.timed(scale, x, repeats=repeats).best_s
+    t_mm = common.timed(mm, a, b, repeats=repeats).best_s
+    return {"bytes_s": 2 * x.size * 4 / t_copy, "fp32_flops": 2 * 8192**3 / t_mm}
 
 
 def _load_adult():
@@ -171,7 +202,13 @@ def main(argv=None) -> None:
     label = "extrapolated" if args.quick else "measured"
     params = cfg.model.init(jax.random.key(0), train.d)
     fpe = M.flops_per_example(cfg.model, params)
-    roof = roofline(fpe, train.d, BATCH, EPOCHS * steps_per_epoch, full_runs)
+    on_cpu = jax.default_backend() == "cpu"
+    kind = jax.devices()[0].device_kind
+    peak_flops, peak_bw, peak_name = datasheet_peaks("H100" if on_cpu else kind)
+    roof = roofline(fpe, train.d, BATCH, EPOCHS * steps_per_epoch, full_runs,
+                    peak_flops=peak_flops, bandwidth=peak_bw)
+    # what this run did, by the same count: achieved rates against the peaks
+    done = roofline(fpe, train.d, BATCH, cfg.steps, runs, peak_flops=peak_flops, bandwidth=peak_bw)
     extra = {"data": data_name, "n_train": train.n, "seeds_run": seeds, "epochs_run": epochs, "runs": runs,
              "steps_per_run": cfg.steps, "mode": label}
     rows = [
@@ -181,9 +218,30 @@ def main(argv=None) -> None:
         common.row("fermi_grid run-steps/s (marginal)", run_steps_per_s, "run-steps/s", machine_desc=mdesc, **extra),
         common.row("fermi_grid examples/s", run_steps_per_s * BATCH, "examples/s", machine_desc=mdesc, **extra),
         common.row(f"fermi_grid full 15x6x5x200ep compile+run ({label})", compile_s + full_run_s, "s",
-                   machine_desc=mdesc, baseline="10-minute target", baseline_value=600.0, target=1.0, **extra),
-        common.row("roofline H100 fp32 lower bound, full grid", roof["bound_s"], "s", machine_desc="estimate",
-                   intensity=round(roof["intensity_flop_per_byte"], 3), flops_per_example=fpe),
+                   machine_desc=mdesc, baseline="10-minute target" if on_cpu else "15-second target (one GPU)",
+                   baseline_value=600.0 if on_cpu else 15.0, target=1.0, **extra),
+        common.row(f"roofline {peak_name} fp32 lower bound, full grid", roof["bound_s"], "s",
+                   machine_desc="estimate", intensity=round(roof["intensity_flop_per_byte"], 3),
+                   flops_per_example=fpe),
+        common.row("fermi_grid time per step of all runs", per_step * 1e6, "us (sequential step latency)",
+                   machine_desc=mdesc, runs_per_step=runs, **extra),
+    ]
+    achieved = {"flops": done["total_flops"] / run_s, "bytes_s": done["total_bytes"] / run_s}
+    ceilings = {"flops": peak_flops, "bytes_s": peak_bw}
+    source = f"{peak_name} datasheet"
+    if not on_cpu:
+        measured = measure_ceilings()
+        ceilings = {"flops": measured["fp32_flops"], "bytes_s": measured["bytes_s"]}
+        source = f"measured on this {kind}"
+        rows += [common.row("ceiling: fp32 matmul 8192^3 (HIGHEST)", measured["fp32_flops"], "FLOP/s", machine_desc=mdesc),
+                 common.row("ceiling: device copy 1 GiB (read+write)", measured["bytes_s"], "bytes/s", machine_desc=mdesc)]
+    rows += [] if on_cpu else [  # the CPU has its own, much lower ceilings: not compared here
+        common.row("roofline: achieved FLOP/s (analytic count)", achieved["flops"], "FLOP/s", machine_desc=mdesc,
+                   baseline=f"fp32 peak ({source})", baseline_value=ceilings["flops"], higher_is_better=True,
+                   **extra),
+        common.row("roofline: achieved bytes/s (analytic minimum)", achieved["bytes_s"], "bytes/s",
+                   machine_desc=mdesc, baseline=f"memory bandwidth ({source})",
+                   baseline_value=ceilings["bytes_s"], higher_is_better=True, **extra),
     ]
     print(f"{data_name}: n={train.n}, d={train.d}; {runs} runs x {cfg.steps} steps; "
           f"mean test error over the grid {np.nanmean(err):.4f}")

@@ -147,4 +147,7 @@ def test_trial_chunk_size_rule():
     assert p.trial_chunk_size(10_100) == 5
     assert p.trial_chunk_size(200_000) == 1
     assert p.trial_chunk_size(10_100, 3) == 3
+    assert p.trial_chunk_size(10_100, backend="gpu") == 495
+    assert p.trial_chunk_size(600, backend="gpu") == 1000
+    assert p.trial_chunk_size(10_100, 3, backend="gpu") == 3
     assert p.FULL["chunk_size"] == "auto" and p.QUICK["chunk_size"] == "auto"

