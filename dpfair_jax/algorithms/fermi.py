@@ -63,6 +63,7 @@ from dpfair_jax import _validation as v
 from dpfair_jax.algorithms import sgda
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "FermiConfig",
@@ -317,6 +318,7 @@ def _check_data(data: Dataset, config: FermiConfig) -> None:
     v.check_labels(data.y, config.num_classes, "y")
 
 
+@full_precision
 def fit(
     key: jax.Array,
     data: Dataset,

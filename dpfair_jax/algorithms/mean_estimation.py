@@ -42,6 +42,7 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "RELATIONS",
@@ -161,6 +162,7 @@ def public_weights(s_public: Any, num_groups: int) -> jax.Array:
     return c / jnp.sum(c)
 
 
+@full_precision
 def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
                  relation: str = "add_remove") -> jax.Array:
     """Group counts plus ``N(0, sigma^2)`` with ``sigma = Delta / sqrt(2 count_rho)`` (not rounded).
@@ -250,6 +252,7 @@ def _common_checks(key, x, s, num_groups, weights, relation, count_rho):
         v.check_rho(count_rho, "count_rho")
 
 
+@full_precision
 def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, R: Any,
                             gamma: Any, epsilon: Any, weights: Any = None,
                             relation: str = "replace_one", variant: str = "corrected",
@@ -277,6 +280,7 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
                          relation, variant, kc, count_rho)
 
 
+@full_precision
 def laplace_mean(key: jax.Array, x: Any, *, R: Any, gamma: Any, epsilon: Any,
                  relation: str = "replace_one", variant: str = "corrected") -> jax.Array:
     """Global clipped Laplace mean ``p_hat`` (paper Sec. 4, eq. 1): ``[d]`` (or a scalar for 1-D ``x``).
@@ -315,6 +319,7 @@ def _centered_clipped_sums(x, s, num_groups, c, C):
     return jax.ops.segment_sum(diff * scale[:, None], s, num_segments=num_groups)
 
 
+@full_precision
 def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, center: Any,
                              clip: Any, rho: Any, weights: Any = None,
                              relation: str = "replace_one", count_rho: Any = None
@@ -339,6 +344,7 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
                           relation, kc, count_rho)
 
 
+@full_precision
 def gaussian_mean(key: jax.Array, x: Any, *, center: Any, clip: Any, rho: Any,
                   relation: str = "replace_one") -> jax.Array:
     """Global Gaussian mean: ``c + (sum clip_C(x - c) + N(0, sigma^2 I)) / n``, ``sigma = Delta/sqrt(2 rho)``,
@@ -431,6 +437,7 @@ def _check_coinpress(center, radius, rhos, clip_mode, beta):
         raise ValueError(f"beta must lie in (0, 1), got {beta!r}.")
 
 
+@full_precision
 def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, center: Any = 0.0,
                          radius: Any = 3.0, rhos: Any = (0.125, 0.375), weights: Any = None,
                          relation: str = "replace_one", clip_mode: str = "fresh",
@@ -462,6 +469,7 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
                            kc, count_rho)
 
 
+@full_precision
 def coinpress_mean(key: jax.Array, x: Any, *, center: Any = 0.0, radius: Any = 3.0,
                    rhos: Any = (0.125, 0.375), relation: str = "replace_one",
                    clip_mode: str = "fresh", beta: float = REFERENCE_BETA) -> jax.Array:

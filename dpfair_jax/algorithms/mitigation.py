@@ -69,6 +69,7 @@ from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import aggregation as _agg
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import sampling as _sampling
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["train", "privacy", "penalty_coefficients", "RECONSTRUCTION_NOTE"]
 
@@ -190,6 +191,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
     return params, diag
 
 
+@full_precision
 def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, gamma1: Any,
           gamma2: Any, clip_norm: Any, noise_multiplier: Any, stats_noise_multiplier: Any,
           learning_rate: Any, batch_size: int, steps: int | None = None, epochs: int | None = None,

@@ -34,6 +34,7 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as _acc
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["OutputPerturbation", "LOSSES", "augment", "minimize", "lipschitz_constant", "sensitivity",
            "noise_std", "perturb", "fit", "privacy", "example_loss", "group_losses",
@@ -101,6 +102,7 @@ def _minimize_core(x, y, reg, *, loss: str, iters: int):
 _minimize_jit = jax.jit(_minimize_core, static_argnames=("loss", "iters"))
 
 
+@full_precision
 def minimize(x: jax.Array, y: jax.Array, *, reg: Any = 1.0, loss: str = "logistic",
              fit_intercept: bool = True, iters: int = 30) -> jax.Array:
     """The regularized minimizer ``theta*`` (Newton's method for logistic, closed form for squared).
@@ -176,6 +178,7 @@ def privacy(epsilon: float, delta: float) -> Any:
                                    "(Chaudhuri et al. 2011 sensitivity, Balle-Wang calibration)")
 
 
+@full_precision
 def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float = 1.0,
         radius: float | None = None, loss: str = "logistic", label_bound: float = 1.0,
         fit_intercept: bool = True, iters: int = 30) -> OutputPerturbation:

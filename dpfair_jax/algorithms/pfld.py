@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax.algorithms import fermi as _F
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["fit", "config", "violations"]
 
@@ -57,6 +58,7 @@ def config(**kwargs) -> _F.FermiConfig:
     return _F.FermiConfig(**kwargs)
 
 
+@full_precision
 def fit(key, data, hparams: _F.FermiHparams, config: _F.FermiConfig, **kwargs) -> _F.FermiResult:
     """Train PF-LD; same signature, traced hyperparameters and privacy as
     :func:`dpfair_jax.algorithms.fermi.fit` (``W`` holds the multipliers ``nu [C, k, l]``;

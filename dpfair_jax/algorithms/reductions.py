@@ -53,6 +53,7 @@ import numpy as np
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import paper_formulas as _pf
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "GroupFunction", "CGOO", "MixtureResult", "Algorithm2Budget",
@@ -349,6 +350,7 @@ def h_sensitivity(problem: CGOO, n: int, G: Any, *, variant: str = "corrected") 
     return s * (problem.f.lipschitz + G * problem.g.lipschitz)
 
 
+@full_precision
 def group_losses(per_example_losses: Array, s: Array, num_groups: int, *, mask: Array | None = None,
                  n: int | None = None) -> Array:
     """Itemized group loss vectors ``l_k = (1/n) sum_i 1[s_i = k] loss_i`` (Def. 1.2's ``ell``).
@@ -445,6 +447,7 @@ def _lopt_em_logits(losses, weights, epsilon, loss_sens):
     return -jnp.asarray(epsilon, jnp.float32) * score / (2.0 * jnp.asarray(loss_sens, jnp.float32))
 
 
+@full_precision
 def lopt_grid_private(key: Array, losses: Array, weights: Array, *, epsilon: Any, loss_sens: Any
                       ) -> Array:
     """LOPT_{eps,0} by the exponential mechanism (Thm. 5.10): sample ``m`` with probability
@@ -470,6 +473,7 @@ def _design(x, fit_intercept):
     return x
 
 
+@full_precision
 def weighted_least_squares(x: Array, y: Array, s: Array, group_weights: Array, *, num_groups: int,
                            ridge: Any = 0.0, fit_intercept: bool = True) -> LinearParams:
     """Exact LOPT for squared loss (Sec. 1.3.1): ``argmin_c (1/n) sum_i w_{s_i} (<c, x_i> - y_i)^2 +
@@ -505,6 +509,7 @@ def dp_gd_noise_std(epsilon: float, delta: float, steps: int, clip_norm: float, 
     return acc.gaussian_sigma_for_rho(sens, rho / steps)
 
 
+@full_precision
 def dp_weighted_least_squares(key: Array, x: Array, y: Array, s: Array, group_weights: Array, *,
                               num_groups: int, noise_std: Any, steps: int, clip_norm: Any,
                               learning_rate: Any, radius: Any = 1.0, fit_intercept: bool = True
@@ -581,6 +586,7 @@ def _finish(problem, losses, idx, wts, traj):
     return MixtureResult(idx, wts, l, problem.f(l), problem.g(l), traj)
 
 
+@full_precision
 def frank_wolfe(losses: Array, problem: CGOO, *, G: Any, steps: int, init_index: int = 0,
                 variant: str = "jaggi", grad_variant: str = "corrected", smoothing: float | None = None
                 ) -> MixtureResult:
@@ -702,6 +708,7 @@ def algorithm2_ledger(budget: Algorithm2Budget) -> dict[str, Any]:
     }
 
 
+@full_precision
 def private_cgoo(key: Array, losses: Array, problem: CGOO, *, G: Any, steps: int, oracle_epsilon: Any,
                  laplace_scale: Any, n: int, point: str = "mixture", variant: str = "corrected",
                  init_index: int = 0, smoothing: float | None = None) -> MixtureResult:
@@ -774,6 +781,7 @@ class RegressionMixture(NamedTuple):
     loss: Array
 
 
+@full_precision
 def clipped_group_losses(params: LinearParams, x: Array, y: Array, s: Array, num_groups: int,
                          loss_bound: Any) -> Array:
     """Itemized group losses of a linear predictor with per-example losses
@@ -783,6 +791,7 @@ def clipped_group_losses(params: LinearParams, x: Array, y: Array, s: Array, num
     return group_losses(per, s, num_groups)
 
 
+@full_precision
 def private_cgoo_regression(key: Array, x: Array, y: Array, s: Array, problem: CGOO, *, G: Any, steps: int,
                             loss_bound: float, oracle_noise_std: Any, oracle_steps: int, clip_norm: Any,
                             learning_rate: Any, radius: Any, laplace_scale: Any, smoothing: float | None = None

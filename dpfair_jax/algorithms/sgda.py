@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "SGDAConfig",
@@ -220,6 +221,7 @@ def _draw_fn(key, n: int, config: SGDAConfig):
     return draw
 
 
+@full_precision
 def dpsgda(
     key: jax.Array,
     data: PyTree,

@@ -24,6 +24,7 @@ import optax
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "noisy_sum",
@@ -61,6 +62,7 @@ def _check_common(clip_norm, noise_multiplier, per_example_tree, mask) -> None:
     v.check_finite("per_example_tree", per_example_tree)
 
 
+@full_precision
 def private_sum(
     key: jax.Array,
     per_example_tree: PyTree,
@@ -86,6 +88,7 @@ def private_sum(
     return noisy_sum(key, total, std), norms
 
 
+@full_precision
 def private_mean(
     key: jax.Array,
     per_example_tree: PyTree,
@@ -120,6 +123,7 @@ def _check_groups(s, num_groups: int, n: int | None = None) -> None:
     v.check_group_ids(s, num_groups, "s")
 
 
+@full_precision
 def group_clipped_sums(
     per_example_tree: PyTree,
     s: jax.Array,
@@ -184,6 +188,7 @@ def group_weighted_noisy_sums(key: jax.Array, group_sums_tree: PyTree, stds: Any
     return treedef.unflatten(out)
 
 
+@full_precision
 def combine_group_means(
     noisy_group_sums: PyTree, group_weights: Any, denominators: Any
 ) -> PyTree:
@@ -201,6 +206,7 @@ def combine_group_means(
     return jax.tree_util.tree_map(comb, noisy_group_sums)
 
 
+@full_precision
 def group_weighted_private_mean(
     key: jax.Array,
     per_example_tree: PyTree,

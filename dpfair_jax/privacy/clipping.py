@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "per_example_grads",
@@ -51,6 +52,7 @@ PyTree = Any
 # ------------------------------------------------------------------------------------------------
 # Generic (vmap) path
 # ------------------------------------------------------------------------------------------------
+@full_precision
 def per_example_grads(loss_fn: Callable[..., jax.Array], params: PyTree, *batch: Any) -> PyTree:
     """Per-example gradients ``[B, ...]`` of ``loss_fn(params, *example)`` (the loss of ONE example).
 
@@ -68,6 +70,7 @@ def _leaf_sq_norms(leaf: jax.Array) -> jax.Array:
     return jnp.sum(jnp.square(leaf.reshape(leaf.shape[0], -1)), axis=1)
 
 
+@full_precision
 def per_example_norms(tree: PyTree) -> jax.Array:
     """L2 norm of each example's slice of ``tree`` (leaves ``[B, ...]``) over the whole pytree: ``[B]``."""
     leaves = jax.tree_util.tree_leaves(tree)
@@ -92,6 +95,7 @@ def _scale_rows(tree: PyTree, factors: jax.Array) -> PyTree:
     return jax.tree_util.tree_map(scale, tree)
 
 
+@full_precision
 def clip_per_example(tree: PyTree, clip_norm: Any) -> tuple[PyTree, jax.Array]:
     """Clip every example of ``tree`` (leaves ``[B, ...]``) to L2 norm ``<= clip_norm`` over the pytree.
 
@@ -111,6 +115,7 @@ def per_layer_sensitivity(clip_norms: PyTree) -> jax.Array:
     return jnp.sqrt(sum(jnp.square(c) for c in leaves))
 
 
+@full_precision
 def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
     """Clip each leaf of each example separately: leaf ``l`` to norm ``<= C_l``.
 
@@ -145,6 +150,7 @@ def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
     return treedef.unflatten(clipped), treedef.unflatten(norms)
 
 
+@full_precision
 def weighted_sum(tree: PyTree, weights: jax.Array) -> PyTree:
     """``sum_i w_i tree_i`` for leaves ``[B, ...]``, as ``w @ leaf`` (a row-vector contraction)."""
 
@@ -161,6 +167,7 @@ def _mask_weights(mask, n: int, dtype) -> jax.Array:
     return jnp.asarray(mask, dtype)
 
 
+@full_precision
 def clipped_grad_sum(
     loss_fn: Callable[..., jax.Array],
     params: PyTree,
@@ -190,6 +197,7 @@ def _sq_rows(a: jax.Array) -> jax.Array:
     return jnp.sum(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)
 
 
+@full_precision
 def glm_per_example_norms(
     x: jax.Array,
     dloss_dlogits: jax.Array,
@@ -214,6 +222,7 @@ def glm_per_example_norms(
     return jnp.sqrt(total)
 
 
+@full_precision
 def glm_clipped_grad_sum(
     x: jax.Array,
     dloss_dlogits: jax.Array,
@@ -250,6 +259,7 @@ def glm_clipped_grad_sum(
     return {"w": w, "b": b}, norms
 
 
+@full_precision
 def dense_ghost_norm_sq(a: jax.Array, g: jax.Array) -> jax.Array:
     """Per-example ``||A_i^T G_i||_F^2`` of a dense layer's weight gradient, without forming it.
 
@@ -304,6 +314,7 @@ def mlp_forward(
     return a, inputs
 
 
+@full_precision
 def mlp_clipped_grad_sum(
     params: Sequence[dict],
     x: jax.Array,

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "METHODS",
@@ -80,6 +81,7 @@ def _check_batch_pair(a_name: str, a: Any, g_name: str, g: Any, ndim: Sequence[i
         )
 
 
+@full_precision
 def gram_norm_sq(a: jax.Array, g: jax.Array, method: str = "auto") -> jax.Array:
     """Per-example ``||A_i^T G_i||_F^2`` for ``a [B, T, p]``, ``g [B, T, o]``: ``[B]``.
 
@@ -101,6 +103,7 @@ def gram_norm_sq(a: jax.Array, g: jax.Array, method: str = "auto") -> jax.Array:
     return jnp.sum(jnp.square(per), axis=(1, 2))
 
 
+@full_precision
 def dense_norm_sq(a: jax.Array, g: jax.Array, *, bias: bool = True, method: str = "auto") -> jax.Array:
     """Dense layer ``z = a W (+ b)``: per-example squared gradient norm of ``(W, b)``: ``[B]``.
 
@@ -141,6 +144,7 @@ def _check_ids(ids: Any, g: Any) -> None:
         )
 
 
+@full_precision
 def embedding_norm_sq(ids: jax.Array, g: jax.Array) -> jax.Array:
     """Embedding table ``E [V, D]`` looked up at ``ids``: per-example ``||grad_i E||_F^2``: ``[B]``.
 
@@ -213,6 +217,7 @@ def conv2d_patches(x: jax.Array, kernel_size: Sequence[int], strides: Sequence[i
     return jnp.stack(cols, axis=-1).reshape(b, oh * ow, c * ks[0] * ks[1])
 
 
+@full_precision
 def conv2d_norm_sq(x: jax.Array, g: jax.Array, kernel_size: Sequence[int], *,
                    strides: Sequence[int] | None = None, padding: Any = "SAME", bias: bool = True,
                    method: str = "auto") -> jax.Array:
@@ -243,6 +248,7 @@ def _weights(c: Any, n: int, dtype) -> jax.Array:
     return c
 
 
+@full_precision
 def dense_weighted_grad(a: jax.Array, g: jax.Array, c: jax.Array) -> dict[str, jax.Array]:
     """``sum_i c_i grad_i`` of a dense layer: ``{"w": [d_in, d_out], "b": [d_out]}``.
 
@@ -258,6 +264,7 @@ def dense_weighted_grad(a: jax.Array, g: jax.Array, c: jax.Array) -> dict[str, j
     return {"w": (cg2.T @ a2).T, "b": jnp.sum(cg2, axis=0)}
 
 
+@full_precision
 def embedding_weighted_grad(ids: jax.Array, g: jax.Array, c: jax.Array, vocab_size: int) -> jax.Array:
     """``sum_i c_i grad_i E`` of an embedding table ``[vocab_size, D]`` (one ``segment_sum``)."""
     _check_ids(ids, g)
@@ -269,6 +276,7 @@ def embedding_weighted_grad(ids: jax.Array, g: jax.Array, c: jax.Array, vocab_si
                                num_segments=vocab_size)
 
 
+@full_precision
 def conv2d_weighted_grad(x: jax.Array, g: jax.Array, c: jax.Array, kernel_size: Sequence[int], *,
                          strides: Sequence[int] | None = None,
                          padding: Any = "SAME") -> dict[str, jax.Array]:
@@ -401,6 +409,7 @@ class CnnGhost(NamedTuple):
     head_grad: jax.Array
 
 
+@full_precision
 def cnn_ghost_backward(model: Any, params: Any, x: jax.Array, y: Any, output_loss: Any, *,
                        method: str = "auto") -> CnnGhost:
     """Per-example gradient norms of ``sum_i output_loss(model.apply(params, x), y)_i`` for the
@@ -471,6 +480,7 @@ def _conv3x3_per_example_grads(x: jax.Array, gf: jax.Array) -> jax.Array:
     return jnp.stack(per, axis=2).reshape(b, 9 * c, gf.shape[-1])
 
 
+@full_precision
 def cnn_weighted_grad(model: Any, ghost: CnnGhost, c: jax.Array) -> Any:
     """``sum_i c_i grad_i`` from :func:`cnn_ghost_backward`, in the structure of the CNN's params
     (``{"convs": {l: {"kernel", "bias"}}, "head": {"kernel", "bias"}}``). ``c [B]``: clip factors
@@ -491,6 +501,7 @@ def cnn_weighted_grad(model: Any, ghost: CnnGhost, c: jax.Array) -> Any:
     return {"convs": convs, "head": {"kernel": head["w"], "bias": head["b"]}}
 
 
+@full_precision
 def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, output_loss: Any,
                          clip_norm: Any, *, mask: jax.Array | None = None, method: str = "auto"):
     """Ghost clipping for the kit's CNN (:func:`dpfair_jax.models.cnn`): ``(clipped sum, norms [B], losses [B])``.

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "gaussian_mechanism",
@@ -97,6 +98,7 @@ def symmetric_gaussian_noise(key: jax.Array, dim: int, std: Any, dtype=jnp.float
     return jnp.asarray(std, dtype) * (upper + jnp.triu(z, 1).T)
 
 
+@full_precision
 def noisy_sufficient_statistics(
     key: jax.Array,
     x: jax.Array,
