@@ -48,3 +48,6 @@ want dpsgd_step && step dpsgd_step 150 $PY benchmarks/dpsgd_step.py --quick --re
 want gpu_tests && XLA_PYTHON_CLIENT_PREALLOCATE=false step gpu_tests 170 $PY -m pytest -q -p no:cacheprovider -n 6 \
   tests/test_precision.py tests/test_montecarlo.py tests/test_ghost.py tests/test_clipping.py \
   tests/test_aggregation.py tests/test_dpsgd.py tests/test_dpsgd_cnn.py
+$PY -c "import sys; from dpfair_jax.cli import collect_bench_results as c, write_bench_table as w; \
+w(c(sys.argv[1]), sys.argv[1] + '/README.md', source='benchmarks/gpu_suite.sh from the JSON files beside this one')" \
+  "$OUT_DIR" > /dev/null || echo "could not write $OUT_DIR/README.md"

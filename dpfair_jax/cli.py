@@ -252,12 +252,13 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def write_bench_table(rows: list[dict[str, Any]], path: str | os.PathLike) -> str:
+def write_bench_table(rows: list[dict[str, Any]], path: str | os.PathLike, *,
+                      source: str = "`dpfair bench` from `benchmarks/results/*.json`") -> str:
     """Write the Markdown table of ``rows`` (columns :data:`BENCH_COLUMNS`) to ``path``; return it."""
     from dpfair_jax.experiments import store
 
     lines = ["# Benchmark results", "",
-             "Collected by `dpfair bench` from `benchmarks/results/*.json`. `ratio` compares the kit "
+             f"Collected by {source}. `ratio` compares the kit "
              "with `baseline`; `met` says whether `target` was reached.", "",
              "| " + " | ".join(BENCH_COLUMNS) + " |", "|" + "---|" * len(BENCH_COLUMNS)]
     for row in rows:
