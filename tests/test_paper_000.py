@@ -141,11 +141,14 @@ def test_notebook_runs_small(tmp_path, monkeypatch):
 
 
 def test_trial_chunk_size_rule():
-    """About 50,000 example-trials per chunk, clamped to [1, 25]; an int setting is kept."""
-    assert p.trial_chunk_size(600) == 25
-    assert p.trial_chunk_size(2_100) == 24
-    assert p.trial_chunk_size(10_100) == 5
-    assert p.trial_chunk_size(200_000) == 1
+    """About 50,000 example-trials per chunk, a multiple of the cores, at most max(24, cores)."""
+    assert p.trial_chunk_size(600, cores=2, backend="cpu") == 24
+    assert p.trial_chunk_size(2_100, cores=2, backend="cpu") == 24
+    assert p.trial_chunk_size(5_100, cores=2, backend="cpu") == 10
+    assert p.trial_chunk_size(10_100, cores=2, backend="cpu") == 4
+    assert p.trial_chunk_size(200_000, cores=2, backend="cpu") == 2
+    assert p.trial_chunk_size(10_100, cores=1, backend="cpu") == 5
+    assert p.trial_chunk_size(600, cores=16, backend="cpu") == 16
     assert p.trial_chunk_size(10_100, 3) == 3
     assert p.trial_chunk_size(10_100, backend="gpu") == 495
     assert p.trial_chunk_size(600, backend="gpu") == 1000

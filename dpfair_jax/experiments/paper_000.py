@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import time
 from typing import Any
 
@@ -158,21 +159,29 @@ def budget_batch(n: int, num_budgets: int, target: int = 16384) -> int:
     return int(min(num_budgets, max(1, round(target / (3 * n)))))
 
 
-def trial_chunk_size(n: int, setting: Any = "auto", backend: str | None = None) -> int:
+def trial_chunk_size(n: int, setting: Any = "auto", backend: str | None = None,
+                     cores: int | None = None) -> int:
     """Trials vmapped per chunk of a study with ``n`` examples per trial.
 
-    ``"auto"`` on CPU: about 50,000 example-trials per chunk, between 1 and 25 (measured on a
-    2-core CPU with the clipped-sum table: chunks of 20 trials were 20% faster than 2 at
-    n = 600-2,100, chunks of 4 best at n = 10,100). On an accelerator (``backend`` other than
-    ``"cpu"``; default: JAX's default backend) wide chunks keep the device busy: about 5,000,000
-    example-trials per chunk, between 1 and 1000 (a few hundred MB of working set per chunk).
-    An int is used as given.
+    ``"auto"`` on CPU: about 50,000 example-trials per chunk, rounded down to a multiple of the
+    CPU cores (``cores``; default ``os.cpu_count()``; at least one multiple), at most
+    ``max(24, cores)``. Measured on a 2-core CPU with the clipped-sum table: large chunks win at
+    small n (24 trials 20% faster than 2 at n = 600-2,100), and chunks that split evenly over the
+    cores are 10-15% faster than odd ones (n = 10,100: 2, 4 or 6 trials 4.2-4.3 ms per trial,
+    3 or 5 trials 4.7-4.9 ms; n = 5,100: 8 or 10 trials 2.1-2.2 ms, 3 or 5 trials 2.8-3.0 ms).
+    On an accelerator (``backend`` other than ``"cpu"``; default: JAX's default backend) wide
+    chunks keep the device busy: about 5,000,000 example-trials per chunk, between 1 and 1000
+    (a few hundred MB of working set per chunk). An int is used as given.
     """
-    if setting == "auto":
-        backend = jax.default_backend() if backend is None else backend
-        per_chunk, cap = (50_000, 25) if backend == "cpu" else (5_000_000, 1000)
-        return int(max(1, min(cap, round(per_chunk / max(int(n), 1)))))
-    return int(setting)
+    if setting != "auto":
+        return int(setting)
+    backend = jax.default_backend() if backend is None else backend
+    n = max(int(n), 1)
+    if backend != "cpu":
+        return int(max(1, min(1000, round(5_000_000 / n))))
+    cores = max(1, int(cores if cores is not None else (os.cpu_count() or 1)))
+    chunk = min(max(24, cores), round(50_000 / n))
+    return int(max(cores, chunk - chunk % cores))
 
 
 def two_group_study(key: jax.Array, scenarios_slopes: Any, scenarios_sd: Any, rhos: Any, *,
