@@ -278,37 +278,33 @@ def torch_calls(data: dict, steps_by_model: dict[str, int], loop_steps: dict[str
 
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
-    global _TORCH_DEVICE
     import jax
 
     # Torch runs where JAX runs: on the GPU when JAX's backend is one and torch sees it.
-    _TORCH_DEVICE = "cuda" if jax.default_backend() == "gpu" and torch.cuda.is_available() else "cpu"
-    if _TORCH_DEVICE == "cuda":
+    dev = "cuda" if jax.default_backend() == "gpu" and torch.cuda.is_available() else "cpu"
+    if dev == "cuda":
         print(f"  (torch on {torch.cuda.get_device_name(0)})", flush=True)
-        out = _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model)
-        out.update(_per_sample_loop_pass(torch, nn, np, data, loop_steps))
-        return out, None
-    # On a loaded 2-core machine torch's thread pool can collapse (2 threads ran 30x slower than 1
-    # here); probe each thread count on a few steps and time all torch rows with the faster one.
-    best_threads, best_time = 1, float("inf")
-    for threads in sorted({1, min(2, os.cpu_count() or 1)}):
-        torch.set_num_threads(threads)
-        probe = _opacus_pass(torch, nn, np, PrivacyEngine, data, {"logistic": 20}, only=("logistic", "hooks"))
-        t = _best_time(probe[("logistic", "opacus_hooks")][0], 2)
-        if t < best_time:
-            best_threads, best_time = threads, t
-    torch.set_num_threads(best_threads)
-    print(f"  (torch threads={best_threads})", flush=True)
-    out = _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model)
-    out.update(_per_sample_loop_pass(torch, nn, np, data, loop_steps))
+    else:
+        # On a loaded 2-core machine torch's thread pool can collapse (2 threads ran 30x slower
+        # than 1 here); probe each thread count on a few steps and time all torch rows with the
+        # faster one.
+        best_threads, best_time = 1, float("inf")
+        for threads in sorted({1, min(2, os.cpu_count() or 1)}):
+            torch.set_num_threads(threads)
+            probe = _opacus_pass(torch, nn, np, PrivacyEngine, data, {"logistic": 20}, dev,
+                                 only=("logistic", "hooks"))
+            t = _best_time(probe[("logistic", "opacus_hooks")][0], 2)
+            if t < best_time:
+                best_threads, best_time = threads, t
+        torch.set_num_threads(best_threads)
+        print(f"  (torch threads={best_threads})", flush=True)
+    out = _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, dev)
+    out.update(_per_sample_loop_pass(torch, nn, np, data, loop_steps, dev))
     return out, None
 
 
-_TORCH_DEVICE = "cpu"  # set by torch_calls
-
-
-def _sync(torch) -> None:
-    if _TORCH_DEVICE == "cuda":
+def _sync(torch, dev: str) -> None:
+    if dev == "cuda":
         torch.cuda.synchronize()
 
 
@@ -326,7 +322,7 @@ def _torch_module(nn, name: str):
     return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * side * side, CNN_CLASSES))
 
 
-def _torch_batches(torch, np, data: dict, name: str, steps: int):
+def _torch_batches(torch, np, data: dict, name: str, steps: int, dev: str = "cpu"):
     """Pre-batched ``(x, y)`` tensors (a few distinct batches, cycled) and the loss."""
     bsz = CONFIGS[name]["batch"]
     x_np, y_np = data[name]
@@ -341,22 +337,21 @@ def _torch_batches(torch, np, data: dict, name: str, steps: int):
         crit = torch.nn.BCEWithLogitsLoss()
     perm = torch.from_numpy(np.random.default_rng(0).permutation(n))
     rows = [perm[i * bsz:(i + 1) * bsz] for i in range(max(1, min(n // bsz, steps)))]
-    dev = _TORCH_DEVICE
     return xt, yt, [(xt[r].contiguous().to(dev), yt[r].contiguous().to(dev)) for r in rows], crit
 
 
-def _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, only=None) -> dict:
+def _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, dev="cpu", only=None) -> dict:
     out = {}
     for name, cfg in CONFIGS.items():
         if only is not None and name != only[0]:
             continue
         bsz = cfg["batch"]
         steps = steps_by_model[name]
-        xt, yt, batches, crit = _torch_batches(torch, np, data, name, steps)
+        xt, yt, batches, crit = _torch_batches(torch, np, data, name, steps, dev)
         for mode in ("hooks", "ghost"):
             if only is not None and mode != only[1]:
                 continue
-            module = _torch_module(nn, name).to(_TORCH_DEVICE)
+            module = _torch_module(nn, name).to(dev)
             opt = torch.optim.SGD(module.parameters(), lr=LR)
             loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=bsz)
             engine = PrivacyEngine()
@@ -376,14 +371,14 @@ def _opacus_pass(torch, nn, np, PrivacyEngine, data, steps_by_model, only=None) 
                     loss = loss_fn(module(xb), yb)
                     loss.backward()
                     opt.step()
-                _sync(torch)
+                _sync(torch, dev)
 
             run(min(3, steps))  # warm-up
             out[(name, f"opacus_{mode}")] = (functools.partial(run, steps), steps * bsz)
     return out
 
 
-def _per_sample_loop_pass(torch, nn, np, data, steps_by_model) -> dict:
+def _per_sample_loop_pass(torch, nn, np, data, steps_by_model, dev="cpu") -> dict:
     """DP-SGD as a Python loop over the examples of each batch (plain torch, no Opacus): forward and
     backward one example, clip its gradient to ``CLIP``, accumulate; then ``N(0, (SIGMA CLIP)^2)``
     noise on the sum, divide by the batch size and take an SGD step."""
@@ -391,8 +386,8 @@ def _per_sample_loop_pass(torch, nn, np, data, steps_by_model) -> dict:
     for name, cfg in CONFIGS.items():
         bsz = cfg["batch"]
         steps = steps_by_model[name]
-        _, _, batches, crit = _torch_batches(torch, np, data, name, steps)
-        module = _torch_module(nn, name).to(_TORCH_DEVICE)
+        _, _, batches, crit = _torch_batches(torch, np, data, name, steps, dev)
+        module = _torch_module(nn, name).to(dev)
         params = [p for p in module.parameters() if p.requires_grad]
 
         def run(k, module=module, params=params, crit=crit, batches=batches, bsz=bsz):
@@ -412,7 +407,7 @@ def _per_sample_loop_pass(torch, nn, np, data, steps_by_model) -> dict:
                     for s_, p in zip(sums, params):
                         noisy = s_ + SIGMA * CLIP * torch.randn_like(s_)
                         p.add_(noisy, alpha=-LR / bsz)
-            _sync(torch)
+            _sync(torch, dev)
 
         run(1)  # warm-up
         out[(name, "torch_per_sample_loop")] = (functools.partial(run, steps), steps * bsz)

@@ -149,7 +149,7 @@ def test_each_contribution_within_clip_norm_under_tf32_default(name):
         mask = (jnp.arange(n) == i).astype(jnp.float32)
         sums, norms, _ = D.clipped_grad_sum(model, params, x, y, clip_norm=clip, mask=mask, num_classes=k)
         flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree_util.tree_leaves(sums)])
-        return jnp.sqrt(jnp.sum(flat.astype(jnp.float64) ** 2)) if jax.config.jax_enable_x64 else jnp.linalg.norm(flat), norms[i]
+        return jnp.linalg.norm(flat), norms[i]
 
     with jax.default_matmul_precision("tensorfloat32"):
         contrib, norms = jax.jit(jax.vmap(one))(jnp.arange(n))

@@ -6,7 +6,7 @@ is TF32 on the tensor cores: each operand is rounded to 10 mantissa bits (relati
 ghost-norm clipped sum ``sum_i c_i g_i`` computed as a TF32 matrix product adds example ``i``'s
 contribution with each coordinate perturbed by up to ~5e-4 relative, while ``c_i`` was chosen
 from an exactly computed norm, so one example's contribution can exceed the clip norm ``C`` by
-up to ~1e-3 relative (measured on an H200: ghost-norm and vmap clipped sums differed by 1e-2
+up to ~1e-3 relative (on an H200, ghost-norm and vmap clipped sums differed by up to 1e-2
 relative in single coordinates). Float32 rounding (2^-24) is what every DP library accepts; TF32
 is 8,000 times coarser.
 
