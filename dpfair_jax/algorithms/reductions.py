@@ -330,8 +330,8 @@ def penalized_grad(problem: CGOO, l: Array, G: Any, *, variant: str = "corrected
 
 def loss_sensitivity(n: int, num_groups: int, *, norm: str = "l2") -> float:
     """Sensitivity of the itemized loss vector ``(1/n) sum_i ell(c, D_i)`` with per-example vectors in
-    ``[0,1]^K`` under replace-one (and add/remove with public ``n``): ``sqrt(K)/n`` (l2, Lemma 5.1)
-    or ``K/n`` (l1)."""
+    ``[0,1]^K`` under replace-one (``n`` is fixed, hence public): ``sqrt(K)/n`` (l2, Lemma 5.1) or
+    ``K/n`` (l1)."""
     n = V.check_int("n", n)
     K = V.check_int("num_groups", num_groups)
     V.check_choice("norm", norm, ("l2", "l1"))
@@ -356,7 +356,8 @@ def group_losses(per_example_losses: Array, s: Array, num_groups: int, *, mask: 
     """Itemized group loss vectors ``l_k = (1/n) sum_i 1[s_i = k] loss_i`` (Def. 1.2's ``ell``).
 
     ``per_example_losses: [..., n]`` in ``[0, 1]`` (e.g. one row per grid candidate), ``s: int[n]``.
-    Returns ``[..., K]``. ``n`` defaults to the number of (unmasked) rows; it is a public count.
+    Returns ``[..., K]``. ``n`` defaults to the number of (unmasked) rows; the sensitivities of
+    Lemma 5.1 need it public (replace-one: fixed; with a data-dependent ``mask`` pass ``n``).
     One matmul with the one-hot group matrix, no loop over groups."""
     V.check_group_ids(s, num_groups)
     V.check_finite("per_example_losses", per_example_losses)
@@ -413,6 +414,9 @@ def exponential_sampling(key: Array, losses: Array, problem: CGOO, *, G: Any, ep
 
     Privacy: ``epsilon``-DP (pure) under replace-one of a record (so also of a sensitive
     attribute, Def. 1.1): ``h`` moves by at most ``Delta_h`` = :func:`h_sensitivity` per candidate.
+    This holds for a public ``problem`` and ``G``: thresholds, normalizers and group proportions
+    inside ``f``/``g`` must not be computed from the private data (derive them from a disjoint
+    public split, as the paper-002 experiments do, or release them with noise and charge it).
     """
     V.check_threefry_key(key)
     _check_loss_matrix(losses, problem.num_groups)
@@ -498,12 +502,20 @@ def dp_gd_noise_std(epsilon: float, delta: float, steps: int, clip_norm: float, 
                     relation: str = "replace_one") -> float:
     """Per-step Gaussian std on the clipped gradient sum so that ``steps`` full-batch steps are
     ``(epsilon, delta)``-DP: ``rho = dp_to_rho(eps, delta)`` (CKS), ``rho/steps`` per step, l2
-    sensitivity ``2 C`` (replace-one) or ``C`` (add/remove)."""
+    sensitivity ``2 C`` under replace-one.
+
+    Privacy: replace-one only. :func:`dp_weighted_least_squares` divides the noisy sum by the
+    number of rows ``n``, which add/remove changes (a private count), so ``relation="add_remove"``
+    is refused."""
     from dpfair_jax.privacy import accounting as acc
 
     steps = V.check_int("steps", steps)
     V.check_clip_norm(clip_norm)
     V.check_choice("relation", relation, ("replace_one", "add_remove"))
+    if relation == "add_remove":
+        raise ValueError("dp_gd_noise_std: relation='add_remove' is not supported: the DP-GD oracle "
+                         "divides the noisy gradient sum by the private row count n; use 'replace_one' "
+                         "(n fixed and public).")
     rho = acc.dp_to_rho(epsilon, delta)
     sens = (2.0 if relation == "replace_one" else 1.0) * float(clip_norm)
     return acc.gaussian_sigma_for_rho(sens, rho / steps)
@@ -548,9 +560,11 @@ def dp_weighted_least_squares(key: Array, x: Array, y: Array, s: Array, group_we
     def step(p, k):
         resid = x @ p.w + p.b - y
         grads, _ = glm_clipped_grad_sum(x, 2.0 * a * resid, clip_norm, fit_intercept=fit_intercept)
-        kw, kb = jax.random.split(k)
-        gw = (grads["w"] + std * jax.random.normal(kw, (d,))) / n
-        gb = (grads["b"] + std * jax.random.normal(kb, ())) / n if fit_intercept else 0.0 * p.b
+        if not fit_intercept:
+            grads = {"w": grads["w"]}
+        noisy = _mech.gaussian_mechanism(k, grads, std)  # l2 sensitivity 2C (replace-one)
+        gw = noisy["w"] / n
+        gb = noisy["b"] / n if fit_intercept else 0.0 * p.b
         return project(LinearParams(p.w - lr * gw, p.b - lr * gb)), None
 
     p0 = LinearParams(jnp.zeros((d,), jnp.float32), jnp.zeros((), jnp.float32))
@@ -566,7 +580,9 @@ def dp_weighted_least_squares(key: Array, x: Array, y: Array, s: Array, group_we
 class MixtureResult(NamedTuple):
     """A randomized decision: grid ``indices [T]`` with mixture ``weights [T]`` (sum 1), its loss
     vector ``loss [K]``, ``objective = f(loss)``, ``constraint = g(loss)`` and ``h`` trajectory
-    ``[T]`` of the iterate (diagnostic; computed on the private losses, do not release it)."""
+    ``[T]`` of the iterate (diagnostic; computed on the private losses, do not release it).
+    ``released [T, K]``: the Laplace-privatized loss vectors :func:`private_cgoo` read in each round
+    (part of its private output; ``None`` for the non-private :func:`frank_wolfe`)."""
 
     indices: Array
     weights: Array
@@ -574,6 +590,7 @@ class MixtureResult(NamedTuple):
     objective: Array
     constraint: Array
     trajectory: Array
+    released: Array | None = None
 
 
 def mixture_loss(losses: Array, indices: Array, weights: Array) -> Array:
@@ -581,9 +598,9 @@ def mixture_loss(losses: Array, indices: Array, weights: Array) -> Array:
     return jnp.asarray(weights, jnp.float32) @ jnp.asarray(losses, jnp.float32)[indices]
 
 
-def _finish(problem, losses, idx, wts, traj):
+def _finish(problem, losses, idx, wts, traj, released=None):
     l = mixture_loss(losses, idx, wts)
-    return MixtureResult(idx, wts, l, problem.f(l), problem.g(l), traj)
+    return MixtureResult(idx, wts, l, problem.f(l), problem.g(l), traj, released)
 
 
 @full_precision
@@ -696,16 +713,26 @@ def algorithm2_budget(epsilon: float, delta: float, steps: int, *, n: int, num_g
 
 def algorithm2_ledger(budget: Algorithm2Budget) -> dict[str, Any]:
     """What Algorithm 2 spends: each mechanism per round, and the total by Lemma A.4 over
-    ``steps`` rounds (``(eps_bar, steps delta' + delta_bar)``)."""
+    ``steps`` rounds (``(eps_bar, steps delta' + delta_bar)``).
+
+    A budget without privatized weights (``algorithm2_budget(privatize_weights=False)``, the
+    accounting of Alg. 2 as printed, Lemma 5.8) leaves line 10's weight a function of the private
+    losses released to the next oracle without noise: no finite epsilon holds, so ``epsilon`` is
+    ``inf``; the paper's figure is kept as ``paper_epsilon`` (oracle calls only) with a note."""
     eps_total, delta_total = _pf.advanced_composition(budget.round_epsilon, budget.oracle_delta,
                                                       budget.steps, budget.delta_bar)
-    return {
+    out = {
         "per_round": {"oracle": (budget.oracle_epsilon, budget.oracle_delta),
                       "weights": (budget.weight_epsilon, 0.0)},
         "rounds": budget.steps,
         "epsilon": eps_total,
         "delta": delta_total,
     }
+    if budget.weight_epsilon <= 0.0:
+        out.update(epsilon=math.inf, paper_epsilon=eps_total,
+                   notes="weights of Alg. 2 line 10 computed from the private losses without noise: "
+                         "no finite guarantee (paper_epsilon charges the oracle calls only, Lemma 5.8)")
+    return out
 
 
 @full_precision
@@ -726,7 +753,9 @@ def private_cgoo(key: Array, losses: Array, problem: CGOO, *, G: Any, steps: int
     Privacy (``variant="corrected"``): each round is ``(eps_o + eps_w)``-DP under replace-one
     (Laplace on the l1-sensitivity-``K/n`` loss vector, then the EM with a post-processed weight);
     ``steps`` adaptive rounds are ``(epsilon, delta)``-DP by advanced composition (Lemma A.4,
-    :func:`algorithm2_ledger`). The mixture weights are public (uniform).
+    :func:`algorithm2_ledger`). The mixture weights are public (uniform); the released loss
+    vectors are returned as ``released [T, K]``. ``problem`` (thresholds) must be public, as for
+    :func:`exponential_sampling`; ``laplace_scale = 0`` or ``variant="paper"`` is not private.
     """
     V.check_threefry_key(key)
     _check_loss_matrix(losses, problem.num_groups)
@@ -755,30 +784,32 @@ def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, l
         m_prev, total = carry
         t, k = xs
         k_noise, k_em = jax.random.split(k)
-        released = L[m_prev] + scale * jax.random.laplace(k_noise, (K,), jnp.float32)
+        released = _mech.laplace_mechanism(k_noise, L[m_prev], scale)  # l1 sensitivity K/n
         total = total + released
         at = total / (t + 1.0) if point == "mixture" else released
         r = penalized_grad(problem, at, G, variant="paper" if literal else "corrected",
                            smoothing=None if literal else smoothing)
         m = lopt_grid_private(k_em, L, r, epsilon=oracle_epsilon, loss_sens=lsens)
-        return (m, total), m
+        return (m, total), (m, released)
 
     init = (jnp.int32(init_index), jnp.zeros((K,), jnp.float32))
     xs = (jnp.arange(steps, dtype=jnp.float32), jax.random.split(key, steps))
-    _, idx = jax.lax.scan(body, init, xs)
+    _, (idx, released) = jax.lax.scan(body, init, xs)
     wts = jnp.full((steps,), 1.0 / steps, jnp.float32)
     lm = jnp.cumsum(L[idx], axis=0) / jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
     traj = jax.vmap(lambda l: penalized(problem, l, G, smoothing=smoothing))(lm)
-    return _finish(problem, L, idx, wts, traj)
+    return _finish(problem, L, idx, wts, traj, released)
 
 
 class RegressionMixture(NamedTuple):
     """Uniform mixture of ``T`` linear predictors (``params`` with a leading ``[T]`` axis) and its
-    itemized clipped group losses on the training data ``loss [K]`` (diagnostic; not private)."""
+    itemized clipped group losses on the training data ``loss [K]`` (diagnostic; not private).
+    ``released [T, K]``: the Laplace-privatized loss vectors read in each round (private output)."""
 
     params: LinearParams
     weights: Array
     loss: Array
+    released: Array | None = None
 
 
 @full_precision
@@ -830,17 +861,18 @@ def private_cgoo_regression(key: Array, x: Array, y: Array, s: Array, problem: C
         prev, total = carry
         t, k = xs
         k_noise, k_or = jax.random.split(k)
-        released = clipped_group_losses(prev, x, y, s, K, loss_bound) + scale * jax.random.laplace(k_noise, (K,))
+        released = _mech.laplace_mechanism(k_noise, clipped_group_losses(prev, x, y, s, K, loss_bound), scale)
         total = total + released
         r = jax.nn.relu(penalized_grad(problem, total / (t + 1.0), G, smoothing=smoothing))
         r = r / jnp.maximum(jnp.max(r), 1e-12)
         p = dp_weighted_least_squares(k_or, x, y, s, r, num_groups=K, noise_std=oracle_noise_std,
                                       steps=oracle_steps, clip_norm=clip_norm, learning_rate=learning_rate,
                                       radius=radius)
-        return (p, total), p
+        return (p, total), (p, released)
 
     p0 = LinearParams(jnp.zeros((d,), jnp.float32), jnp.zeros((), jnp.float32))
     xs = (jnp.arange(steps, dtype=jnp.float32), jax.random.split(key, steps))
-    _, ps = jax.lax.scan(body, (p0, jnp.zeros((K,), jnp.float32)), xs)
+    _, (ps, released) = jax.lax.scan(body, (p0, jnp.zeros((K,), jnp.float32)), xs)
     losses = jax.vmap(lambda p: clipped_group_losses(p, x, y, s, K, loss_bound))(ps)
-    return RegressionMixture(ps, jnp.full((steps,), 1.0 / steps, jnp.float32), jnp.mean(losses, axis=0))
+    return RegressionMixture(ps, jnp.full((steps,), 1.0 / steps, jnp.float32), jnp.mean(losses, axis=0),
+                             released)
