@@ -66,9 +66,65 @@ def test_tiny_synthetic_run_end_to_end(tmp_path):
     feasible = df[(df.violation <= 1e-9) & (df.method != "fairlearn_eg")]
     assert (feasible.excess >= -1e-6).all()
     assert (tmp_path / "runs" / "reductions_synthetic_bgl" / "figures" / "h_vs_epsilon.png").exists()
+    # every recorded spend says where the thresholds came from (the held-out public split)
+    import json
+
+    priv = json.loads((tmp_path / "runs" / "reductions_synthetic_bgl" / "privacy.json").read_text())
+    assert {"exp_sampling_eps1", "lopt_alg2_eps10"} <= set(priv)
+    assert all("public split" in r["notes"] and r["relation"] == "replace_one" for r in priv.values())
+    assert priv["exp_sampling_eps1"]["epsilon"] == 1.0 and priv["exp_sampling_eps1"]["delta"] == 0.0
     # a rerun reuses the saved chunk and reaches the same claims
     again = run_experiment(registry.get("reductions_synthetic_bgl"), size="quick", overrides=over, root=tmp_path)
     assert [(c["id"], c["passed"]) for c in again.claims] == [(c["id"], c["passed"]) for c in res.claims]
+
+
+def test_public_private_split_depends_on_n_only():
+    priv, pub = P.public_private_split(1000, 0.2, seed=3)
+    assert len(pub) == 200 and len(priv) == 800 and not set(priv) & set(pub)
+    assert sorted(np.concatenate([priv, pub]).tolist()) == list(range(1000))
+    again = P.public_private_split(1000, 0.2, seed=3)
+    np.testing.assert_array_equal(priv, again[0])
+    with pytest.raises(ValueError, match="public_fraction"):
+        P.public_private_split(10, 1.0, seed=0)
+
+
+def test_bgl_thresholds_come_from_the_public_split_only():
+    """Replacing private records until the private worst group flips leaves eta and the worst group
+    unchanged (old code: bgl_study derived them from the private split, and had no public split)."""
+    rng = np.random.default_rng(0)
+
+    def draw(n):
+        s = (rng.random(n) < 0.3).astype(np.int32)
+        x = rng.normal(size=(n, 1)).astype(np.float32)
+        y = (np.where(s == 1, -1.0, 1.0) * x[:, 0] + 0.3 * rng.normal(size=n)).astype(np.float32)
+        return x, y, s
+
+    x, y, s = draw(200)
+    public = draw(80)
+    cfg = {"grid_per_axis": 9, "grid_radius": 1.5, "intercepts": [0.0, 0.5], "loss_bound": 4.0, "slack": 0.5,
+           "temperature": 200.0, "penalty_smoothing": 5000.0, "alpha": 0.05, "epsilons": [1.0], "delta": 1e-6,
+           "steps": 3, "fw_steps": 20, "seeds": 2, "fairlearn": False}
+    _, facts = P.bgl_study(x, y, s, 2, cfg, 0, log=lambda *_: None, public=public)
+    from dpfair_jax.algorithms import reductions as R
+
+    cands = P.candidate_grid(1, 9, 1.5, [0.0, 0.5])
+    L_pub = np.asarray(R.group_losses(P.clipped_square_losses(cands, *public[:2], 4.0), public[2], 2), np.float64)
+    _, eta_pub, worst_pub, _ = P.bgl_problem(L_pub, np.bincount(public[2], minlength=2).astype(float), 0.5)
+    np.testing.assert_allclose(facts["eta"], eta_pub, rtol=1e-6)
+    assert facts["worst_group"] == worst_pub and facts["n"] == 200 and facts["n_public"] == 80
+    # replace private records by far outliers of the other group until the private worst group flips
+    cands_L = lambda xx, yy, ss: np.asarray(  # noqa: E731
+        R.group_losses(P.clipped_square_losses(cands, xx, yy, 4.0), ss, 2), np.float64)
+    sizes = lambda ss: np.bincount(ss, minlength=2).astype(float)  # noqa: E731
+    w0 = P.bgl_problem(cands_L(x, y, s), sizes(s), 0.5)[2]
+    x1, y1, s1 = x.copy(), y.copy(), s.copy()
+    for i in range(len(y)):
+        x1[i], y1[i], s1[i] = 0.0, 10.0, 1 - w0
+        if P.bgl_problem(cands_L(x1, y1, s1), sizes(s1), 0.5)[2] != w0:
+            break
+    assert P.bgl_problem(cands_L(x1, y1, s1), sizes(s1), 0.5)[2] != w0  # private derivation would move
+    _, facts1 = P.bgl_study(x1, y1, s1, 2, cfg, 0, log=lambda *_: None, public=public)
+    assert facts1["eta"] == facts["eta"] and facts1["worst_group"] == facts["worst_group"]
 
 
 def test_eo_loss_vectors_and_lp_against_numpy():

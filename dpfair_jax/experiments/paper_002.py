@@ -27,9 +27,17 @@ Registered experiments (``dpfair run NAME [--quick]``):
   Frank-Wolfe, the exact LP optimum, and (``dpfermi=true``) DP-FERMI's EO variant.
 
 Privacy: neighbouring datasets differ in one record (replace-one), which covers Def. 1.1
-(changing one sensitive attribute). Group proportions (used to set the constraint thresholds and,
-for equalized odds, to turn itemized counts into rates) and the thresholds themselves are treated
-as public hyperparameters of the study.
+(changing one sensitive attribute). Every study first splits its (training) data at random into a
+public split (``public_fraction`` of the rows, default 0.2) and a private split (the rest): the
+split depends on the row count only, so the private ``n`` is public by construction (and fixed
+under replace-one). Everything the private algorithms take besides the private loss matrix is
+computed from the public split only: the bounded-group-loss thresholds ``eta``, the worst-group
+index and the group proportions behind them (:func:`bgl_problem`), and, for equalized odds, the
+cell proportions ``q_{a,y}`` that turn itemized counts into rates (and set the constraint's
+Lipschitz constant). The private split never enters them, so the recorded epsilon is the
+mechanism's own; ``privacy.json`` says so in its ``notes``. Diagnostics (objective excess over the
+exact optimum, worst-group loss, the non-private references) read the private split and are not
+released by the mechanisms.
 """
 
 from __future__ import annotations
@@ -42,8 +50,8 @@ import pandas as pd
 
 from dpfair_jax.experiments.registry import Experiment, register
 
-__all__ = ["candidate_grid", "clipped_square_losses", "bgl_problem", "bgl_study", "run_bgl",
-           "run_sample_complexity", "halfplane_grid", "eo_loss_vectors", "run_eo", "EXPERIMENTS"]
+__all__ = ["candidate_grid", "clipped_square_losses", "public_private_split", "bgl_problem", "bgl_study",
+           "run_bgl", "run_sample_complexity", "halfplane_grid", "eo_loss_vectors", "run_eo", "EXPERIMENTS"]
 
 _INF = float("inf")
 
@@ -68,11 +76,30 @@ def clipped_square_losses(cands: np.ndarray, x: Any, y: Any, bound: float) -> An
     return jnp.minimum(1.0, jnp.square(pred - jnp.asarray(y, jnp.float32)[None, :]) / bound)
 
 
+def public_private_split(n: int, public_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices ``(private, public)`` of a random split with ``ceil(public_fraction n)`` public rows.
+
+    The permutation depends on ``(n, seed)`` only, never on the rows' values, so the private row
+    count ``n - ceil(public_fraction n)`` is public by construction. The public split is held out:
+    the private algorithms never see it, and the thresholds / proportions they use come from it."""
+    from dpfair_jax.data.preprocessing import split_indices
+
+    f = float(public_fraction)
+    if not 0.0 < f < 1.0:
+        raise ValueError(f"public_fraction must lie in (0, 1), got {public_fraction!r}.")
+    return split_indices(int(n), test_size=f, seed=int(seed))
+
+
 def bgl_problem(L: np.ndarray, group_sizes: np.ndarray, slack: float, temperature: float | None = None):
     """The CGOO instance: ``f = sum``, ``g = max_k (l_k - eta_k)`` with itemized thresholds
     ``eta_k = pi_k tau_k``; ``tau`` caps the worst-off group's mean loss at ``unconstrained - slack
     x (unconstrained - best)`` and leaves the others unconstrained (cap 1).
-    ``temperature`` smooths the max (log-sum-exp, an upper bound of it) for Frank-Wolfe."""
+    ``temperature`` smooths the max (log-sum-exp, an upper bound of it) for Frank-Wolfe.
+
+    Privacy: ``eta``, the worst group and ``pi`` are functions of ``L`` and ``group_sizes``; pass
+    the loss matrix and sizes of a PUBLIC split (:func:`public_private_split`), never the private
+    ones (one record can flip the worst group and move every threshold: Algorithm 1 would then not
+    be epsilon-DP). On the private split the constraint caps the itemized loss at ``pi^pub tau^pub``."""
     from dpfair_jax.algorithms import reductions as R
 
     K = L.shape[1]
@@ -120,8 +147,10 @@ def _fairlearn_row(x, y, s, bound, cap, K):
     return w @ Lp
 
 
-def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print) -> tuple[pd.DataFrame, dict]:
-    """Run the four methods; one row per (method, epsilon, seed). Returns (frame, facts)."""
+def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print, *, public: tuple) -> tuple[pd.DataFrame, dict]:
+    """Run the four methods on the private split ``(x, y, s)``; one row per (method, epsilon, seed).
+    ``public = (x_pub, y_pub, s_pub)``: the held-out public split the thresholds come from.
+    Returns (frame, facts)."""
     import jax
     import jax.numpy as jnp
 
@@ -132,12 +161,16 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print) -> tupl
     x = np.asarray(x, np.float32)
     y = np.asarray(y, np.float32)
     s = np.asarray(s, np.int32)
-    n = len(y)
+    n = len(y)  # public by construction (public_private_split)
     cands = candidate_grid(x.shape[1], cfg["grid_per_axis"], cfg["grid_radius"], cfg["intercepts"])
     per = clipped_square_losses(cands, x, y, cfg["loss_bound"])
     L = np.asarray(R.group_losses(per, s, K), np.float32)
-    sizes = np.bincount(s, minlength=K).astype(float)
-    prob, eta, worst, tau = bgl_problem(L.astype(np.float64), sizes, cfg["slack"], cfg["temperature"])
+    sizes = np.bincount(s, minlength=K).astype(float)  # private: diagnostics only
+    xp, yp, sp = (np.asarray(a) for a in public)
+    sp = sp.astype(np.int32)
+    L_pub = np.asarray(R.group_losses(clipped_square_losses(cands, xp, yp, cfg["loss_bound"]), sp, K), np.float64)
+    sizes_pub = np.bincount(sp, minlength=K).astype(float)
+    prob, eta, worst, tau = bgl_problem(L_pub, sizes_pub, cfg["slack"], cfg["temperature"])
     f_star = _lp_optimum(L.astype(np.float64), eta.astype(np.float64))
     alpha = float(cfg["alpha"])
     G = R.penalty_weight(alpha, K, prob.f.lipschitz)
@@ -189,7 +222,8 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print) -> tupl
         note = f"fairlearn unavailable ({err}); its row is skipped"
         log(note)
     df = pd.DataFrame(rows)
-    facts = {"n": n, "K": K, "M": len(cands), "G": G, "alpha": alpha, "f_star": f_star, "eta": eta.tolist(),
+    facts = {"n": n, "n_public": len(sp), "K": K, "M": len(cands), "G": G, "alpha": alpha, "f_star": f_star,
+             "eta": eta.tolist(), "worst_group": worst, "pi_public": (sizes_pub / sizes_pub.sum()).tolist(),
              "h_min_grid": float(hvals.min()), "h_sens": R.h_sensitivity(prob, n, G),
              "ledger": {e: R.algorithm2_ledger(b) for e, b in zip(eps, budgets)}, "fairlearn_note": note}
     return df, facts
@@ -273,24 +307,34 @@ def run_bgl(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
             return pd.DataFrame()
         cols = [train.info.feature_names.index(c) for c in config["features"]]
         x, y, s, K = np.asarray(train.x)[:, cols], np.asarray(train.y), np.asarray(train.s), train.num_groups
+    x, y, s = np.asarray(x), np.asarray(y), np.asarray(s)
+    priv, pub = public_private_split(len(y), config["public_fraction"], ctx.seed)
+    public = (x[pub], y[pub], s[pub])
+    x, y, s = x[priv], y[priv], s[priv]
 
     def compute(chunk: dict) -> pd.DataFrame:
-        df, facts = bgl_study(x, y, s, K, config, ctx.seed + chunk["block"], log=ctx.log)
+        df, facts = bgl_study(x, y, s, K, config, ctx.seed + chunk["block"], log=ctx.log, public=public)
         compute.facts = facts
         return df
 
     compute.facts = None
     df = ctx.map_chunks([{"block": 0}], compute, desc="bgl")
     if compute.facts is None:  # resumed from saved chunks: the facts are deterministic, recompute them cheaply
-        _, compute.facts = bgl_study(x, y, s, K, dict(config, seeds=1), ctx.seed, log=ctx.log)
+        _, compute.facts = bgl_study(x, y, s, K, dict(config, seeds=1), ctx.seed, log=ctx.log, public=public)
     facts = compute.facts
-    ctx.log(f"n={facts['n']} K={facts['K']} grid M={facts['M']} G={facts['G']:.3g} f*={facts['f_star']:.4f}")
+    ctx.log(f"n={facts['n']} (public split {facts['n_public']}) K={facts['K']} grid M={facts['M']} "
+            f"G={facts['G']:.3g} f*={facts['f_star']:.4f}")
     _claims_bgl(df, facts, config, ctx, config["claim_prefix"])
+    note = (f"thresholds eta, worst group ({facts['worst_group']}) and group proportions from a held-out public "
+            f"split ({facts['n_public']} rows, fraction {config['public_fraction']:g}, disjoint from the private "
+            f"n={facts['n']}; random split of the row indices); n public by construction (replace-one)")
     for e, led in facts["ledger"].items():
         ctx.record_privacy(f"lopt_alg2_eps{e:g}", {"relation": "replace_one", "epsilon": led["epsilon"],
-                                                  "delta": led["delta"], "unit": "example"})
+                                                  "delta": led["delta"], "unit": "example",
+                                                  "notes": note + "; loss vectors read by line 10 released "
+                                                  "with Laplace noise and charged (advanced composition)"})
         ctx.record_privacy(f"exp_sampling_eps{e:g}", {"relation": "replace_one", "epsilon": e, "delta": 0.0,
-                                                     "unit": "example"})
+                                                     "unit": "example", "notes": note})
     _plots_bgl(df, ctx, config["title"])
     return df
 
@@ -454,11 +498,17 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
         ctx.log(f"{name} unavailable ({type(err).__name__}: {err}); study skipped.")
         return pd.DataFrame()
     A = train.num_groups
+    priv, pub = public_private_split(train.n, config["public_fraction"], ctx.seed)
+    public, train = train.take(pub), train.take(priv)  # the private algorithms see `train` only
     cols = [train.info.feature_names.index(c) for c in config["features"]]
     cands = halfplane_grid(config["num_angles"], config["thresholds"])
     Ltr = eo_loss_vectors(cands, np.asarray(train.x)[:, cols], train.y, train.s, A)
     Lte = eo_loss_vectors(cands, np.asarray(test.x)[:, cols], test.y, test.s, A)
-    q_tr, q_te = _cell_props(train.y, train.s, A), _cell_props(test.y, test.s, A)
+    # normalizers of the EO constraint (and its Lipschitz constant) from the public split only
+    q_tr, q_te = _cell_props(public.y, public.s, A), _cell_props(test.y, test.s, A)
+    if np.any(q_tr <= 0):
+        raise ValueError(f"the public split has an empty (group, label) cell: q = {q_tr.tolist()}; "
+                         "raise public_fraction.")
     alpha, a_eo = float(config["alpha"]), float(config["eo_bound"])
     f = R.equalized_odds_objective(A)
     prob = R.CGOO(f, R.equalized_odds_constraint(A, a_eo, eta=None, normalizers=q_tr), 3 * A)
@@ -517,7 +567,7 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
             df = pd.concat([df, fe[["method", "epsilon", "seed", "test_error", "test_eo_gap"]]], ignore_index=True)
         except Exception as err:  # noqa: BLE001 - the comparison is optional
             ctx.log(f"DP-FERMI comparison skipped ({type(err).__name__}: {err}).")
-    ctx.log(f"{name}: n={n} grid M={len(cands)} G={G:.3g} f*={f_star:.4f}")
+    ctx.log(f"{name}: n={n} (public split {public.n}) grid M={len(cands)} G={G:.3g} f*={f_star:.4f}")
     # claims
     a1 = df[df.method == "exp_sampling"]
     top = a1[a1.epsilon == max(eps)]
@@ -531,8 +581,11 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
                   "Non-private Frank-Wolfe (smoothed EO, smoothed penalty) is within alpha of the EO-constrained optimum",
                   measured={"excess": float(fw.excess), "train_g": float(fw.train_g)},
                   target=f"excess <= {alpha}, g <= {alpha}", passed=bool(fw.excess <= alpha and fw.train_g <= alpha))
-    ctx.record_privacy("exp_sampling", {"relation": "replace_one", "epsilon": max(eps), "delta": 0.0,
-                                        "unit": "example", "notes": "each epsilon of the grid is a separate release"})
+    ctx.record_privacy("exp_sampling", {
+        "relation": "replace_one", "epsilon": max(eps), "delta": 0.0, "unit": "example",
+        "notes": f"each epsilon of the grid is a separate release; EO normalizers q_(a,y) from a held-out public "
+                 f"split ({public.n} rows, fraction {config['public_fraction']:g}, disjoint from the private "
+                 f"n={n}; random split of the row indices); n public by construction (replace-one)"})
     from dpfair_jax.experiments import plots
 
     priv = df[np.isfinite(df.epsilon)]
@@ -550,14 +603,15 @@ _SYN_QUICK = {"dataset": "synthetic", "group_sizes": [4000, 1000], "slopes": [1.
               "group_intercepts": [0.0, 0.5], "grid_per_axis": 31, "grid_radius": 1.5,
               "intercepts": [-0.5, -0.25, 0.0, 0.25, 0.5, 0.75], "loss_bound": 4.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0,
               "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6, "steps": 30, "fw_steps": 3000,
-              "seeds": 64, "seed": 0, "fairlearn": True, "claim_prefix": "p002_syn", "title": "synthetic, bounded group loss"}
+              "seeds": 64, "seed": 0, "fairlearn": True, "public_fraction": 0.2, "claim_prefix": "p002_syn", "title": "synthetic, bounded group loss"}
 _SYN_FULL = dict(_SYN_QUICK, group_sizes=[40000, 4000], grid_per_axis=61,
                  intercepts=[-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0], epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
                  steps=60, fw_steps=10000, seeds=1000)
 _LAW_QUICK = {"dataset": "law", "groups": "race", "target": "zfya", "features": ["LSAT", "UGPA"],
               "grid_per_axis": 9, "grid_radius": 0.8, "intercepts": [-0.4, -0.2, 0.0, 0.2],
               "loss_bound": 9.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0, "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6,
-              "steps": 30, "fw_steps": 3000, "seeds": 32, "seed": 0, "fairlearn": True, "claim_prefix": "p002_law",
+              "steps": 30, "fw_steps": 3000, "seeds": 32, "seed": 0, "fairlearn": True, "public_fraction": 0.2,
+              "claim_prefix": "p002_law",
               "title": "Law school (race), bounded group loss"}
 _LAW_FULL = dict(_LAW_QUICK, grid_per_axis=17, intercepts=[-0.6, -0.4, -0.2, 0.0, 0.2, 0.4],
                  epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0], steps=60, fw_steps=10000, seeds=500)
@@ -567,7 +621,7 @@ def _eo_cfgs(dataset: str, features: list[str], target: str = "income", eo_bound
     quick = {"dataset": dataset, "groups": "sex", "target": target, "features": features, "num_angles": 16,
              "thresholds": [float(v) for v in np.linspace(-2.0, 3.0, 21)], "alpha": 0.05, "eo_bound": eo_bound,
              "eta": 50.0, "penalty_smoothing": 5000.0, "epsilons": [1.0, 3.0, 10.0, 30.0], "seeds": 64,
-             "fw_steps": 3000, "dpfermi": False, "seed": 0,
+             "fw_steps": 3000, "dpfermi": False, "seed": 0, "public_fraction": 0.2,
              "fermi": {"lams": [0.0, 2.5], "seeds": 2, "epochs": 2, "batch_size": 1024, "lr_theta": 0.2,
                        "lr_w": 0.5, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0}}
     full = dict(quick, num_angles=32, thresholds=[float(v) for v in np.linspace(-2.5, 3.5, 41)],
