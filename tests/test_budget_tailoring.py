@@ -75,8 +75,11 @@ def test_privacy_conversion_matches_closed_form():
     # Values from the engineering notes (epsilon = rho + 2 sqrt(rho log 1/delta), delta = 1e-5).
     eps = bt.zcdp_to_epsilon([0.005, 0.5, 12.5], 1e-5)
     np.testing.assert_allclose(eps, [0.485, 5.30, 36.5], rtol=1e-3)
-    spend = bt.privacy(bt.Config(neighbour="swap"), 2.0, 1e-5)
+    spend = bt.privacy(bt.Config(), 2.0, 1e-5)
     assert spend.relation == "replace_one" and spend.rho == 2.0
+    assert "public" in spend.notes and "same group" in spend.notes
+    spend_ar = bt.privacy(bt.Config(relation="add_remove"), 2.0, 1e-5)
+    assert spend_ar.relation == "add_remove" and "noisy counts" in spend_ar.notes
     from dpfair_jax.privacy.accounting import zcdp_to_dp
 
     assert spend.epsilon == pytest.approx(zcdp_to_dp(2.0, 1e-5, method="bun_steinke"), rel=1e-9)
@@ -100,7 +103,8 @@ def test_noise_per_group_has_the_implied_std(fairness):
     release = jax.jit(jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(2), se, hp, cfg)))
     m1, m2 = release(keys)
     share = rho * se**2 / steps / (2 if fairness else 1)
-    want = clip / np.sqrt(2 * share) / sizes  # std of the normalised noisy gradient sum
+    # replace-one (default): gradient-sum sensitivity 2 Delta; loss sums in [0, Delta^2]: Delta^2
+    want = 2 * clip / np.sqrt(2 * share) / sizes  # std of the normalised noisy gradient sum
     got = np.asarray(m1).std(axis=0)  # [P, K]
     tol = 4 * want / np.sqrt(2 * reps)  # 4 standard errors of a sample std
     assert np.all(np.abs(got - want) < tol)
@@ -109,18 +113,20 @@ def test_noise_per_group_has_the_implied_std(fairness):
         assert np.all(np.abs(np.asarray(m2).std(axis=0) - want_l) < 4 * want_l / np.sqrt(2 * reps))
 
 
-def test_swap_doubles_noise_and_pooled_uses_whole_budget():
+def test_replace_one_doubles_gradient_noise_and_pooled_uses_whole_budget():
     se = jnp.array([0.6, 0.8])
-    g1, _ = bt.group_noise_stds(se, 1.0, 10, 2.0)
-    g2, _ = bt.group_noise_stds(se, 1.0, 10, 2.0, neighbour="swap")
-    np.testing.assert_allclose(g2, 2 * g1, rtol=1e-6)
+    g1, l1 = bt.group_noise_stds(se, 1.0, 10, 2.0, fairness=True, relation="add_remove")
+    g2, l2 = bt.group_noise_stds(se, 1.0, 10, 2.0, fairness=True, relation="replace_one")
+    np.testing.assert_allclose(g2, 2 * g1, rtol=1e-6)  # clipped vector sum: 2 Delta vs Delta
+    np.testing.assert_allclose(l2, l1, rtol=1e-6)  # sum of values in [0, Delta^2]: Delta^2 both
+    g1, _ = bt.group_noise_stds(se, 1.0, 10, 2.0, relation="add_remove")
     np.testing.assert_allclose(g1, 2.0 * np.sqrt(10 / (2 * np.array([0.36, 0.64]))), rtol=1e-6)
     data = _zero_data(sizes=(50, 50), d=1)
     cfg = bt.Config(method="pooled", steps=10)
     keys = jax.random.split(jax.random.key(3), 4000)
     m1 = jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(1), se,
                                                    bt.Hyperparams(rho=1.0), cfg)[0])(keys)
-    want = 2.0 * np.sqrt(10 / 2.0) / 100  # sigma = Delta sqrt(T/(2 rho)), divided by n
+    want = 2 * 2.0 * np.sqrt(10 / 2.0) / 100  # sigma = 2 Delta sqrt(T/(2 rho)), divided by n
     assert abs(float(np.std(m1)) - want) < 4 * want / np.sqrt(8000)
 
 
@@ -131,7 +137,7 @@ def test_end_to_end_first_step_noise():
     cfg = bt.Config(method="equal", steps=1, box=float("inf"))
     keys = jax.random.split(jax.random.key(4), 4000)
     th = jax.jit(jax.vmap(lambda k: bt.fit(k, data, hp, cfg)[0]))(keys)
-    std_k = 2.0 * np.sqrt(1 / (2 * 2.0 * 0.5))
+    std_k = 2 * 2.0 * np.sqrt(1 / (2 * 2.0 * 0.5))  # replace-one: 2 Delta sqrt(T/(2 mu s_k^2))
     want = np.sqrt(np.sum((std_k / np.array([200.0, 20.0])) ** 2))
     got = float(np.std(th))
     assert abs(got - want) < 4 * want / np.sqrt(8000)
@@ -144,7 +150,7 @@ def test_paper_scaling_is_the_unnormalised_sum():
     hp = bt.Hyperparams(rho=1.0)
     cfg = bt.Config(method="equal", steps=4, scaling="paper")
     m1 = jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(1), se, hp, cfg)[0])(keys)
-    want = 2.0 * np.sqrt(4 / (2 * se**2))
+    want = 2 * 2.0 * np.sqrt(4 / (2 * se**2))
     assert np.all(np.abs(np.asarray(m1).std(axis=0)[0] - want) < 4 * want / np.sqrt(6000))
 
 
@@ -308,7 +314,8 @@ def test_noise_and_ledger_agree_with_paper_formulas():
     se = np.sqrt(np.array([0.1, 0.2, 0.7]))
     for fair, alg in ((False, 3), (True, 2)):
         g, lo = bt.group_noise_stds(jnp.asarray(se), 1.6, 40, 2.0, fairness=fair)
-        ref = pf.stage2_noise_stds(1.6, se, 40, grad_sensitivity=2.0,
+        # replace-one: gradient sums 2 Delta = 4, losses in [0, Delta^2]: Delta^2 = 4
+        ref = pf.stage2_noise_stds(1.6, se, 40, grad_sensitivity=4.0,
                                    loss_sensitivity=4.0 if fair else None, algorithm=alg)
         np.testing.assert_allclose(g, ref.grad_std, rtol=1e-5)
         if fair:
@@ -316,8 +323,8 @@ def test_noise_and_ledger_agree_with_paper_formulas():
         mine = bt.budget_ledger(2.0, se, config=bt.Config(fairness=fair, steps=40))
         theirs = pf.budget_tailoring_ledger(2.0, se, 40, algorithm=alg)
         assert mine.total == pytest.approx(theirs.total, rel=1e-9)
-    pooled = pf.dpnose_noise_stds(3.0, 40, 3, grad_sensitivity=2.0, variant="pooled")
-    mine = 2.0 * np.sqrt(40 / (2 * 3.0))
+    pooled = pf.dpnose_noise_stds(3.0, 40, 3, grad_sensitivity=4.0, variant="pooled")
+    mine = 2 * 2.0 * np.sqrt(40 / (2 * 3.0))
     np.testing.assert_allclose(mine, pooled[0], rtol=1e-9)
 
 

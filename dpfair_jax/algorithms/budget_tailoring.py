@@ -30,8 +30,13 @@ Departures from the paper (corrected default, literal behaviour behind an option
   loss ``(1/n) * clipped group sum`` plus noise), and Algorithm 3 line 8-12 literally (noisy sum,
   no normalisation). For ``method="pooled"`` the default divides by ``n`` after noise.
 * Algorithm 1 line 17 clips squared residuals to ``[0, Delta]`` but adds noise of variance
-  ``Delta^4 / (2 tau_k)``; the default clips to ``[0, Delta^2]`` (``stage1_clip="delta_sq"``), the
-  literal ``[0, Delta]`` is ``stage1_clip="paper"`` (same noise, so both are private).
+  ``Delta^4 / (2 tau_k)``, i.e. calibrated to sensitivity ``Delta^2``: for ``Delta < 1`` the sum
+  of values in ``[0, Delta]`` moves by up to ``Delta > Delta^2`` and the true charge is
+  ``(Delta / Delta^2)^2`` times the stated one. The default clips to ``[0, Delta^2]``
+  (``stage1_clip="delta_sq"``, sensitivity ``Delta^2``, the paper's noise); the literal
+  ``[0, Delta]`` is ``stage1_clip="paper"``, whose noise is calibrated to ``max(Delta, Delta^2)``
+  (the paper's ``Delta^2`` for ``Delta >= 1``, the true sensitivity ``Delta`` below), so both
+  are private for every ``Delta``.
 * Standard error denominator: ``n_k`` (Algorithm 1, line 21, default) or ``n_k - d`` (text),
   ``se_denominator="n_minus_d"``.
 * Lemma C.1's noise scale ``U^2`` assumes ``||x|| <= U`` and ``|y| <= U``; here the rows of ``X``
@@ -41,12 +46,30 @@ Departures from the paper (corrected default, literal behaviour behind an option
   always on. The default ``g="bgl"`` is ``max_k (l_k - eta_k)`` with thresholds ``eta_k``
   (``Hyperparams.thresholds``); with thresholds 0 it is the paper's ``g``.
 
-Privacy (whole DPSE run): ``rho``-zCDP with ``rho = tau + mu`` by composition (Lemma D.1), for the
-neighbouring relation ``neighbour``: ``"add_remove"`` (one record added or removed; sensitivities
-``Delta``, ``Delta^2``, ``U^2``) or ``"swap"`` (one record replaced; every sensitivity doubled).
-Group sizes ``n_k`` and ``n`` are treated as public, as in the paper. The per-group charges of
-stage 2 are summed over groups (the paper's accounting, Lemmas B.2-B.3); as the groups are disjoint
-this is an upper bound. :func:`budget_ledger` itemises the charges and checks they add up to rho.
+Neighbouring relation (``Config.relation``, the names of ``dp_accounting.NeighboringRelation`` and
+``dpfair_jax.privacy.accounting.RELATIONS``):
+
+* ``"replace_one"`` (default; the paper's bounded DP with its public group sizes, Sec. 2): group
+  membership and the sizes ``n_k`` (so ``n``) are public, and a neighbour replaces one record by
+  another record *of the same group*. The sizes are then the same in both worlds and dividing by
+  them is post-processing. Sensitivities (``dpfair_jax.privacy.paper_formulas``): clipped
+  gradient sums ``2 Delta``, ``X^T y`` ``2 U_x U_y``, the upper triangle of ``X^T X``
+  ``sqrt(2) U_x^2``, sums of values in ``[0, B]`` (clipped losses, squared residuals) ``B``.
+* ``"add_remove"``: one record added or removed. Then ``n_k`` differs between neighbours and
+  a release divided by the exact ``n_k`` is not zCDP (the mean moves by up to twice the
+  clipped-sum sensitivity and its variance changes). Every run therefore first releases noisy
+  group counts ``n_k + N(0, 1 / (2 rho_c))`` (sensitivity 1), ``rho_c = count_fraction * rho``,
+  charged to the ledger, and uses ``max(noisy n_k, 1)`` wherever the paper uses ``n_k`` (stage-1
+  standard errors, stage-2 normalisation, ``n`` of the pooled baseline); stage 1 and stage 2
+  share the remaining ``(1 - count_fraction) rho``. Sensitivities: ``Delta``, ``U_x U_y``,
+  ``U_x^2``, ``B``.
+
+Privacy (whole DPSE run): ``rho``-zCDP, ``rho = rho_c + tau + mu`` by composition (Lemma D.1;
+``rho_c = 0`` under replace-one), under ``Config.relation``. The per-group charges of stage 2
+are summed over groups (the paper's accounting, Lemmas B.2-B.3); as the groups are disjoint this
+is an upper bound. :func:`budget_ledger` itemises the charges and checks they add up to rho;
+:func:`privacy` states the spend and its relation. ``Diagnostics.fraction_clipped`` is computed
+from the data without noise: a diagnostic for the analyst, not covered by the guarantee.
 """
 
 from __future__ import annotations
@@ -62,6 +85,8 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy import paper_formulas as _pf
+from dpfair_jax.privacy.accounting import RELATIONS
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
@@ -81,6 +106,9 @@ __all__ = [
     "table_group_sums",
     "num_draws",
     "stage1_standard_errors",
+    "stage1_release",
+    "Stage1Release",
+    "stage1_noise_stds",
     "stage2_descent",
     "group_noise_stds",
     "noisy_group_release",
@@ -122,9 +150,12 @@ class Config:
         ``g(l, thresholds)`` of the K group losses (differentiated with ``jax.grad``).
       scaling: ``"group_mean"`` (default, noise on clipped sums then divide by ``n_k``) or
         ``"paper"`` (Algorithm 2 lines 10-14 / Algorithm 3 line 8 literally).
-      neighbour: ``"add_remove"`` or ``"swap"`` (doubles every sensitivity).
-      stage1_clip: ``"delta_sq"`` (clip squared residuals to ``[0, Delta^2]``) or ``"paper"``
-        (``[0, Delta]``, Algorithm 1 line 17 literally).
+      relation: ``"replace_one"`` (default: public group membership and sizes, one record
+        replaced by another of the same group) or ``"add_remove"`` (noisy group counts, charged
+        ``count_fraction * rho``, as denominators); see the module docstring.
+      stage1_clip: ``"delta_sq"`` (clip squared residuals to ``[0, Delta^2]``, noise for
+        ``Delta^2``) or ``"paper"`` (``[0, Delta]``, Algorithm 1 line 17 literally; noise for
+        ``max(Delta, Delta^2)``).
       se_denominator: ``"n"`` (Algorithm 1 line 21) or ``"n_minus_d"`` (the text).
       fit_intercept: append a constant feature (it counts in ``||x||`` for clipping).
       box: projection onto ``[-box, box]^P`` (the paper's ``C_P = [-5, 5]^P``); ``inf`` for none.
@@ -137,7 +168,7 @@ class Config:
     f: str | Callable = "sum"
     g: str | Callable = "bgl"
     scaling: str = "group_mean"
-    neighbour: str = "add_remove"
+    relation: str = "replace_one"
     stage1_clip: str = "delta_sq"
     se_denominator: str = "n"
     fit_intercept: bool = False
@@ -152,7 +183,10 @@ class Config:
         if not callable(self.g):
             v.check_choice("g", self.g, _G_NAMES)
         v.check_choice("scaling", self.scaling, ("group_mean", "paper"))
-        v.check_choice("neighbour", self.neighbour, ("add_remove", "swap"))
+        if self.relation == "swap":
+            raise ValueError("relation='swap' is retired: use relation='replace_one' (a record "
+                             "replaced by another record of the same group, group sizes public).")
+        v.check_choice("relation", self.relation, RELATIONS)
         v.check_choice("stage1_clip", self.stage1_clip, ("delta_sq", "paper"))
         v.check_choice("se_denominator", self.se_denominator, ("n", "n_minus_d"))
         v.check_positive("box", self.box, allow_inf=True)
@@ -171,7 +205,9 @@ class Hyperparams(NamedTuple):
     stage 1 (paper: 0.2). ``learning_rate``: constant step ``eta_t``. ``clip``: ``Delta``, the
     per-example gradient norm bound (losses are clipped to ``[0, Delta^2]``). ``fairness_weight``:
     ``G``. ``thresholds``: BGL thresholds ``eta_k`` (scalar or ``[K]``). ``stats_bound_x`` and
-    ``stats_bound_y``: ``U`` of Lemma C.1 for the rows of X and for y.
+    ``stats_bound_y``: ``U`` of Lemma C.1 for the rows of X and for y. ``count_fraction``: share
+    of rho spent on the noisy group counts under ``relation="add_remove"`` (unused, and not
+    charged, under ``"replace_one"``).
     """
 
     rho: Any = 1.0
@@ -182,6 +218,7 @@ class Hyperparams(NamedTuple):
     thresholds: Any = 0.0
     stats_bound_x: Any = 3.0
     stats_bound_y: Any = 30.0
+    count_fraction: Any = 0.05
 
 
 class Diagnostics(NamedTuple):
@@ -193,7 +230,9 @@ class Diagnostics(NamedTuple):
     noise_std: jax.Array  # [K] std of the noise added to each group's gradient sum
     rho_stage1: jax.Array  # zCDP spent by stage 1
     rho_stage2: jax.Array  # zCDP spent by stage 2 (sum of the per-group charges)
-    fraction_clipped: jax.Array  # mean fraction of clipped per-example gradients over the run
+    fraction_clipped: jax.Array  # mean fraction of clipped gradients (non-private diagnostic)
+    rho_counts: jax.Array  # zCDP spent on the noisy group counts (0 under replace-one)
+    counts: jax.Array  # [K] group sizes used as denominators (noisy, clamped >= 1, under add/remove)
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,8 +259,45 @@ def epsilon_to_rho(epsilon: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _sens_mult(neighbour: str) -> float:
-    return 2.0 if neighbour == "swap" else 1.0
+class _Sens(NamedTuple):
+    """Sensitivities per unit bound under a relation (``dpfair_jax.privacy.paper_formulas``)."""
+
+    vector: float  # sum of vectors clipped to norm 1 (gradient sums, X^T y): 1 or 2
+    gram: float  # upper triangle of sum_i x_i x_i^T, ||x_i|| <= 1: 1 or sqrt(2)
+    bounded: float  # sum of scalars in [0, 1] (clipped losses, squared residuals): 1 under both
+
+
+def _sens(relation: str) -> _Sens:
+    return _Sens(_pf.clipped_sum_sensitivity(1.0, relation), _pf.gram_sensitivity(1.0, relation),
+                 _pf.bounded_scalar_sum_sensitivity(0.0, 1.0, relation))
+
+
+def _budget(hp: Hyperparams, cfg: Config, dtype=jnp.float32):
+    """Split of ``rho`` into (counts, stage 1, stage 2): ``(rho_c, tau, mu)``.
+
+    Under add/remove ``rho_c = count_fraction * rho`` goes to the noisy counts and the rest is
+    split as in the paper; under replace-one ``rho_c = 0``. ``tau = tau_fraction * rest`` and
+    ``mu = rest - tau`` for DPSE, ``tau = 0`` and ``mu = rest`` for the baselines (written as
+    products so that ``rho = inf`` gives ``inf`` everywhere)."""
+    rho = jnp.asarray(hp.rho, dtype)
+    if cfg.relation == "add_remove":
+        rho_c, rest = rho * hp.count_fraction, rho * (1.0 - hp.count_fraction)
+    else:
+        rho_c, rest = 0.0 * rho, rho
+    if cfg.method == "dpse":
+        return rho_c, rest * hp.tau_fraction, rest * (1.0 - hp.tau_fraction)
+    return rho_c, 0.0 * rest, rest
+
+
+def _denominators(zc: jax.Array, n_k: jax.Array, rho_c: Any, cfg: Config) -> jax.Array:
+    """Group sizes as used by the method: the public ``n_k`` under replace-one; under add/remove
+    the noisy counts ``max(n_k + z / sqrt(2 rho_c), 1)`` (Gaussian mechanism, sensitivity 1 for
+    the count vector; exact when ``rho_c = inf`` or for the non-private method)."""
+    if cfg.relation != "add_remove" or cfg.method == "nonprivate":
+        return n_k
+    rho_c = jnp.asarray(rho_c, n_k.dtype)
+    std = jnp.where(jnp.isinf(rho_c), 0.0, 1.0 / jnp.sqrt(2.0 * rho_c))
+    return jnp.maximum(n_k + std * zc, 1.0)
 
 
 def _dloss_and_loss(pred: jax.Array, y: jax.Array, loss: str) -> tuple[jax.Array, jax.Array]:
@@ -248,24 +324,28 @@ def _resolve_g(g):
 
 
 def group_noise_stds(se: Any, mu: Any, steps: int, clip: Any, *, fairness: bool = False,
-                     neighbour: str = "add_remove") -> tuple[jax.Array, jax.Array]:
+                     relation: str = "replace_one") -> tuple[jax.Array, jax.Array]:
     """Per-group Gaussian noise stds on the clipped gradient and loss sums (Algorithms 2 and 3).
 
     Algorithm 3 gives group k the budget ``mu_T = mu s_k^2 / T`` per iteration, so the gradient
-    noise std is ``Delta / sqrt(2 mu_T) = Delta sqrt(T / (2 mu s_k^2))``. Algorithm 2 halves it
-    between gradient and loss (``mu_T = mu s_k^2 / (2T)`` each): std ``Delta sqrt(T/(mu s_k^2))``
-    and ``Delta^2 sqrt(T/(mu s_k^2))``. Swap neighbours double both. Returns (grad_std, loss_std).
+    noise std is ``sens_g / sqrt(2 mu_T) = sens_g sqrt(T / (2 mu s_k^2))``. Algorithm 2 halves it
+    between gradient and loss (``mu_T = mu s_k^2 / (2T)`` each): std ``sens_g sqrt(T/(mu s_k^2))``
+    and ``sens_l sqrt(T/(mu s_k^2))``. Sensitivities of a group's clipped sums: ``sens_g = 2
+    Delta`` (replace-one within the group) or ``Delta`` (add/remove); ``sens_l = Delta^2`` under
+    both (losses clipped to ``[0, Delta^2]``). Returns (grad_std, loss_std).
 
     Privacy: per iteration these are ``sum_k mu s_k^2 / T = mu / T``-zCDP (Gaussian mechanism,
-    Bun & Steinke Lemma 2.5), so ``mu``-zCDP over T iterations when ``sum_k s_k^2 = 1``.
+    Bun & Steinke Lemma 2.5) under ``relation``, so ``mu``-zCDP over T iterations when
+    ``sum_k s_k^2 = 1``.
     """
+    v.check_choice("relation", relation, RELATIONS)
     se = jnp.asarray(se)
-    m = _sens_mult(neighbour)
+    sens = _sens(relation)
     share = jnp.asarray(mu) * se**2 / steps  # mu_T per group, both halves together
     per_release = share / 2.0 if fairness else share
     inv = jnp.where(per_release > 0, 1.0 / jnp.sqrt(2.0 * per_release), jnp.inf)
-    grad_std = m * clip * inv
-    loss_std = m * clip**2 * inv
+    grad_std = sens.vector * clip * inv
+    loss_std = sens.bounded * clip**2 * inv
     return grad_std, loss_std
 
 
@@ -303,9 +383,50 @@ def _min_eig_and_solve(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array
     return jnp.linalg.eigvalsh(a)[0], jnp.linalg.solve(a, b)
 
 
-def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
-            table: ClippedSumTable | None = None):
-    """Algorithm 1 on structure-of-arrays inputs. Returns (se [K], fallback, beta [P]).
+class Stage1Release(NamedTuple):
+    """The noisy releases of Algorithm 1 (lines 8, 9 and 17) and the pooled fit computed from them.
+
+    ``xtx [P, P]``: ``X^T X`` plus symmetric Gaussian noise (upper triangle i.i.d., mirrored);
+    ``xty [P]``: ``X^T y`` plus noise; ``residual_sums [K]``: per group the clipped squared
+    residual sum at ``beta`` plus noise; ``beta [P]``: ``(noisy X^T X)^-1 noisy X^T y`` (post-
+    processing; non-finite when the noisy matrix is singular); ``lam_min``: the smallest eigenvalue
+    of the noisy ``X^T X`` (line 11)."""
+
+    xtx: jax.Array
+    xty: jax.Array
+    residual_sums: jax.Array
+    beta: jax.Array
+    lam_min: jax.Array
+
+
+def stage1_noise_stds(tau: Any, num_groups: int, hparams: Hyperparams, config: Config = Config()
+                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Noise stds of Algorithm 1's releases: ``(std_xx, std_xy, std_res)``.
+
+    ``tau_k = tau / (K + 1)`` (line 7); ``X^T X`` and ``X^T y`` get ``tau_k / 2`` each (lines
+    8-9, Lemma C.1), so ``std = sens / sqrt(tau_k)`` with ``sens_xx = U_x^2`` (add/remove) or
+    ``sqrt(2) U_x^2`` (replace-one; Frobenius norm of ``x x^T - x' x'^T``) and ``sens_xy = U_x U_y``
+    or ``2 U_x U_y``; each group's clipped residual sum gets ``tau_k`` (line 17), ``std_res = sens
+    / sqrt(2 tau_k)`` with ``sens = Delta^2`` (``stage1_clip="delta_sq"``, residuals in ``[0,
+    Delta^2]``) or ``max(Delta, Delta^2)`` (``"paper"``, residuals in ``[0, Delta]``: the true
+    sensitivity ``Delta`` when ``Delta < 1``, the paper's ``Delta^2`` otherwise), the same under
+    both relations. ``tau`` may be traced.
+
+    Privacy: the three releases together are ``tau``-zCDP (Lemma 4.1) under ``config.relation``.
+    """
+    sens = _sens(config.relation)
+    tau_k = jnp.asarray(tau) / (num_groups + 1)
+    ux, uy, clip = hparams.stats_bound_x, hparams.stats_bound_y, hparams.clip
+    std_xx = sens.gram * ux**2 / jnp.sqrt(tau_k)
+    std_xy = sens.vector * ux * uy / jnp.sqrt(tau_k)
+    bound = clip**2 if config.stage1_clip == "delta_sq" else jnp.maximum(clip, clip**2)
+    std_res = sens.bounded * bound / jnp.sqrt(2.0 * tau_k)
+    return std_xx, std_xy, std_res
+
+
+def _stage1_release(z_all, xs, y, onehot, xnorm, tau, hp: Hyperparams, cfg: Config,
+                    table: ClippedSumTable | None = None) -> Stage1Release:
+    """Algorithm 1's noisy releases on structure-of-arrays inputs (see :class:`Stage1Release`).
 
     With a :class:`ClippedSumTable` valid for every theta (``domain=None``; one feature) and
     ``stage1_clip="delta_sq"`` the clipped residual sums ``sum_k min(r_i^2, Delta^2)`` are the
@@ -313,8 +434,7 @@ def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
     (unbounded), and the sums are then taken over the examples."""
     p = xs.shape[0]
     k_groups = onehot.shape[1]
-    m = _sens_mult(cfg.neighbour)
-    tau_k = tau / (k_groups + 1)  # line 7
+    std_xx, std_xy, std_res = stage1_noise_stds(tau, k_groups, hp, cfg)
     # Lemma C.1 on bounded rows: clip ||x|| <= U_x, |y| <= U_y.
     a = 1.0 / jnp.maximum(1.0, xnorm / hp.stats_bound_x)
     xa = xs * a
@@ -322,16 +442,11 @@ def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
     w = jnp.sum(onehot, axis=1)  # row weights (mask)
     xtx = (xa * w) @ xa.T
     xty = (xa * w) @ yc
-    # Lines 8-9: budget tau_k / 2 each, std = sens / sqrt(2 * tau_k / 2) = sens / sqrt(tau_k).
-    std_xx = m * hp.stats_bound_x**2 / jnp.sqrt(tau_k)
-    std_xy = m * hp.stats_bound_x * hp.stats_bound_y / jnp.sqrt(tau_k)
     z = z_all[: p * p].reshape(p, p)
     z = jnp.triu(z) + jnp.triu(z, 1).T  # symmetric: upper triangle i.i.d., mirrored
     xtx_n = xtx + std_xx * z
     xty_n = xty + std_xy * z_all[p * p: p * p + p]
     lam_min, beta = _min_eig_and_solve(xtx_n, xty_n)  # lines 11 and 15
-    # Line 17: sensitivity Delta^2 (noise variance Delta^4 / (2 tau_k)).
-    std_res = m * hp.clip**2 / jnp.sqrt(2.0 * tau_k)
     if table is not None and table.domain is None and cfg.stage1_clip == "delta_sq":
         clean = table_group_sums(table, jnp.where(jnp.isfinite(beta[0]), beta[0], 0.0))[1]
         clean = jnp.where(jnp.isfinite(beta[0]), clean, jnp.inf)
@@ -339,37 +454,78 @@ def _stage1(z_all, xs, y, onehot, n_k, xnorm, tau, hp: Hyperparams, cfg: Config,
         r2 = (beta @ xs - y) ** 2
         upper = hp.clip if cfg.stage1_clip == "paper" else hp.clip**2
         clean = jnp.clip(r2, 0.0, upper) @ onehot
-    s_sum = clean + std_res * z_all[p * p + p:]
-    denom = n_k - p if cfg.se_denominator == "n_minus_d" else n_k
-    se = jnp.sqrt(jnp.maximum(s_sum, 0.0) / jnp.maximum(denom, 1.0))
+    s_sum = clean + std_res * z_all[p * p + p:]  # line 17
+    return Stage1Release(xtx_n, xty_n, s_sum, beta, lam_min)
+
+
+def _stage1(z_all, xs, y, onehot, den, xnorm, tau, hp: Hyperparams, cfg: Config,
+            table: ClippedSumTable | None = None):
+    """Algorithm 1 on structure-of-arrays inputs. Returns (se [K], fallback, beta [P]).
+
+    ``den [K]``: the group sizes of line 21 (public sizes, or the noisy counts under add/remove);
+    everything after the releases of :func:`_stage1_release` is post-processing."""
+    p = xs.shape[0]
+    k_groups = onehot.shape[1]
+    rel = _stage1_release(z_all, xs, y, onehot, xnorm, tau, hp, cfg, table)
+    s_sum, beta = rel.residual_sums, rel.beta
+    denom = den - p if cfg.se_denominator == "n_minus_d" else den
+    se = jnp.sqrt(jnp.maximum(s_sum, 0.0) / jnp.maximum(denom, 1.0))  # line 21
     se = se / jnp.sqrt(jnp.sum(se**2))  # line 23
-    fallback = (lam_min <= 0) | jnp.any(s_sum <= 0) | ~jnp.all(jnp.isfinite(se))  # lines 11, 18
+    fallback = (rel.lam_min <= 0) | jnp.any(s_sum <= 0) | ~jnp.all(jnp.isfinite(se))  # l. 11, 18
     equal = jnp.full((k_groups,), 1.0 / math.sqrt(k_groups), xs.dtype)
     se = jnp.where(fallback, equal, se)
     beta = jnp.where(jnp.all(jnp.isfinite(beta)), beta, 0.0)
     return se, fallback, beta
 
 
+def _standalone(key, data: Dataset, hparams: Hyperparams, config: Config, steps: int):
+    """Shared set-up of the stage-level entry points: layout, draws, budget split, denominators."""
+    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
+                                         config.fit_intercept)
+    z1, zc, z2 = _split_draws(_run_draws(key, steps, xs.shape[0], data.num_groups, xs.dtype),
+                              steps, xs.shape[0], data.num_groups)
+    rho_c, tau, mu = _budget(hparams, dataclasses.replace(config, method="dpse"), xs.dtype)
+    if config.method != "dpse":
+        mu = _budget(hparams, config, xs.dtype)[2]
+    den = _denominators(zc, n_k, rho_c, config)
+    return xs, y, onehot, xnorm, z1, z2, tau, mu, den
+
+
+@full_precision
+def stage1_release(key: jax.Array, data: Dataset, hparams: Hyperparams,
+                   config: Config = Config()) -> Stage1Release:
+    """Algorithm 1's noisy releases (lines 8, 9, 17) with ``tau = tau_fraction * rho`` (of the
+    budget left after the counts under add/remove): noisy ``X^T X``, ``X^T y``, per-group clipped
+    residual sums, and the pooled fit computed from them (:class:`Stage1Release`; the noise stds
+    are :func:`stage1_noise_stds`). Uses the same draws as :func:`stage1_standard_errors`.
+
+    Privacy: ``tau``-zCDP (Lemma 4.1/B.1) under ``config.relation``.
+    """
+    _check_inputs(key, data, hparams, config)
+    xs, y, onehot, xnorm, z1, _, tau, _, _ = _standalone(key, data, hparams, config, config.steps)
+    return _stage1_release(z1, xs, y, onehot, xnorm, tau, hparams, config)
+
+
 @full_precision
 def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
                            config: Config = Config()) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Algorithm 1: ``tau``-zCDP per-group standard errors, ``tau = tau_fraction * rho``.
+    """Algorithm 1: ``tau``-zCDP per-group standard errors, ``tau = tau_fraction * rho`` (of
+    ``(1 - count_fraction) rho`` under add/remove).
 
     Noisy ``X^T X`` (symmetric noise) and ``X^T y`` with ``tau_k/2`` each (Lemma C.1), ``tau_k =
     tau/(K+1)``; the pooled fit ``beta = (X^T X)^-1 X^T y``; per group the clipped residual sum plus
-    ``N(0, Delta^4/(2 tau_k))`` noise; ``s_k = sqrt(S_k/n_k)`` normalised to ``sum s_k^2 = 1``. The
-    fallbacks (``lambda_min <= 0`` or some ``S_k <= 0``: return ``1/sqrt(K)``) are ``jnp.where``.
-    Returns ``(se [K], fallback, beta [P])``.
+    ``N(0, std_res^2)`` noise (:func:`stage1_noise_stds`); ``s_k = sqrt(S_k/n_k)`` normalised to
+    ``sum s_k^2 = 1``, with ``n_k`` the public size (replace-one) or the noisy count (add/remove).
+    The fallbacks (``lambda_min <= 0`` or some ``S_k <= 0``: return ``1/sqrt(K)``) are
+    ``jnp.where``. Returns ``(se [K], fallback, beta [P])``.
 
-    Privacy: ``tau``-zCDP (Lemma 4.1/B.1) under ``config.neighbour``; group sizes are public.
+    Privacy: ``tau``-zCDP (Lemma 4.1/B.1) under ``config.relation``; under add/remove plus
+    ``count_fraction * rho`` for the noisy counts.
     """
     _check_inputs(key, data, hparams, config)
-    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
-                                         config.fit_intercept)
-    tau = jnp.asarray(hparams.rho) * hparams.tau_fraction
-    z1, _ = _split_draws(_run_draws(key, config.steps, xs.shape[0], data.num_groups, xs.dtype),
-                         config.steps, xs.shape[0], data.num_groups)
-    return _stage1(z1, xs, y, onehot, n_k, xnorm, tau, hparams, config)
+    xs, y, onehot, xnorm, z1, _, tau, _, den = _standalone(key, data, hparams, config,
+                                                           config.steps)
+    return _stage1(z1, xs, y, onehot, den, xnorm, tau, hparams, config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,14 +535,15 @@ def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
 
 def _noise_stds(se, mu, hp: Hyperparams, cfg: Config, dtype):
     """(grad_std, loss_std) on the clipped *sums*, [K] ([1] for pooled); zero when not private."""
-    m = _sens_mult(cfg.neighbour)
     if cfg.method == "pooled":
-        # DPNoSE (standard DP-GD): budget rho/T per iteration on the pooled clipped sum.
-        grad_std = m * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), dtype)
+        # DPNoSE (standard DP-GD): budget mu/T per iteration on the pooled clipped sum, whose
+        # sensitivity is that of one clipped vector (2 Delta under replace-one, Delta add/remove).
+        sens = _sens(cfg.relation).vector
+        grad_std = sens * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), dtype)
         loss_std = jnp.zeros((1,), dtype)
     else:
         grad_std, loss_std = group_noise_stds(se, mu, cfg.steps, hp.clip, fairness=cfg.fairness,
-                                              neighbour=cfg.neighbour)
+                                              relation=cfg.relation)
     off = jnp.isinf(jnp.asarray(mu)) | (cfg.method == "nonprivate")  # rho = inf: no noise
     grad_std = jnp.where(off, 0.0, grad_std).astype(dtype)
     loss_std = jnp.where(off, 0.0, loss_std).astype(dtype)
@@ -404,7 +561,11 @@ class _Release(NamedTuple):
 
 
 def _release_params(se, mu, n_k, hp: Hyperparams, cfg: Config) -> tuple[_Release, jax.Array]:
-    """Scales and effective noise stds of the method (this is where ``scaling`` acts)."""
+    """Scales and effective noise stds of the method (this is where ``scaling`` acts).
+
+    ``n_k [K]``: the group sizes the method divides by (:func:`_denominators`: public sizes, or
+    noisy counts >= 1 under add/remove, so every division is post-processing of released values;
+    dividing a release calibrated to a sum by a number >= 1 never raises its sensitivity)."""
     dtype = n_k.dtype
     k_groups = n_k.shape[0]
     n = jnp.sum(n_k)
@@ -613,8 +774,9 @@ def _release(theta, xs, y, onehot, xnorm, rel: _Release, zg, zl, hp: Hyperparams
 
 
 def num_draws(steps: int, p: int, k_groups: int) -> int:
-    """Standard normal draws one run consumes: stage 1 (``p^2 + p + K``) then T x (``pK + K``)."""
-    return p * p + p + k_groups + steps * (p * k_groups + k_groups)
+    """Standard normal draws one run consumes: stage 1 (``p^2 + p + K``), the group counts
+    (``K``, used under add/remove), then T x (``pK + K``)."""
+    return p * p + p + 2 * k_groups + steps * (p * k_groups + k_groups)
 
 
 def _run_draws(key, steps: int, p: int, k_groups: int, dtype):
@@ -627,10 +789,11 @@ def _run_draws(key, steps: int, p: int, k_groups: int, dtype):
 
 
 def _split_draws(z, steps: int, p: int, k_groups: int):
-    """(stage-1 draws [p^2 + p + K], descent draws ([T, p, K], [T, K]))."""
+    """(stage-1 draws [p^2 + p + K], count draws [K], descent draws ([T, p, K], [T, K]))."""
     s1 = p * p + p + k_groups
-    rest = z[s1:].reshape(steps, p * k_groups + k_groups)
-    return z[:s1], (rest[:, : p * k_groups].reshape(steps, p, k_groups), rest[:, p * k_groups:])
+    rest = z[s1 + k_groups:].reshape(steps, p * k_groups + k_groups)
+    return z[:s1], z[s1: s1 + k_groups], (rest[:, : p * k_groups].reshape(steps, p, k_groups),
+                                           rest[:, p * k_groups:])
 
 
 def _descent(z2, xs, y, onehot, xnorm, rel: _Release, hp: Hyperparams, cfg: Config,
@@ -681,17 +844,16 @@ def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
     ``M1[:, k]`` is group k's clipped gradient sum plus ``N(0, grad_std_k^2)`` noise, divided by
     ``n_k`` (default scaling); ``M2[k]`` the same for the clipped loss (zeros for Algorithm 3). For
     ``method="pooled"`` ``M1`` has one column (the noisy pooled sum, normalised). The noise stds
-    are :func:`group_noise_stds`.
+    are :func:`group_noise_stds` (with ``mu`` as in :func:`fit` and ``config.steps``); ``n_k`` is
+    the public group size under replace-one and a fresh noisy count (``>= 1``) under add/remove.
 
-    Privacy: ``mu/T``-zCDP (one of T iterations) under ``config.neighbour``.
+    Privacy: ``mu/T``-zCDP (one of T iterations) under ``config.relation``; under add/remove plus
+    ``count_fraction * rho`` for the noisy counts this call draws.
     """
     _check_inputs(key, data, hparams, config)
-    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
-                                         config.fit_intercept)
+    xs, y, onehot, xnorm, _, (zg, zl), _, mu, den = _standalone(key, data, hparams, config, 1)
     se = jnp.asarray(se, xs.dtype)
-    rel, _ = _release_params(se, _mu(hparams, config), n_k, hparams, config)
-    _, (zg, zl) = _split_draws(_run_draws(key, 1, xs.shape[0], data.num_groups, xs.dtype), 1,
-                               xs.shape[0], data.num_groups)
+    rel, _ = _release_params(se, mu, den, hparams, config)
     m1, m2, _ = _release(jnp.asarray(theta, xs.dtype), xs, y, onehot, xnorm, rel, zg[0], zl[0],
                          hparams, config)
     if config.method == "pooled":
@@ -706,23 +868,15 @@ def stage2_descent(key: jax.Array, data: Dataset, se: Any, hparams: Hyperparams,
     tau_fraction) rho`` (the whole ``rho`` for ``method`` ``"equal"``/``"pooled"``), with the
     allocation ``se`` (``sum se^2 = 1``). Returns theta ``[P]``.
 
-    Privacy: ``mu``-zCDP (Lemmas B.2, B.3) under ``config.neighbour``, given public ``se`` (from
-    stage 1, a private release, or fixed).
+    Privacy: ``mu``-zCDP (Lemmas B.2, B.3) under ``config.relation``, given public ``se`` (from
+    stage 1, a private release, or fixed); under add/remove plus ``count_fraction * rho`` for the
+    noisy counts.
     """
     _check_inputs(key, data, hparams, config)
-    xs, y, onehot, n_k, xnorm = _prepare(data.x, data.y, data.s, data.num_groups, data.mask,
-                                         config.fit_intercept)
-    mu = _mu(hparams, config)
-    _, z2 = _split_draws(_run_draws(key, config.steps, xs.shape[0], data.num_groups, xs.dtype),
-                         config.steps, xs.shape[0], data.num_groups)
-    theta, _, _ = _stage2(z2, xs, y, onehot, n_k, xnorm, jnp.asarray(se, xs.dtype), mu, hparams,
+    xs, y, onehot, xnorm, _, z2, _, mu, den = _standalone(key, data, hparams, config, config.steps)
+    theta, _, _ = _stage2(z2, xs, y, onehot, den, xnorm, jnp.asarray(se, xs.dtype), mu, hparams,
                           config)
     return theta
-
-
-def _mu(hp: Hyperparams, cfg: Config):
-    rho = jnp.asarray(hp.rho)
-    return rho * (1.0 - hp.tau_fraction) if cfg.method == "dpse" else rho
 
 
 # --------------------------------------------------------------------------------------------
@@ -858,15 +1012,18 @@ def _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs, table=None):
     num_groups = onehot.shape[1]
     m_count = len(configs)
     steps, p = base.steps, xs.shape[0]
-    z1, z2 = jax.vmap(lambda zz: _split_draws(zz, steps, p, num_groups))(z)
-    rho = jnp.asarray(hparams.rho, xs.dtype)
+    z1, zc, z2 = jax.vmap(lambda zz: _split_draws(zz, steps, p, num_groups))(z)
     equal = jnp.full((num_groups,), 1.0 / math.sqrt(num_groups), xs.dtype)
+    budgets = [_budget(hparams, c, xs.dtype) for c in configs]  # (rho_c, tau, mu) per method
+    # group sizes per method: public, or that run's noisy counts (add/remove)
+    dens = jnp.stack([_denominators(zc[m], n_k, budgets[m][0], c) for m, c in enumerate(configs)])
     is_dpse = np.array([c.method == "dpse" for c in configs])
     if is_dpse.any():
-        tau = rho * hparams.tau_fraction
+        tau = budgets[int(np.flatnonzero(is_dpse)[0])][1]
         dp_idx = np.flatnonzero(is_dpse)  # stage 1 runs only for the DPSE methods
         se_d, fb_d, beta_d = jax.vmap(
-            lambda zz: _stage1(zz, xs, yy, onehot, n_k, xnorm, tau, hparams, base, table))(z1[dp_idx])
+            lambda zz, dd: _stage1(zz, xs, yy, onehot, dd, xnorm, tau, hparams, base, table))(
+                z1[dp_idx], dens[dp_idx])
         se_all = jnp.broadcast_to(equal, (m_count, num_groups)).at[dp_idx].set(se_d)
         fb_all = jnp.zeros((m_count,), bool).at[dp_idx].set(fb_d)
         beta_all = jnp.zeros((m_count, xs.shape[0]), xs.dtype).at[dp_idx].set(beta_d)
@@ -878,16 +1035,16 @@ def _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs, table=None):
     se = jnp.where(sel[:, None], se_all, equal)
     fb = sel & fb_all
     beta1 = jnp.where(sel[:, None], beta_all, 0.0)
-    rels, stds, rho1, rho2 = [], [], [], []
+    rels, stds, rho1, rho2, rhoc = [], [], [], [], []
     for m, c in enumerate(configs):  # host-side bookkeeping over the (few, static) methods
-        mu = _mu(hparams, c)
-        rel, std = _release_params(se[m], mu, n_k, hparams, c)
+        rho_c, tau_m, mu = budgets[m]
+        rel, std = _release_params(se[m], mu, dens[m], hparams, c)
         rels.append(rel)
         stds.append(std)
-        private = c.method != "nonprivate"
-        rho1.append(rho * hparams.tau_fraction if (c.method == "dpse" and private) else 0.0 * rho)
-        r2 = mu * (1.0 if c.method == "pooled" else jnp.sum(se[m] ** 2))
-        rho2.append(r2 if private else 0.0 * rho)
+        r1, r2, rc = _spent(c, rho_c, tau_m, mu, se[m])
+        rho1.append(r1)
+        rho2.append(r2)
+        rhoc.append(rc)
     thetas = [None] * m_count
     clipped = [None] * m_count
     for fair in (False, True):
@@ -904,30 +1061,35 @@ def _fit_many_soa(z, xs, yy, onehot, n_k, xnorm, hparams, configs, table=None):
             thetas[m], clipped[m] = th[j], cl[j]
     diag = Diagnostics(se=se, fallback=fb, beta_stage1=beta1, noise_std=jnp.stack(stds),
                        rho_stage1=jnp.stack(rho1), rho_stage2=jnp.stack(rho2),
-                       fraction_clipped=jnp.stack(clipped))
+                       fraction_clipped=jnp.stack(clipped), rho_counts=jnp.stack(rhoc),
+                       counts=dens)
     return jnp.stack(thetas), diag
 
 
+def _spent(cfg: Config, rho_c, tau, mu, se):
+    """zCDP a run spends: (stage 1, stage 2, counts); zeros for the non-private method."""
+    if cfg.method == "nonprivate":
+        return 0.0 * tau, 0.0 * mu, 0.0 * rho_c
+    r2 = mu * (1.0 if cfg.method == "pooled" else jnp.sum(se**2))
+    return tau, r2, rho_c
+
+
 def _fit_soa(key, xs, y, onehot, n_k, xnorm, hp: Hyperparams, cfg: Config):
-    z1, z2 = _split_draws(_run_draws(key, cfg.steps, xs.shape[0], onehot.shape[1], xs.dtype),
-                          cfg.steps, xs.shape[0], onehot.shape[1])
+    z1, zc, z2 = _split_draws(_run_draws(key, cfg.steps, xs.shape[0], onehot.shape[1], xs.dtype),
+                              cfg.steps, xs.shape[0], onehot.shape[1])
     k_groups = onehot.shape[1]
-    rho = jnp.asarray(hp.rho, xs.dtype)
     equal = jnp.full((k_groups,), 1.0 / math.sqrt(k_groups), xs.dtype)
+    rho_c, tau, mu = _budget(hp, cfg, xs.dtype)
+    den = _denominators(zc, n_k, rho_c, cfg)
     if cfg.method == "dpse":
-        tau = rho * hp.tau_fraction
-        se, fallback, beta1 = _stage1(z1, xs, y, onehot, n_k, xnorm, tau, hp, cfg)
-        rho1 = tau
+        se, fallback, beta1 = _stage1(z1, xs, y, onehot, den, xnorm, tau, hp, cfg)
     else:
         se, fallback, beta1 = equal, jnp.array(False), jnp.zeros((xs.shape[0],), xs.dtype)
-        rho1 = jnp.zeros((), xs.dtype)
-    mu = _mu(hp, cfg)
-    theta, std, clipped = _stage2(z2, xs, y, onehot, n_k, xnorm, se, mu, hp, cfg)
-    private = cfg.method != "nonprivate"
-    rho2 = mu * (1.0 if cfg.method == "pooled" else jnp.sum(se**2)) if private else 0.0 * mu
+    theta, std, clipped = _stage2(z2, xs, y, onehot, den, xnorm, se, mu, hp, cfg)
+    rho1, rho2, rhoc = _spent(cfg, rho_c, tau, mu, se)
     diag = Diagnostics(se=se, fallback=fallback, beta_stage1=beta1, noise_std=std,
-                       rho_stage1=rho1 if private else 0.0 * rho1, rho_stage2=rho2,
-                       fraction_clipped=clipped)
+                       rho_stage1=rho1, rho_stage2=rho2, fraction_clipped=clipped,
+                       rho_counts=rhoc, counts=den)
     return theta, diag
 
 
@@ -947,6 +1109,10 @@ def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
     if tf is not None and (np.any(tf <= 0) or np.any(tf >= 1)):
         raise ValueError(f"tau_fraction must lie in (0, 1), got {hp.tau_fraction!r} "
                          "(the paper uses 0.2).")
+    cf = np.asarray(hp.count_fraction) if not isinstance(hp.count_fraction, jax.core.Tracer) else None
+    if cfg.relation == "add_remove" and cf is not None and (np.any(cf <= 0) or np.any(cf >= 1)):
+        raise ValueError(f"count_fraction must lie in (0, 1) under relation='add_remove' (the share "
+                         f"of rho for the noisy group counts), got {hp.count_fraction!r}.")
     v.check_positive("learning_rate", hp.learning_rate)
     v.check_clip_norm(hp.clip, "clip")
     v.check_positive("fairness_weight", hp.fairness_weight, allow_zero=True)
@@ -956,7 +1122,8 @@ def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
         raise ValueError(f"thresholds must be a scalar or have shape ({data.num_groups},), got {th}.")
     v.check_positive("stats_bound_x", hp.stats_bound_x)
     v.check_positive("stats_bound_y", hp.stats_bound_y)
-    if cfg.se_denominator == "n_minus_d":
+    if cfg.se_denominator == "n_minus_d" and cfg.relation == "replace_one":
+        # public sizes only; under add/remove the noisy denominator is clamped (max(n_k - P, 1))
         p = data.d + int(cfg.fit_intercept)
         if np.min(data.group_sizes()) <= p:
             raise ValueError("se_denominator='n_minus_d' needs every group larger than the number "
@@ -968,13 +1135,16 @@ def fit(key: jax.Array, data: Dataset, hparams: Hyperparams = Hyperparams(),
         config: Config = Config()) -> tuple[jax.Array, Diagnostics]:
     """DPSE (``config.method="dpse"``) or a baseline on ``data``; returns ``(theta, diagnostics)``.
 
-    DPSE: Algorithm 1 with ``tau = tau_fraction * rho`` then Algorithm 2/3 with ``mu = rho - tau``.
-    ``theta`` has ``P = d (+1 with fit_intercept)`` entries (intercept last). Pure in ``key`` and
-    the traced fields of ``hparams``: ``jax.jit(jax.vmap(...))`` over keys and budgets works.
+    DPSE: Algorithm 1 with ``tau = tau_fraction * rho`` then Algorithm 2/3 with ``mu = rho - tau``
+    (under add/remove: noisy counts with ``rho_c = count_fraction * rho`` first, and ``tau``,
+    ``mu`` split ``rho - rho_c`` the same way). ``theta`` has ``P = d (+1 with fit_intercept)``
+    entries (intercept last). Pure in ``key`` and the traced fields of ``hparams``:
+    ``jax.jit(jax.vmap(...))`` over keys and budgets works.
 
-    Privacy: ``rho``-zCDP (Lemmas 4.1, 4.2, B.3 and composition) under ``config.neighbour``
-    (``"add_remove"`` or ``"swap"``) with public group sizes; ``method="nonprivate"`` is not
-    private. Convert with :func:`zcdp_to_epsilon`; itemise with :func:`budget_ledger`.
+    Privacy: ``rho``-zCDP (Lemmas 4.1, 4.2, B.3 and composition) under ``config.relation``:
+    ``"replace_one"`` (default) with public group membership and sizes, or ``"add_remove"`` with
+    the sizes released as noisy counts inside the budget; ``method="nonprivate"`` is not private.
+    :func:`privacy` states the spend; :func:`budget_ledger` itemises it.
     """
     _check_inputs(key, data, hparams, config)
     return fit_arrays(key, data.x, data.y, data.s, data.num_groups, hparams, config, data.mask)
@@ -1038,9 +1208,12 @@ class BudgetLedger:
 
     A private stand-in with the interface of ``dpfair_jax.privacy.accounting.ZcdpLedger``
     (``charge``, ``total``, ``assert_total``); charges may be arrays (one entry per run).
+    ``relation`` names the neighbouring relation the charges hold under.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, relation: str = "replace_one") -> None:
+        v.check_choice("relation", relation, RELATIONS)
+        self.relation = relation
         self.charges: dict[str, np.ndarray] = {}
 
     def charge(self, name: str, rho: Any) -> None:
@@ -1058,33 +1231,42 @@ class BudgetLedger:
             raise AssertionError(f"ledger charges add up to {self.total}, not rho = {rho}.")
 
 
-def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction: float = 0.2
-                  ) -> BudgetLedger:
+def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction: float = 0.2,
+                  count_fraction: float = 0.05) -> BudgetLedger:
     """Itemise a run's zCDP spend from the released allocation ``se`` ([..., K]).
 
-    Stage 1: ``X^T X`` and ``X^T y`` get ``tau_k/2`` each and each group's SE ``tau_k``,
-    ``tau_k = tau/(K+1)``. Stage 2: per group ``mu s_k^2`` over the T iterations (split in halves
-    between gradient and loss for Algorithm 2). The result should sum to ``rho`` (checked with
-    ``assert_total``); with a wrong allocation (``sum s^2 != 1``) it does not.
+    Under ``relation="add_remove"``: ``counts`` gets ``count_fraction * rho`` (the noisy group
+    counts) and the stages share the rest; under ``"replace_one"`` the sizes are public and
+    nothing is charged for them. Stage 1: ``X^T X`` and ``X^T y`` get ``tau_k/2`` each and each
+    group's SE ``tau_k``, ``tau_k = tau/(K+1)``. Stage 2: per group ``mu s_k^2`` over the T
+    iterations (split in halves between gradient and loss for Algorithm 2). The result should sum
+    to ``rho`` (checked with ``assert_total``); with a wrong allocation (``sum s^2 != 1``) it does
+    not. ``ledger.relation`` is ``config.relation``.
     """
     config.validate()
     v.check_rho(rho)
     se = np.asarray(se, np.float64)
     k = se.shape[-1]
     rho = np.asarray(rho, np.float64)
-    led = BudgetLedger()
+    led = BudgetLedger(config.relation)
     if config.method == "nonprivate":
         raise ValueError("method='nonprivate' spends no privacy budget; nothing to itemise.")
+    rest = rho
+    if config.relation == "add_remove":
+        if not 0.0 < float(count_fraction) < 1.0:
+            raise ValueError(f"count_fraction must lie in (0, 1), got {count_fraction!r}.")
+        led.charge("counts", count_fraction * rho)
+        rest = rho * (1.0 - count_fraction)
     if config.method == "dpse":
-        tau = tau_fraction * rho
+        tau = tau_fraction * rest
         tau_k = tau / (k + 1)
         led.charge("stage1/xtx", tau_k / 2)
         led.charge("stage1/xty", tau_k / 2)
         for j in range(k):  # host-side bookkeeping, one entry per group
             led.charge(f"stage1/se[{j}]", tau_k)
-        mu = rho - tau
+        mu = rest * (1.0 - tau_fraction)
     else:
-        mu = rho
+        mu = rest
     if config.method == "pooled":
         led.charge("stage2/pooled_grad", mu)
         return led
@@ -1098,27 +1280,41 @@ def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction:
     return led
 
 
-def privacy(config: Config, rho: Any, delta: float = 1e-5):
-    """What one run spends: ``rho`` (zCDP) and the implied ``(epsilon, delta)``.
+def _privacy_notes(config: Config) -> str:
+    if config.relation == "replace_one":
+        rel = ("replace-one within a group: group membership and the sizes n_k are public, a "
+               "record is replaced by another record of the same group (sensitivities 2 Delta, "
+               "2 U_x U_y, sqrt(2) U_x^2; [0, B] sums B)")
+    else:
+        rel = ("add/remove-one: the group sizes are released as noisy counts (Gaussian, "
+               "sensitivity 1, count_fraction x rho of the budget) and used as denominators "
+               "clamped to >= 1 (sensitivities Delta, U_x U_y, U_x^2; [0, B] sums B)")
+    clip = ("" if config.method != "dpse" else
+            "; stage-1 squared residuals clipped to [0, Delta^2], noise for Delta^2"
+            if config.stage1_clip == "delta_sq" else
+            "; stage-1 squared residuals clipped to [0, Delta] (Alg. 1 l. 17), noise for "
+            "max(Delta, Delta^2)")
+    return f"paper 000 {config.method}: rho-zCDP under {rel}{clip}"
 
-    Returns ``accounting.PrivacySpend`` (a dict with its fields if that module is unavailable);
-    the conversion is the paper's ``epsilon = rho + 2 sqrt(rho log 1/delta)`` (Bun & Steinke 2016,
-    Prop. 1.3). Relation: ``"add_remove"`` or ``"replace_one"`` (``neighbour="swap"``).
+
+def privacy(config: Config, rho: Any, delta: float = 1e-5):
+    """What one run spends: ``rho`` (zCDP, everything included) and the implied ``(epsilon,
+    delta)``, under ``config.relation``.
+
+    Returns ``accounting.PrivacySpend`` with ``relation = config.relation`` and notes that say what
+    is public (replace-one: group membership and sizes) or paid for (add/remove: the noisy
+    counts, inside ``rho``); the conversion is the paper's ``epsilon = rho + 2 sqrt(rho log
+    1/delta)`` (Bun & Steinke 2016, Prop. 1.3).
     """
     config.validate()
     v.check_delta(delta)
-    rel = "replace_one" if config.neighbour == "swap" else "add_remove"
-    if config.method == "nonprivate":
-        fields = dict(epsilon=float("inf"), delta=delta, rho=float("inf"), relation=rel,
-                      unit="example", notes="paper 000 non-private baseline: no guarantee")
-    else:
-        v.check_rho(rho)
-        fields = dict(epsilon=float(zcdp_to_epsilon(float(rho), delta)), delta=delta,
-                      rho=float(rho), relation=rel, unit="example",
-                      notes=f"paper 000 {config.method}: rho-zCDP, group sizes public")
-    try:
-        from dpfair_jax.privacy.accounting import PrivacySpend
+    from dpfair_jax.privacy.accounting import PrivacySpend
 
-        return PrivacySpend(accountant="zcdp", **fields)
-    except ImportError:  # pragma: no cover - accounting has landed; kept for robustness
-        return fields
+    if config.method == "nonprivate":
+        return PrivacySpend(epsilon=float("inf"), delta=delta, rho=float("inf"),
+                            relation=config.relation, unit="example", accountant="zcdp",
+                            notes="paper 000 non-private baseline: no guarantee")
+    v.check_rho(rho)
+    return PrivacySpend(epsilon=float(zcdp_to_epsilon(float(rho), delta)), delta=delta,
+                        rho=float(rho), relation=config.relation, unit="example",
+                        accountant="zcdp", notes=_privacy_notes(config))
