@@ -58,10 +58,12 @@ def test_eps_inf_equals_nonprivate_two_timescale_gda(unit, fairness):
     ds = _data()
     n = ds.n
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=25, batch_size=n,
-                        privacy_unit=unit, fairness=fairness)
+                        privacy_unit=unit, fairness=fairness, group_frequencies="public")
     hp = F.FermiHparams(lam=2.0, lr_theta=0.3, lr_w=0.5, clip_theta=jnp.inf, clip_w=jnp.inf,
                         noise_theta=0.0, noise_w=0.0, radius=0.4)
-    res = jax.jit(lambda k: F.fit(k, ds, hp, cfg, validate=False))(jax.random.key(0))
+    p_s = (E.group_frequencies(ds.s, 2) if fairness == "dp"
+           else E.conditional_group_frequencies(ds.s, ds.y, 2, 2))  # the exact ones, as public values
+    res = jax.jit(lambda k: F.fit(k, ds, hp, cfg, validate=False, p_s=p_s))(jax.random.key(0))
     th, W = _reference_gda(ds, 2.0, 0.3, 0.5, 25, 0.4, fairness)
     np.testing.assert_allclose(res.params["w"], th["w"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(res.W, W, rtol=1e-4, atol=1e-5)
@@ -115,20 +117,34 @@ def _check_std(sample, want):
 
 @pytest.mark.parametrize("variant", ["corrected", "paper"])
 def test_added_noise_has_calibrated_std_scaled_by_lambda(variant):
-    """Zero gradients, one step: the measured noise std in theta is lam z_t C_t k / m, in W
-    lam z_w C_w k / m (corrected) or z_w C_w k / m (literal Alg. 1). The literal run also uses the
-    code's batch clipping (threshold m C), which must leave the noise unchanged."""
+    """Zero gradients, one step, sensitive-attribute unit (substitution: sensitivity 2C): the
+    measured noise std in theta is lam z_t C_t 2 / m, in W lam z_w C_w 2 / m (corrected) or
+    z_w C_w 2 / m (literal Alg. 1). The literal run also uses the code's batch clipping
+    (threshold m C), which must leave the noise unchanged."""
     m = 20
     clip_mode = "per_example" if variant == "corrected" else "official_batch"
     cfg = F.FermiConfig(model=M.logistic(fit_intercept=False), num_groups=2, steps=1, batch_size=m,
-                        variant=variant, projection="none", clip_mode=clip_mode)
+                        variant=variant, projection="none", clip_mode=clip_mode,
+                        privacy_unit="sensitive_attribute")
     lam, z_t, z_w, c_t, c_w = 2.5, 0.8, 1.7, 0.7, 1.3
     dt, dw = _one_step_noise(cfg, lam, z_t, z_w, c_t, c_w)
-    k = cfg.sensitivity_factor()
-    assert k == 2.0
-    _check_std(dt, lam * z_t * c_t * k / m)  # theta noise: lam * u_t (Alg. 1 line 5)
-    want_w = (lam if variant == "corrected" else 1.0) * z_w * c_w * k / m
+    _check_std(dt, lam * z_t * c_t * 2.0 / m)  # theta noise: lam * u_t (Alg. 1 line 5)
+    want_w = (lam if variant == "corrected" else 1.0) * z_w * c_w * 2.0 / m
     _check_std(dw, want_w)
+
+
+@pytest.mark.parametrize("sampling,factor", [("poisson", 1.0), ("fixed_size", 2.0)])
+def test_all_features_noise_std(sampling, factor):
+    """All features (the default unit): the whole gradient is clipped to C_t (not scaled by lam) in
+    theta and lam C_w in W; Poisson sampling is add/remove (sensitivity C), fixed-size batches
+    replace-one (2C). Written out: std_theta = z_t C_t f / m, std_W = lam z_w C_w f / m."""
+    m = 20
+    cfg = F.FermiConfig(model=M.logistic(fit_intercept=False), num_groups=2, steps=1, batch_size=m,
+                        projection="none", sampling=sampling)
+    lam, z_t, z_w, c_t, c_w = 2.5, 0.8, 1.7, 0.7, 1.3
+    dt, dw = _one_step_noise(cfg, lam, z_t, z_w, c_t, c_w)
+    _check_std(dt, z_t * c_t * factor / m)
+    _check_std(dw, lam * z_w * c_w * factor / m)
 
 
 def test_one_compiled_sweep_equals_single_runs():
@@ -175,13 +191,16 @@ def test_cnn_runs():
     assert np.isfinite(float(F.evaluate(cnn, res.params, imgs, 3)["error"]))
 
 
-def test_calibrate_and_privacy_round_trip():
-    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=200, batch_size=100)
+@pytest.mark.parametrize("unit", ["all_features", "sensitive_attribute"])
+def test_calibrate_and_privacy_round_trip(unit):
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=200, batch_size=100, privacy_unit=unit)
     zt, zw = F.calibrate(cfg, 2000, 1.0, 1e-5, w_relative=2.0)
     assert zw == pytest.approx(2 * zt)
     spend = F.privacy(cfg, 2000, zt, zw, 1e-5)
     assert spend.epsilon == pytest.approx(1.0, rel=1e-4)
-    assert spend.unit == "sensitive_attribute" and spend.delta < 1.1e-5
+    assert spend.unit == ("example" if unit == "all_features" else "sensitive_attribute")
+    assert spend.relation == ("add_remove" if unit == "all_features" else "replace_one")
+    assert spend.delta < 1.1e-5
     # both updates are composed: one Gaussian at z alone would be cheaper
     from dpfair_jax.privacy import accounting as A
     assert A.dpsgd_epsilon(zt, 0.05, 200, 1e-5) < 1.0
@@ -213,34 +232,97 @@ def test_theorem33_noise_matches_hand_computation():
     j = F.theorem33_noise(n, T, 1.0, 1 / n**2, 0.318, composition="joint")
     assert j[1] == pytest.approx(math.sqrt(2) * F.theorem33_noise(n, T, 1.0, 1 / n**2, 0.318)[1])
     assert F.min_steps_theorem33(4406, 1024, 1.0) == math.ceil((4406 / 2048) ** 2)
-    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=1024)
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=1024, privacy_unit="sensitive_attribute")
     zt, zw = F.theorem33_multipliers(cfg, 2.0, 0.1, clip_theta=5.0, clip_w=1.0)
     assert zt * 5.0 * 2 / 1024 == pytest.approx(2.0) and zw * 2 / 1024 == pytest.approx(0.1)
 
 
-def test_sensitive_attribute_substitution_dominated_by_add_remove_rdp():
-    """The accounting argument of the module docstring, checked numerically: the Renyi divergence of
-    the substitution pair (1-q)N(0)+qN(C) vs (1-q)N(0)+qN(-C) (worst case |a-b| = 2C) is at most
-    that of the add/remove pair with shift 2C."""
-    from scipy.special import logsumexp
-    from scipy.stats import norm
+def _membership_visible_eps_reference(mu_step, T, q, delta, extra_mu=0.0):
+    """Independent evaluation of sum_k Bin(k; T, q) delta_G(eps; sqrt(k mu^2 + c^2)) with
+    scipy.stats (norm.cdf, binom.pmf), solved for epsilon by bisection."""
+    from scipy.stats import binom, norm
 
-    x = np.linspace(-60, 60, 120001)
-    dx = x[1] - x[0]
+    ks = np.arange(T + 1)
+    pk = binom.pmf(ks, T, q)
+    mus = np.sqrt(ks * mu_step**2 + extra_mu**2)
 
-    def mix(q, mu, sig):
-        return np.logaddexp(np.log1p(-q) + norm.logpdf(x, 0, sig), np.log(q) + norm.logpdf(x, mu, sig))
+    def d(e):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dg = norm.cdf(mus / 2 - e / mus) - np.exp(e) * norm.cdf(-mus / 2 - e / mus)
+        return float(np.sum(pk * np.where(mus > 0, np.maximum(dg, 0.0), 0.0)))
 
-    def renyi(lp, lq, a):
-        return logsumexp(a * lp + (1 - a) * lq + np.log(dx)) / (a - 1)
+    lo, hi = 0.0, 200.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if d(mid) > delta else (lo, mid)
+    return hi
 
-    for sig in (0.8, 2.0):
-        for q in (0.02, 0.3):
-            for a in (2, 8, 32):
-                sub = renyi(mix(q, 1, sig), mix(q, -1, sig), a)
-                ar = max(renyi(mix(q, 2, sig), norm.logpdf(x, 0, sig), a),
-                         renyi(norm.logpdf(x, 0, sig), mix(q, 2, sig), a))
-                assert sub <= ar * (1 + 1e-9)
+
+def test_sensitive_attribute_spend_is_membership_visible_not_subsampled():
+    """Issue: the sensitive-attribute unit was accounted as a Poisson-subsampled Gaussian, but the
+    unnoised task gradient reveals batch membership. At q = 0.01, z_theta = z_w = 1, T = 1000 the
+    exact epsilon of the membership-visible mechanism is several times the subsampled one; the
+    recorded spend must be the former (checked against an independent scipy evaluation)."""
+    from dpfair_jax.privacy import accounting as A
+
+    n, m, T = 10000, 100, 1000
+    for freq in ("public", "noisy"):
+        cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m,
+                            privacy_unit="sensitive_attribute", group_frequencies=freq)
+        spend = F.privacy(cfg, n, 1.0, 1.0, 1e-5)
+        extra = 1.0 / cfg.count_noise_multiplier if freq == "noisy" else 0.0
+        ref = _membership_visible_eps_reference(math.sqrt(2.0), T, m / n, 1e-5, extra)
+        assert spend.epsilon == pytest.approx(ref, rel=1e-6)
+        assert spend.relation == "replace_one" and spend.accountant == "exact"
+    old = A.dpsgd_epsilon(1.0, m / n, T, 1e-5, relative_noise=(1.0, 1.0))  # the old (wrong) record
+    assert spend.epsilon > 5 * old
+
+
+def test_noisy_group_frequencies_are_charged_and_exclusive():
+    """Item 5: P_S / P_{S|Y} come from a noisy histogram charged to the spend by default; public
+    values only with group_frequencies='public'."""
+    ds = _data(n=200)
+    base = dict(model=M.logistic(), num_groups=2, steps=20, batch_size=50)
+    noisy, public = F.FermiConfig(**base), F.FermiConfig(**base, group_frequencies="public")
+    e_noisy = F.privacy(noisy, ds.n, 2.0, 2.0, 1e-5).epsilon
+    e_public = F.privacy(public, ds.n, 2.0, 2.0, 1e-5).epsilon
+    assert e_noisy > e_public
+    import dp_accounting
+
+    ev = F.privacy(noisy, ds.n, 2.0, 2.0, 1e-5).event
+    assert isinstance(ev, dp_accounting.ComposedDpEvent)
+    assert dp_accounting.GaussianDpEvent(noisy.count_noise_multiplier) in ev.events
+    hp = F.FermiHparams(lam=1.0, noise_theta=1.0, noise_w=1.0)
+    with pytest.raises(ValueError, match="group_frequencies"):
+        F.fit(jax.random.key(0), ds, hp, noisy, p_s=jnp.asarray([0.5, 0.5]))
+    with pytest.raises(ValueError, match="p_s"):
+        F.fit(jax.random.key(0), ds, hp, public)
+    with pytest.raises(ValueError, match="p_y"):
+        F.fit(jax.random.key(0), ds, hp, F.FermiConfig(**base, fairness="eo", eo_weighted=False,
+                                                       group_frequencies="public"),
+              p_s=jnp.full((2, 2), 0.5))
+
+
+def test_noisy_frequencies_change_the_run_and_public_ones_do_not():
+    """The default run uses noisy frequencies (differs from the exact-public run with the same key),
+    and its histogram noise has the std written out by hand: z sqrt(2) under the substitution
+    relation, z under add/remove (checked on the released histogram itself)."""
+    from dpfair_jax.privacy import mechanisms as Mech
+
+    ds = _data(n=200)
+    base = dict(model=M.logistic(), num_groups=2, steps=5, batch_size=50)
+    hp = F.FermiHparams(lam=2.0, lr_theta=0.3, lr_w=0.5)
+    exact = E.group_frequencies(ds.s, 2)
+    a = F.fit(jax.random.key(1), ds, hp, F.FermiConfig(**base))
+    b = F.fit(jax.random.key(1), ds, hp, F.FermiConfig(**base, group_frequencies="public"), p_s=exact)
+    assert not np.allclose(np.asarray(a.W), np.asarray(b.W))
+    cells = jnp.asarray(np.arange(300) % 3, jnp.int32)
+    for relation, want in (("replace_one", 7.0 * math.sqrt(2.0)), ("add_remove", 7.0)):
+        draws = jax.vmap(lambda k: Mech.noisy_histogram(k, cells, 3, noise_multiplier=7.0, relation=relation))(
+            jax.random.split(jax.random.key(2), 4000))
+        dev = np.asarray(draws) - 100.0
+        assert abs(dev.mean()) < 4 * want / math.sqrt(dev.size)
+        _check_std(dev.ravel(), want)
 
 
 def test_metrics_match_numpy():

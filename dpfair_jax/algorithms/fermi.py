@@ -14,21 +14,39 @@ one-logit model, the softmax otherwise (binary or multi-class targets, any numbe
   with its ``p_Y(y)`` weights (``eo_weighted=False``: the unweighted sum of the authors' code,
   per-example weight ``omega_i = 1 / p_Y(y_i)``).
 
-Privacy units (``privacy_unit``):
+Privacy units (``privacy_unit``; default ``"all_features"``, the unit under which subsampling
+amplifies and DP-SGD is a baseline of the same unit):
 
-* ``"sensitive_attribute"`` (the paper's Definition 2.2: neighbours differ in one ``s_i``): only
-  the part of ``psi_i`` that depends on ``s_i``,
-  ``2 sum_j W_{s_i j} F_j / sqrt(p_S(s_i))``, is private. Its per-example gradients (in theta and
-  W) are clipped to ``C_theta``, ``C_w``, summed, noised and scaled by ``lam``; the task loss and
-  the s-free part ``-sum W^2 F - 1`` use exact gradients. Changing ``s_i`` moves one clipped
-  vector to another (L2 distance <= 2C) with the batch membership unchanged; it is accounted as the
-  Poisson-subsampled Gaussian at sensitivity ``2C`` under add/remove (the substitution pair
-  ``(1-q)N(0) + qN(a)`` vs ``(1-q)N(0) + qN(b)`` is dominated in Renyi divergence by the
-  add/remove pair with shift ``|a - b|``; ``tests/test_fermi.py`` checks this numerically), or as
-  sampling without replacement under replace-one for shuffled/fixed-size batches.
+* ``"sensitive_attribute"`` (the paper's Definition 2.2: neighbours differ in one ``s_i``, the
+  substitution relation, recorded as ``relation="replace_one"``): only the part of ``psi_i`` that
+  depends on ``s_i``, ``2 sum_j W_{s_i j} F_j / sqrt(p_S(s_i))``, is private. Its per-example
+  gradients (in theta and W) are clipped to ``C_theta``, ``C_w``, summed, noised and scaled by
+  ``lam``; the task loss and the s-free part ``-sum W^2 F - 1`` use exact gradients. Those exact
+  gradients are *public but membership-revealing*: a record with a large task gradient shows in
+  the output whether it was in the batch, so amplification by subsampling does not apply. In each
+  step where a record is sampled, its s-dependent part is a plain Gaussian release at sensitivity
+  ``2C`` (one clipped vector replaced by another). :func:`privacy` and :func:`calibrate` therefore
+  account this unit exactly as the membership-visible mixture
+  ``delta(eps) = sum_k Bin(k; T, q) delta_G(eps; sqrt(k) mu)``
+  (:func:`dpfair_jax.privacy.accounting.membership_visible_delta`; ``mu`` the per-step shift over
+  the noise of both updates; shuffled batches: ``k`` = the number of epochs). Accounting it as a
+  Poisson-subsampled Gaussian (the paper's Theorem 3.3 and earlier versions of this kit)
+  understates epsilon several-fold; the audit keeps that as the planted bug
+  ``"subsampled_accounting"``. At ``lam = 0`` nothing is noised and ``s`` is unused: such a run is
+  not DP-SGD but a non-private model that ignores ``s``.
 * ``"all_features"`` (Theorem 3.3's second part, Algorithm 2's view): the whole per-example
   gradient of ``loss + lam * psi`` is clipped in theta (``C_theta``) and ``lam * grad_W psi`` in W
-  (``lam * C_w``), add/remove neighbours for Poisson sampling.
+  (``lam * C_w``); nothing unnoised depends on the batch, so Poisson sampling is accounted as the
+  Poisson-subsampled Gaussian under add/remove (shuffled/fixed-size batches: sampling without
+  replacement under replace-one, sensitivity ``2C``).
+
+Group frequencies (``config.group_frequencies``): ``P_S`` (DP), ``P_{S|Y}`` and the ``1/p_Y``
+weights (EO) enter every example's term, so computing them from the private data (the paper, notes
+II.6) lets one record rescale every sampled term. Default ``"noisy"``: they come from one noisy
+``[labels x groups]`` histogram (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, noise
+multiplier ``config.count_noise_multiplier`` under the run's relation, clamped at 1 count), charged
+to the spend by :func:`privacy`. ``"public"``: the caller passes public ``p_s`` (and ``p_y`` where
+needed) to :func:`fit`; nothing is charged.
 
 Corrected behaviour (default) vs the paper (notes II.5, II.10, II.11):
 
@@ -40,9 +58,8 @@ Corrected behaviour (default) vs the paper (notes II.5, II.10, II.11):
 * The full ERMI with ``F = [1 - p, p]``; ``ermi_form="one_cell"`` keeps only ``W[0, 1]`` (the
   code's logistic path, notes II.10-2).
 * ``W_0 = 0`` (Algorithm 1); ``w_init="randn"`` is the code's standard-normal start.
-* ``P_S`` is computed from the private ``s`` without noise in the paper (notes II.6); pass a public
-  ``p_s`` to :func:`fit` to avoid this (the accounting here, like the paper's, ignores its O(1/n)
-  effect on the other examples' terms).
+* ``P_S`` is computed from the private ``s`` without noise in the paper (notes II.6); here it is a
+  noisy, charged estimate by default, or public (see "Group frequencies").
 
 Noise calibration: :func:`calibrate` (the kit's accountant, both noisy updates composed each step,
 sampling as run) or :func:`theorem33_noise` / :func:`theorem33_multipliers` (the paper's closed
@@ -89,6 +106,8 @@ VARIANTS = ("corrected", "paper")
 CLIP_MODES = ("per_example", "official_batch")
 W_INITS = ("zeros", "randn")
 ERMI_FORMS = ("full", "one_cell")
+GROUP_FREQUENCIES = ("noisy", "public")
+_COUNT_KEY = 0x636F756E  # fold_in tag of the noisy-histogram key (keeps the other keys unchanged)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +118,9 @@ class FermiConfig:
     ``steps``/``batch_size``/``sampling``/``projection``/``iterate``/``max_batch_size`` as in
     :class:`~dpfair_jax.algorithms.sgda.SGDAConfig`. ``num_groups`` k and ``num_classes`` l (of the
     targets; 2 for a one-logit model). Named departures: ``variant``, ``clip_mode``, ``w_init``,
-    ``ermi_form``, ``eo_weighted`` (see the module docstring). ``grad_path="auto"`` uses exact
+    ``ermi_form``, ``eo_weighted`` (see the module docstring). ``group_frequencies``
+    (``"noisy"``: a noisy, charged histogram with ``count_noise_multiplier``; ``"public"``: passed
+    to :func:`fit`). ``grad_path="auto"`` uses exact
     ghost norms for (multinomial) logistic models (``sgda.dpsgda(linear=True)``) and for float32
     ``models.cnn`` models (``sgda.dpsgda(cnn_model=...)``: book-keeping ghost clipping of the
     theta-gradients, ``privacy.ghost.cnn_ghost_backward``; a CNN built with ``compute_dtype``
@@ -113,7 +134,7 @@ class FermiConfig:
     steps: int = 100
     batch_size: int = 1024
     fairness: str = "dp"
-    privacy_unit: str = "sensitive_attribute"
+    privacy_unit: str = "all_features"
     variant: str = "corrected"
     clip_mode: str = "per_example"
     w_init: str = "zeros"
@@ -124,6 +145,8 @@ class FermiConfig:
     iterate: str = "last"
     max_batch_size: int | None = None
     grad_path: str = "auto"
+    group_frequencies: str = "noisy"
+    count_noise_multiplier: float = 50.0
 
     def validate(self, n: int | None = None) -> "FermiConfig":
         v.check_int("num_groups", self.num_groups, minimum=2)
@@ -135,6 +158,8 @@ class FermiConfig:
         v.check_choice("w_init", self.w_init, W_INITS)
         v.check_choice("ermi_form", self.ermi_form, ERMI_FORMS)
         v.check_choice("grad_path", self.grad_path, ("auto", "generic"))
+        v.check_choice("group_frequencies", self.group_frequencies, GROUP_FREQUENCIES)
+        v.check_positive("count_noise_multiplier", self.count_noise_multiplier)
         if self.ermi_form == "one_cell" and (self.num_classes != 2 or self.fairness != "dp"):
             raise ValueError("ermi_form='one_cell' is the authors' binary DP code path; use "
                              "num_classes=2 and fairness='dp', or ermi_form='full'.")
@@ -162,7 +187,12 @@ class FermiConfig:
         return "poisson" if self.sampling == "poisson" else "without_replacement"
 
     def relation(self) -> str:
-        return "add_remove" if self.sampling == "poisson" else "replace_one"
+        """The neighbouring relation of the spend: substitution of one ``s_i`` (``"replace_one"``)
+        for the sensitive-attribute unit; for all features add/remove with Poisson sampling,
+        replace-one with shuffled or fixed-size batches."""
+        if self.privacy_unit == "sensitive_attribute" or self.sampling != "poisson":
+            return "replace_one"
+        return "add_remove"
 
     def sgda_config(self) -> sgda.SGDAConfig:
         return sgda.SGDAConfig(
@@ -216,23 +246,66 @@ def _probs_one(model, logits):
     return E.soft_predictions(jnp.reshape(logits, (1, -1)) if model.num_outputs > 1 else jnp.reshape(logits, (1,)))[0]
 
 
-def _p_table(config: FermiConfig, data: Dataset, p_s=None) -> jax.Array:
-    if p_s is not None:
-        p = jnp.asarray(p_s, jnp.float32)
-        return p[None] if p.ndim == 1 else p
-    w = data.weights()
-    if config.fairness == "eo":
-        return E.conditional_group_frequencies(data.s, data.y, config.num_groups, config.num_classes, w)
-    return E.group_frequencies(data.s, config.num_groups, w)[None]
+def _frequencies(config: FermiConfig, data: Dataset, key: jax.Array, p_s=None, p_y=None):
+    """``(P [C, k], example weights [n])``: the group frequencies of each condition (``P_S`` for DP,
+    ``P_{S|Y}`` for EO) and the per-example weights (``1 / p_Y(y_i)`` for unweighted EO, else 1).
 
+    ``group_frequencies="noisy"``: from one noisy ``[l, k]`` histogram of ``(y, s)``
+    (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, charged by :func:`privacy`), cells
+    clamped at 1. ``"public"``: ``p_s`` (``[k]`` or ``[l, k]``) and, for unweighted EO under the
+    all-features unit, ``p_y`` are the caller's public values (under the sensitive-attribute unit
+    ``y`` is public, so ``p_Y`` may come from the data).
+    """
+    from dpfair_jax.privacy import mechanisms as Mech
 
-def _example_weights(config: FermiConfig, data: Dataset) -> jax.Array:
+    k, l = config.num_groups, config.num_classes
     n = data.x.shape[0]
-    if config.fairness == "dp" or config.eo_weighted:
-        return jnp.ones((n,), jnp.float32)
-    w = data.weights()
-    p_y = (w @ jax.nn.one_hot(data.y, config.num_classes)) / jnp.sum(w)
-    return 1.0 / jnp.maximum(p_y[data.y], 1e-12)
+    unweighted_eo = config.fairness == "eo" and not config.eo_weighted
+    if config.group_frequencies == "noisy":
+        counts = Mech.noisy_histogram(
+            key, data.y * k + data.s, l * k, noise_multiplier=config.count_noise_multiplier,
+            relation=config.relation(),
+        ).reshape(l, k)
+        counts = jnp.maximum(counts, 1.0)
+        if config.fairness == "eo":
+            P = counts / jnp.sum(counts, axis=1, keepdims=True)
+        else:
+            P = (jnp.sum(counts, axis=0) / jnp.sum(counts))[None]
+        p_y_hat = jnp.sum(counts, axis=1) / jnp.sum(counts)
+    else:
+        P = jnp.asarray(p_s, jnp.float32)
+        P = P[None] if P.ndim == 1 else P
+        p_y_hat = None if p_y is None else jnp.asarray(p_y, jnp.float32)
+        if unweighted_eo and p_y_hat is None:  # y is public under the sensitive-attribute unit
+            p_y_hat = jnp.mean(jax.nn.one_hot(data.y, l), axis=0)
+    if not unweighted_eo:
+        return P, jnp.ones((n,), jnp.float32)
+    return P, 1.0 / jnp.maximum(p_y_hat[data.y], 1e-12)
+
+
+def _check_frequencies(config: FermiConfig, p_s, p_y) -> None:
+    """The frequencies' source must match the config (so :func:`privacy` charges what :func:`fit` does)."""
+    if config.group_frequencies == "noisy":
+        if p_s is not None or p_y is not None:
+            raise ValueError("p_s/p_y given but config.group_frequencies='noisy' (the default releases "
+                             "them privately); set group_frequencies='public' to use public values.")
+        return
+    if p_s is None:
+        raise ValueError("config.group_frequencies='public' needs public group frequencies: pass p_s "
+                         "([k] for DP, [num_classes, k] for EO) to fit, or use group_frequencies='noisy'.")
+    if isinstance(p_s, jax.core.Tracer):
+        return
+    arr = np.asarray(p_s, np.float64)
+    ok = {(config.num_groups,), (1, config.num_groups)} if config.fairness == "dp" else {
+        (config.num_classes, config.num_groups)}
+    if arr.shape not in ok:
+        raise ValueError(f"p_s must have shape {sorted(ok)[0]}, got {arr.shape}.")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError("p_s must hold positive, finite group frequencies.")
+    if (config.fairness == "eo" and not config.eo_weighted and p_y is None
+            and config.privacy_unit == "all_features"):
+        raise ValueError("unweighted EO under privacy_unit='all_features' with public frequencies needs "
+                         "public label frequencies: pass p_y ([num_classes]) to fit.")
 
 
 def _fermi_parts(config: FermiConfig, P: jax.Array):
@@ -328,6 +401,7 @@ def fit(
     batch_key: jax.Array | None = None,
     params0: Any = None,
     p_s: Any = None,
+    p_y: Any = None,
     validate: bool = True,
     parts_builder: Any = None,
 ) -> FermiResult:
@@ -335,8 +409,9 @@ def fit(
 
     ``hparams`` fields are traced (vmap over ``lam`` and the noise multipliers to sweep a grid).
     ``batch_key`` (optional) draws the batches, so runs vmapped over hyperparameters can share
-    them. ``params0`` overrides ``config.model.init``. ``p_s`` (``[k]`` or ``[l, k]`` for EO): public
-    group frequencies instead of the data's. ``parts_builder(config, P) -> parts`` replaces the
+    them. ``params0`` overrides ``config.model.init``. ``p_s`` (``[k]`` or ``[l, k]`` for EO) and
+    ``p_y`` (``[l]``): public frequencies, only with ``config.group_frequencies="public"`` (the
+    default draws them from a noisy histogram charged by :func:`privacy`). ``parts_builder(config, P) -> parts`` replaces the
     ERMI terms by another regularizer split the same way (used by :mod:`.pfld`).
 
     Privacy: (epsilon, delta)-DP for the unit ``config.privacy_unit`` when the noise multipliers
@@ -349,18 +424,19 @@ def fit(
         _check_data(data, config)
         v.check_threefry_key(key)
         v.check_positive("lam", hparams.lam, allow_zero=True)
+        _check_frequencies(config, p_s, p_y)
     k_init, k_w, k_run = jax.random.split(key, 3)
     model = config.model
     theta0 = model.init(k_init, data.x.shape[1:] if data.x.ndim > 2 else data.x.shape[1]) if params0 is None else params0
     W0 = init_w(k_w, config)
-    P = _p_table(config, data, p_s)
+    P, weights = _frequencies(config, data, jax.random.fold_in(key, _COUNT_KEY), p_s, p_y)
     lam = jnp.asarray(hparams.lam, jnp.float32)
     examples = {
         "x": data.x,
         "y": data.y,
         "s": data.s,
         "c": data.y if config.fairness == "eo" else jnp.zeros_like(data.s),
-        "wt": _example_weights(config, data),
+        "wt": weights,
     }
     if data.mask is not None:
         raise ValueError("fit does not take padded datasets (mask); drop the padding rows first.")
@@ -394,6 +470,30 @@ def fit(
 # ------------------------------------------------------------------------------------------------
 # privacy: the kit's accountant and the paper's closed form
 # ------------------------------------------------------------------------------------------------
+def _participation(config: FermiConfig, n: int):
+    """Law of the number of steps a given record is sampled in (membership-visible accounting)."""
+    from dpfair_jax.privacy import accounting as A
+    from dpfair_jax.privacy import sampling as Smp
+
+    if config.sampling == "shuffle":
+        return A.participation_distribution(config.steps, "shuffle",
+                                            steps_per_epoch=Smp.steps_per_epoch(n, config.batch_size))
+    return A.participation_distribution(config.steps, config.sampling, sample_rate=config.batch_size / n)
+
+
+def _count_mu(config: FermiConfig) -> float:
+    """Shift/std of the noisy group-frequency histogram (0 when the frequencies are public)."""
+    return 1.0 / config.count_noise_multiplier if config.group_frequencies == "noisy" else 0.0
+
+
+def _count_event(config: FermiConfig):
+    import dp_accounting
+
+    if config.group_frequencies != "noisy":
+        return None
+    return dp_accounting.GaussianDpEvent(float(config.count_noise_multiplier))
+
+
 def calibrate(
     config: FermiConfig,
     n: int,
@@ -405,13 +505,15 @@ def calibrate(
 ) -> tuple[float, float]:
     """Noise multipliers ``(z_theta, z_w = w_relative * z_theta)`` for (epsilon, delta)-DP.
 
-    Both noisy updates of every step are composed on the same sampled batch
-    (``accounting.calibrate_noise_multiplier(..., relative_noise=(1, w_relative))``) with the
-    sampling the run uses (Poisson: add/remove; shuffled or fixed-size: without replacement,
-    replace-one). ``epsilon = inf`` returns ``(0, 0)``.
+    Sensitive-attribute unit: the membership-visible mixture solved exactly for the per-step shift
+    ``mu = sqrt(z_theta^-2 + z_w^-2)`` (:func:`dpfair_jax.privacy.accounting.calibrate_membership_visible`),
+    with the noisy-frequency histogram composed in. All features: both noisy updates of every step
+    composed on the same sampled batch with the sampling the run uses (Poisson: add/remove;
+    shuffled or fixed-size: without replacement, replace-one) and the histogram composed once
+    (``accounting.calibrate_noise_multiplier``, ``accountant``). ``epsilon = inf`` returns ``(0, 0)``.
 
-    Privacy: as :func:`fit` for ``config.privacy_unit``. The Poisson padding overflow adds
-    ``sampling.truncation_delta`` (below 1e-10 with the default padding; see :func:`privacy`).
+    Privacy: as :func:`fit` for ``config.privacy_unit``; :func:`privacy` of the result is at most
+    ``epsilon`` (plus the Poisson padding's truncation delta, below 1e-10 by default).
     """
     from dpfair_jax.privacy import accounting as A
 
@@ -421,17 +523,29 @@ def calibrate(
     v.check_positive("w_relative", w_relative)
     if math.isinf(float(epsilon)):
         return 0.0, 0.0
+    w = float(w_relative)
+    if config.privacy_unit == "sensitive_attribute":
+        mu = A.calibrate_membership_visible(float(epsilon), float(delta), _participation(config, n),
+                                            extra_mu=_count_mu(config))
+        z = math.sqrt(1.0 + w**-2) / mu
+        return float(z), float(z * w)
     z = A.calibrate_noise_multiplier(
         float(epsilon), float(delta), config.batch_size / n, config.steps, accountant=accountant,
-        sampling=config.accountant_sampling(), relative_noise=(1.0, float(w_relative)),
-        dataset_size=None if config.sampling == "poisson" else n,
+        sampling=config.accountant_sampling(), relative_noise=(1.0, w),
+        dataset_size=None if config.sampling == "poisson" else n, extra_event=_count_event(config),
     )
-    return float(z), float(z * w_relative)
+    return float(z), float(z * w)
 
 
 def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, delta: float,
             *, accountant: str = "rdp"):
-    """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of one run with these multipliers."""
+    """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of one run with these multipliers.
+
+    Sensitive-attribute unit: exact membership-visible accounting (``accountant="exact"``, no
+    ``DpEvent``), relation ``"replace_one"`` (substitution of one ``s_i``). All features: the
+    ``DpEvent`` of the subsampled steps (and the histogram) through ``accountant``. Both include
+    the noisy group-frequency histogram when ``config.group_frequencies="noisy"``.
+    """
     from dpfair_jax.privacy import accounting as A
     from dpfair_jax.privacy import sampling as Smp
 
@@ -440,25 +554,44 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
     v.check_noise_multiplier(noise_w, "noise_w")
     v.check_delta(delta)
     unit = "sensitive_attribute" if config.privacy_unit == "sensitive_attribute" else "example"
+    freq = ("group frequencies from a noisy histogram (noise multiplier "
+            f"{config.count_noise_multiplier:g}, charged)" if config.group_frequencies == "noisy"
+            else "group frequencies public (supplied by the caller, not charged)")
     if noise_theta == 0 or noise_w == 0:
         return A.PrivacySpend(math.inf, float(delta), relation=config.relation(), unit=unit,
                               notes="zero noise: no guarantee")
-    event = A.dpsgd_event(
-        float(noise_theta), config.batch_size / n, config.steps, sampling=config.accountant_sampling(),
-        relative_noise=(1.0, float(noise_w) / float(noise_theta)),
-        dataset_size=None if config.sampling == "poisson" else n,
-    )
-    eps = A.epsilon_of_event(event, float(delta), accountant=accountant)
-    extra = 0.0
-    notes = f"DP-FERMI {config.fairness}, {config.privacy_unit}, variant={config.variant}"
+    notes = f"DP-FERMI {config.fairness}, unit {config.privacy_unit}, variant={config.variant}; {freq}"
+    event = None
+    if config.privacy_unit == "sensitive_attribute":
+        mu_step = math.sqrt(float(noise_theta) ** -2 + float(noise_w) ** -2)
+        eps = A.membership_visible_epsilon(mu_step, float(delta), _participation(config, n),
+                                           extra_mu=_count_mu(config))
+        used = "exact"
+        notes += ("; membership-visible accounting (public task gradients reveal batch membership: "
+                  "no amplification by subsampling); lam = 0 runs leave s unused and are not private "
+                  "for examples")
+    else:
+        event = A.dpsgd_event(
+            float(noise_theta), config.batch_size / n, config.steps, sampling=config.accountant_sampling(),
+            relative_noise=(1.0, float(noise_w) / float(noise_theta)),
+            dataset_size=None if config.sampling == "poisson" else n,
+        )
+        extra = _count_event(config)
+        if extra is not None:
+            import dp_accounting
+
+            event = dp_accounting.ComposedDpEvent([extra, event])
+        eps = A.epsilon_of_event(event, float(delta), accountant=accountant)
+        used = accountant
+    extra_delta = 0.0
     if config.sampling == "poisson":
         B = config.sgda_config().padded_batch(n)
-        extra = Smp.truncation_delta(n, config.batch_size / n, B, config.steps, eps) if B < n else 0.0
-        notes += f"; Poisson padding {B} rows (truncation delta {extra:.2e} included)"
+        extra_delta = Smp.truncation_delta(n, config.batch_size / n, B, config.steps, eps) if B < n else 0.0
+        notes += f"; Poisson padding {B} rows (truncation delta {extra_delta:.2e} included)"
     if config.variant == "paper" or config.clip_mode == "official_batch":
         notes += "; LITERAL variant: the guarantee holds only for lam <= 1 / per-example clipping"
-    return A.PrivacySpend(eps, min(float(delta) + extra, 0.999999), event=event,
-                          relation=config.relation(), unit=unit, accountant=accountant, notes=notes)
+    return A.PrivacySpend(eps, min(float(delta) + extra_delta, 0.999999), event=event,
+                          relation=config.relation(), unit=unit, accountant=used, notes=notes)
 
 
 def min_steps_theorem33(n: int, batch_size: int, epsilon: float) -> int:

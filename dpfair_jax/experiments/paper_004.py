@@ -61,12 +61,14 @@ def _method_fns(method: str):
 
 def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsilons, seeds: int,
                    epochs: int, batch_size: int, delta: float, hp: dict, seed: int = 0,
-                   seed_block: int | None = None, unit: str = "sensitive_attribute",
+                   seed_block: int | None = None, unit: str = "all_features",
                    map_chunks=None, ctx=None) -> pd.DataFrame:
     """Run ``method`` over seeds x lams x epsilons; one row per (epsilon, lambda, seed).
 
     ``hp``: lr_theta, lr_w, clip_theta, clip_w, radius (shared by the grid). ``map_chunks`` (e.g.
-    ``ctx.map_chunks``) makes the seed blocks resumable.
+    ``ctx.map_chunks``) makes the seed blocks resumable. ``unit``: the privacy unit of every method
+    of the study (the lambda = 0 point is DP-SGD under ``"all_features"``, and a non-private model
+    that ignores ``s`` under ``"sensitive_attribute"``).
     """
     from dpfair_jax import montecarlo as MC
     from dpfair_jax.algorithms import fermi as F
@@ -118,7 +120,7 @@ def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsi
         rows = []
         for si in range(s1 - s0):
             for g in range(G):
-                row = {"method": method, "fairness": fairness, "epsilon": eps[eps_i[g]],
+                row = {"method": method, "fairness": fairness, "unit": unit, "epsilon": eps[eps_i[g]],
                        "lam": float(lam_g[g]), "seed": s0 + si}
                 row.update({k: float(v[si, g]) for k, v in res.items()})
                 rows.append(row)
@@ -133,15 +135,27 @@ def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsi
     return map_chunks(chunks, compute, desc=f"{method}_{fairness}")
 
 
+def baseline_name(unit: str) -> str:
+    """Name of the lambda = 0 point: DP-SGD when every feature is protected (the task loss is
+    clipped and noised); under the sensitive-attribute unit nothing is noised at lambda = 0 and ``s``
+    is unused, so it is a non-private model, never "DP-SGD"."""
+    return "dpsgd" if unit == "all_features" else "nonprivate_s_unused"
+
+
 def equal_error_table(df: pd.DataFrame, metric: str, error_slack: float) -> pd.DataFrame:
     """Per epsilon and method: the lowest mean ``metric`` among grid points whose mean error is at
-    most ``e0 + error_slack`` (``e0``: mean error of lambda = 0). DP-SGD is the lambda = 0 point."""
+    most ``e0 + error_slack`` (``e0``: mean error of lambda = 0). The lambda = 0 point is named by
+    :func:`baseline_name` of the study's unit (all methods of a study share one unit)."""
+    units = sorted(df["unit"].unique()) if "unit" in df else ["all_features"]
+    if len(units) != 1:
+        raise ValueError(f"a comparison needs one privacy unit for every method, got {units}.")
+    base = baseline_name(units[0])
     mean = df.groupby(["epsilon", "method", "lam"], as_index=False)[["error", metric]].mean()
     rows = []
     for e, sub in mean.groupby("epsilon"):
         zero = sub[sub["lam"] == 0]
         e0 = float(zero["error"].mean())
-        rows.append({"epsilon": e, "method": "dpsgd", "best_violation": float(zero[metric].mean()),
+        rows.append({"epsilon": e, "method": base, "best_violation": float(zero[metric].mean()),
                      "error": e0, "budget": e0 + error_slack})
         for meth, part in sub.groupby("method"):
             ok = part[part["error"] <= e0 + error_slack]
@@ -181,7 +195,10 @@ def _plot_tradeoff(df: pd.DataFrame, metric: str, title: str):
                 ax.errorbar(xm, ym, xerr=xe, yerr=ye, marker="os"[j % 2], label=label, capsize=2)
                 ax.fill_between(xm, ym - ye, ym + ye, alpha=0.15)
                 if meth == "dpfermi":
-                    ax.plot(xm[:1], ym[:1], "k*", markersize=9, label="DP-SGD (lam=0)")
+                    unit = df["unit"].iloc[0] if "unit" in df else "all_features"
+                    lab = ("DP-SGD (lam=0)" if unit == "all_features"
+                           else "lam=0: non-private, s unused")
+                    ax.plot(xm[:1], ym[:1], "k*", markersize=9, label=lab)
             ax.set_title(f"eps = {e:g}")
             ax.set_xlabel("test misclassification error")
             ax.set_ylabel(metric.replace("_", " "))
@@ -235,11 +252,14 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
             train, test, method=method, model=model, fairness=fairness, lams=lams,
             epsilons=config["epsilons"], seeds=config["seeds"], epochs=config["epochs"],
             batch_size=config["batch_size"], delta=delta, hp=hp, seed=ctx.seed,
-            seed_block=config.get("seed_block"), map_chunks=ctx.map_chunks, ctx=ctx))
+            seed_block=config.get("seed_block"), unit=config.get("unit", "all_features"),
+            map_chunks=ctx.map_chunks, ctx=ctx))
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "dataset", config["dataset"])
     ctx.save_table(df, "results")
-    fig = _plot_tradeoff(df, metric, f"{config['dataset']}: {fairness.upper()} violation vs error")
+    unit = config.get("unit", "all_features")
+    fig = _plot_tradeoff(df, metric, f"{config['dataset']}: {fairness.upper()} violation vs error "
+                                     f"(privacy unit: {unit.replace('_', ' ')})")
     ctx.save_figure(fig, f"tradeoff_{config['dataset']}_{fairness}")
     table = equal_error_table(df, metric, config["error_slack"])
     ctx.save_table(table, "equal_error")
@@ -248,7 +268,7 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
     for e in finite:
         t = table[table["epsilon"] == e].set_index("method")["best_violation"]
         fermi = t.get("dpfermi", float("nan"))
-        others = {m: t.get(m, float("nan")) for m in ("pfld", "dpsgd") if m in t.index}
+        others = {m: t.get(m, float("nan")) for m in ("pfld", "dpsgd") if m in t.index}  # same unit only
         win = bool(np.isfinite(fermi)) and all(
             (not np.isfinite(v)) or fermi < v for v in others.values())
         wins.append(win)
@@ -257,8 +277,9 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
     ctx.add_claim(
         f"{ctx.name}_lower_violation_equal_error",
         f"At every epsilon, among grid points with mean test error <= (lambda=0 error + "
-        f"{config['error_slack']:g}), DP-FERMI reaches a lower mean {metric} than PF-LD and DP-SGD "
-        f"({config['dataset']}, {fairness.upper()}; paper Figs 2-4, 6-9).",
+        f"{config['error_slack']:g}), DP-FERMI reaches a lower mean {metric} than PF-LD"
+        f"{' and DP-SGD' if unit == 'all_features' else ''} under the same privacy unit ({unit}) and "
+        f"epsilon ({config['dataset']}, {fairness.upper()}; paper Figs 2-4, 6-9).",
         measured=measured, target="dpfermi < every baseline at every epsilon",
         passed=bool(wins) and all(wins))
     return df
@@ -436,6 +457,7 @@ _TAB_FULL = {
     "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0, "pfld_radius": 1.0,
     "lams": [0.0, 0.25, 0.5, 1.0, 1.5, 2.5], "methods": ["dpfermi", "pfld"],
     "error_slack": 0.01, "seed_block": 5, "split_seed": 0, "delta": 0.0, "seed": 0, "path": "",
+    "unit": "all_features",
 }
 _TAB_QUICK = dict(_TAB_FULL, seeds=2, epochs=2, lr_theta=0.2, lr_w=0.5, lams=[0.0, 1.0, 2.5],
                   seed_block=2, error_slack=0.02)

@@ -6,7 +6,7 @@ scales are computed on the host by :mod:`dpfair_jax.privacy.accounting` (sigma =
 sensitivity); these functions only draw the noise.
 
 Public names: :func:`gaussian_mechanism`, :func:`laplace_mechanism`,
-:func:`noisy_sufficient_statistics`, :func:`symmetric_gaussian_noise`,
+:func:`noisy_sufficient_statistics`, :func:`noisy_histogram`, :func:`symmetric_gaussian_noise`,
 :func:`exponential_mechanism`, :func:`exponential_mechanism_probs`.
 """
 
@@ -25,6 +25,8 @@ __all__ = [
     "laplace_mechanism",
     "symmetric_gaussian_noise",
     "noisy_sufficient_statistics",
+    "histogram_sensitivity",
+    "noisy_histogram",
     "exponential_mechanism_logits",
     "exponential_mechanism_probs",
     "exponential_mechanism",
@@ -142,6 +144,32 @@ def noisy_sufficient_statistics(
     xtx_noisy = xtx + symmetric_gaussian_noise(k_xx, x.shape[1], sigma_xx, dt)
     xty_noisy = xty + jnp.asarray(sigma_xy, dt) * jax.random.normal(k_xy, xty.shape, dt)
     return xtx_noisy, xty_noisy
+
+
+def histogram_sensitivity(relation: str) -> float:
+    """L2 sensitivity of a histogram of counts: ``1`` under add/remove-one (one cell moves by 1),
+    ``sqrt(2)`` under replace-one / substitution of one record's cell (one cell -1, another +1)."""
+    v.check_choice("relation", relation, ("add_remove", "replace_one"))
+    return 1.0 if relation == "add_remove" else 2.0**0.5
+
+
+@full_precision
+def noisy_histogram(key: jax.Array, cells: jax.Array, num_cells: int, *, noise_multiplier: Any,
+                    relation: str = "add_remove", weights: jax.Array | None = None) -> jax.Array:
+    """Counts of the integer ``cells`` in ``[0, num_cells)`` plus ``N(0, sigma^2)`` per cell, with
+    ``sigma = noise_multiplier * histogram_sensitivity(relation)`` (not rounded, may be negative).
+    ``weights`` (0/1, e.g. a padding mask) select the rows counted.
+
+    Privacy: a Gaussian mechanism with noise multiplier ``noise_multiplier`` under ``relation``
+    (``dp_accounting.GaussianDpEvent(noise_multiplier)``), i.e. ``1 / (2 z^2)``-zCDP.
+    """
+    _check_key(key)
+    v.check_positive("noise_multiplier", noise_multiplier, allow_zero=True)
+    cells = jnp.asarray(cells, jnp.int32)
+    w = jnp.ones(cells.shape, jnp.float32) if weights is None else jnp.asarray(weights, jnp.float32)
+    counts = jax.ops.segment_sum(w, cells, num_segments=num_cells)
+    std = jnp.asarray(noise_multiplier, jnp.float32) * histogram_sensitivity(relation)
+    return counts + std * jax.random.normal(key, counts.shape, jnp.float32)
 
 
 def _check_em(scores, epsilon, sensitivity) -> None:
