@@ -305,3 +305,49 @@ def test_privacy_spend_to_dict_is_json():
 def test_validation_names_the_field(call, field):
     with pytest.raises(ValueError, match=field):
         call()
+
+
+def test_membership_visible_delta_matches_dp_accounting_pld():
+    """sum_k Bin(k; T, q) delta_G(eps; sqrt(k) mu) against dp-accounting's PLD of a k-fold
+    Gaussian, term by term (small T so every k is a separate PLD)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+    from scipy import stats
+
+    T, q, mu = 12, 0.2, 0.8
+    part = A.participation_distribution(T, "poisson", sample_rate=q)
+    for eps in (0.5, 2.0, 4.0):
+        ref = sum(stats.binom.pmf(k, T, q) * pld.from_gaussian_mechanism(
+            1.0 / (mu * math.sqrt(k)), value_discretization_interval=1e-4).get_delta_for_epsilon(eps)
+            for k in range(1, T + 1))
+        assert A.membership_visible_delta(eps, mu, part) == pytest.approx(ref, rel=1e-3, abs=1e-12)
+
+
+def test_membership_visible_full_participation_is_the_composed_gaussian():
+    """q = 1 (and shuffling, one participation per epoch): T Gaussians of shift mu compose to one
+    of shift sqrt(T) mu; the epsilon equals the analytic Gaussian's at sensitivity sqrt(T) mu."""
+    T, mu, delta = 9, 0.3, 1e-6
+    full = A.participation_distribution(T, "poisson", sample_rate=1.0)
+    shuffled = A.participation_distribution(T * 4, "shuffle", steps_per_epoch=4)
+    want = A.analytic_gaussian_delta(1.0, 1.0, math.sqrt(T) * mu)
+    assert A.membership_visible_delta(1.0, mu, full) == pytest.approx(want, rel=1e-9)
+    assert A.membership_visible_delta(1.0, mu, shuffled) == pytest.approx(want, rel=1e-9)
+    eps = A.membership_visible_epsilon(mu, delta, full)
+    assert A.analytic_gaussian_sigma(eps, delta, math.sqrt(T) * mu) == pytest.approx(1.0, rel=1e-6)
+    # calibration inverts epsilon, and an extra release (extra_mu) costs budget
+    part = A.participation_distribution(500, "poisson", sample_rate=0.02)
+    m = A.calibrate_membership_visible(2.0, 1e-5, part)
+    assert A.membership_visible_epsilon(m, 1e-5, part) == pytest.approx(2.0, rel=1e-6)
+    assert A.calibrate_membership_visible(2.0, 1e-5, part, extra_mu=0.1) < m
+    with pytest.raises(ValueError, match="alone exceeds"):
+        A.calibrate_membership_visible(0.1, 1e-5, part, extra_mu=5.0)
+
+
+def test_calibrate_with_extra_event_composes_it():
+    import dp_accounting
+
+    extra = dp_accounting.GaussianDpEvent(20.0)
+    z0 = A.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 500)
+    z1 = A.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 500, extra_event=extra)
+    assert z1 > z0
+    ev = dp_accounting.ComposedDpEvent([extra, A.dpsgd_event(z1, 0.01, 500)])
+    assert A.epsilon_of_event(ev, 1e-5) <= 1.0 + 1e-6
