@@ -1,6 +1,8 @@
 """(gamma1, gamma2) mitigation (paper 001, reconstruction): zero gammas = DP-SGD bit for bit, the
 penalty gradient, private statistics, accounting."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -68,15 +70,97 @@ def test_penalty_coefficients_are_the_gradient_of_the_abs_penalty():
     np.testing.assert_allclose(auto * s.size, c[s], rtol=1e-5)
 
 
-def test_private_statistics_noise_scale(setup):
-    """The released group statistics carry N(0, (z_s sqrt 3)^2) noise on the group counts."""
+@pytest.fixture(scope="module")
+def full_step(setup):
+    """One step at q = 1 (every row in the batch) for each of 300 keys, hyperparameters traced
+    (one compiled program for every test): ``(keys, run(g1, g2, clip, z, zs, lr) -> (params,
+    noisy stat sums [300, K, 3]))``."""
     data, model, params = setup
-    _, diag = mitigation.train(jax.random.key(5), model, params, data, gamma1=0.0, gamma2=0.0,
-                               stats_noise_multiplier=0.0, **KW)
-    frac0 = np.asarray(diag["private_group_fraction"])
-    # without noise the fractions are the batch's exact group fractions (expected p = 57/200 for group 1)
-    assert np.all(np.abs(frac0.sum(1) - 1) < 1e-5)
-    assert abs(frac0[:, 1].mean() - float(np.mean(np.asarray(data.s)))) < 0.1
+    keys = jax.random.split(jax.random.key(5), 300)
+
+    @jax.jit
+    def run(g1, g2, clip, z, zs, lr):
+        def one(k):
+            p, diag = mitigation.train(k, model, params, data, gamma1=g1, gamma2=g2, clip_norm=clip,
+                                       noise_multiplier=z, stats_noise_multiplier=zs, learning_rate=lr,
+                                       batch_size=data.n, steps=1)
+            return p, diag["private_group_sums"][0]
+        return jax.vmap(one)(keys)
+
+    return keys, run
+
+
+def _per_example_grads(model, params, data) -> np.ndarray:
+    """Hand-written per-example gradients of the logistic loss, flattened: [n, P] (float64)."""
+    def loss(p, xi, yi):
+        z = model.apply(p, xi).reshape(())
+        return jnp.logaddexp(0.0, z) - yi * z
+
+    grads = jax.vmap(lambda xi, yi: jax.grad(loss)(params, xi, yi))(data.x, data.y.astype(jnp.float32))
+    return np.concatenate([np.asarray(g, np.float64).reshape(data.n, -1)
+                           for g in jax.tree_util.tree_leaves(grads)], axis=1)
+
+
+def test_private_statistics_noise_scale(setup, full_step):
+    """The released group sums carry N(0, (z_s sqrt 3)^2) noise: measured against the exact sums
+    (NumPy: counts, clipped norms / C, uncertainty / (1 - 1/K)) at z_s = 2, over 300 keys."""
+    data, model, params = setup
+    zs, clip = 2.0, 1e-3  # every gradient norm exceeds C: the clipped-norm column is the count
+    _, sums = full_step[1](1.0, 1.0, clip, 1.0, zs, 0.05)
+    s = np.asarray(data.s)
+    p = 1.0 / (1.0 + np.exp(-np.asarray(model.apply(params, data.x), np.float64).reshape(-1)))
+    unc = 2.0 * p * (1.0 - p) / 0.5  # u(x) / (1 - 1/K), K = 2 classes
+    assert np.linalg.norm(_per_example_grads(model, params, data), axis=1).min() > clip
+    exact = np.stack([np.bincount(s, minlength=2), np.bincount(s, minlength=2),
+                      np.bincount(s, weights=unc, minlength=2)], axis=1)
+    noise = np.asarray(sums, np.float64) - exact[None]
+    sigma = zs * math.sqrt(3.0)  # hand-written: multiplier x sqrt(3) (each row's vector in [0, 1]^3)
+    m = noise.size
+    sd = noise.std(ddof=1)
+    assert abs(sd / sigma - 1.0) < 4.0 / math.sqrt(2.0 * m), (sd, sigma)
+    assert abs(noise.mean()) < 4.0 * sigma / math.sqrt(m)
+    assert noise.std(axis=0).min() > 0.8 * sigma  # every one of the K x 3 entries is noised
+
+
+def test_update_noise_scale(setup, full_step):
+    """The update's noise is N(0, (z C)^2) on the clipped sum: recovered from one SGD step at
+    learning rate 1 and q = 1 against a hand-written per-example clipping (gammas 0)."""
+    data, model, params = setup
+    z, clip, n = 5.0, 0.1, data.n
+    keys = full_step[0]
+    out, _ = full_step[1](0.0, 0.0, clip, z, 1.0, 1.0)
+    flat = _per_example_grads(model, params, data)
+    norms = np.linalg.norm(flat, axis=1)
+    clipped_sum = (flat * np.minimum(1.0, clip / norms)[:, None]).sum(0)
+    p0 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(params)])
+    p1 = np.concatenate([np.asarray(a, np.float64).reshape(len(keys), -1) for a in jax.tree_util.tree_leaves(out)], 1)
+    noise = n * (p0[None] - p1) - clipped_sum[None]
+    sigma = z * clip
+    m = noise.size
+    assert abs(noise.std(ddof=1) / sigma - 1.0) < 4.0 / math.sqrt(2.0 * m)
+    assert abs(noise.mean()) < 4.0 * sigma / math.sqrt(m)
+
+
+def test_statistics_and_update_noise_use_distinct_keys(setup, full_step):
+    """The statistics' noise must come from a key the update's noise does not use:
+    fold_in(k_noise, i) is split(k_noise, L)[i], the noise key of parameter leaf i, so the former
+    derivation tied the statistics' noise to the update's. Pinned by reproducing the released
+    noise from fold_in(k_step, 2) by hand."""
+    data, model, params = setup
+    key = full_step[0][0]
+    k_step = jax.random.split(key, 2)[0]
+    _, k_noise = jax.random.split(k_step)
+    leaves = jax.tree_util.tree_leaves(params)
+    used = {tuple(np.asarray(jax.random.key_data(k))) for k in jax.random.split(k_noise, len(leaves))}
+    used.add(tuple(np.asarray(jax.random.key_data(k_noise))))
+    assert tuple(np.asarray(jax.random.key_data(jax.random.fold_in(k_noise, 1)))) in used  # the old key
+    assert tuple(np.asarray(jax.random.key_data(jax.random.fold_in(k_step, 2)))) not in used
+    # and train draws the statistics from fold_in(k_step, 2): reproduce the released noise
+    noisy = np.asarray(full_step[1](0.0, 0.0, 1e-3, 1.0, 2.0, 0.05)[1][0])
+    exact = np.asarray(full_step[1](0.0, 0.0, 1e-3, 1.0, 0.0, 0.05)[1][0])
+    kk = jax.random.split(jax.random.fold_in(k_step, 2), 1)[0]
+    ref = 2.0 * math.sqrt(3.0) * np.asarray(jax.random.normal(kk, (2, 3), jnp.float32))
+    np.testing.assert_allclose(noisy - exact, ref, rtol=1e-4, atol=1e-4)
 
 
 def test_privacy_composes_both_gaussians():
@@ -85,9 +169,35 @@ def test_privacy_composes_both_gaussians():
     eff = accounting.effective_noise_multiplier([z, zs])
     ref = accounting.dpsgd_epsilon(eff, b / n, steps, delta)
     assert sp.epsilon == pytest.approx(ref, rel=1e-6)
-    plain = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, include_statistics=False)
+    plain = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, gamma1=0.0, gamma2=0.0)
     assert plain.epsilon == pytest.approx(accounting.dpsgd_epsilon(z, b / n, steps, delta), rel=1e-6)
     assert plain.epsilon < sp.epsilon
+    # a penalized run (or one whose gammas are not stated) is charged for the statistics
+    for kw in ({}, {"gamma1": 1.0, "gamma2": 0.0}, {"gamma1": 0.0}):
+        assert mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
+
+
+def test_privacy_truncation_at_the_trained_padding(setup):
+    """privacy and train share one padding rule: the truncation charge is that of the width the
+    run used (max_batch_size), computed by hand with sampling.truncation_delta."""
+    from dpfair_jax.privacy import sampling
+
+    z, zs, n, b, steps, delta = 2.0, 2.0, 1000, 32, 50, 1e-5
+    default = mitigation.padded_batch_size(n, b, steps)
+    assert default == sampling.max_batch_size_for(n, b / n, steps)
+    for width in (55, default):
+        sp = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=width)
+        extra = sampling.truncation_delta(n, b / n, width, steps, sp.epsilon)
+        assert sp.delta == pytest.approx(delta + extra, rel=1e-9)
+        assert f"max_batch_size={width}" in sp.notes
+    narrow = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=55)
+    assert narrow.delta > 1e3 * delta  # a 55-row pad at expected size 32 overflows now and then
+    data, model, params = setup
+    for fn in (lambda: mitigation.privacy(z, zs, n=data.n, batch_size=16, steps=3, delta=delta, max_batch_size=8),
+               lambda: mitigation.train(jax.random.key(0), model, params, data, gamma1=0.0, gamma2=0.0,
+                                        stats_noise_multiplier=1.0, max_batch_size=8, **KW)):
+        with pytest.raises(ValueError, match="max_batch_size"):
+            fn()
 
 
 def test_validation(setup):

@@ -31,8 +31,14 @@ the sampled event: the statistics (sensitivity sqrt 3, multiplier ``stats_noise_
 then, adaptively, the clipped sum of augmented gradients (sensitivity ``C``, multiplier
 ``noise_multiplier``; the coefficients ``c_a`` depend on the data only through the first
 release). Add/remove-one neighbours, unit = example; :func:`privacy` accounts both (with the
-RDP or PLD accountant); pass ``include_statistics=False`` only for runs with gamma1 = gamma2 = 0
-where the statistics are computed but unused.
+RDP or PLD accountant). The statistics are charged unless the caller states ``gamma1 = gamma2 =
+0`` (then they are computed but multiplied by exact zeros, so the parameters do not depend on
+them). The padded Poisson batch (``max_batch_size``) comes from one helper,
+:func:`padded_batch_size`, in :func:`train` and :func:`privacy`, so the truncation charge is that
+of the batch width the run used. The statistics' noise key is ``fold_in(k, 2)`` of the step key
+``k`` (the update's sampling and noise keys are ``split(k)``): distinct from every key the
+gradient noise draws from (``fold_in(k_noise, i)`` equals ``split(k_noise, L)[i]``, the noise key
+of parameter leaf ``i``, so it must not be used).
 
 Caveat: this is a private *surrogate* of the reconstructed penalty (noisy plug-in signs and
 fractions, ``psi_a`` dropped per Fig. 10, the trace replaced by its uncertainty proxy), not the
@@ -41,8 +47,7 @@ gets a larger noise multiplier than plain DP-SGD.
 
 With ``gamma1 = gamma2 = 0`` :func:`train` equals ``dpsgd.train(..., per_example="vmap")``
 bit for bit under the same key: same key splitting (the statistics' key is
-``fold_in(k_noise, 1)``), same batches, same noise draws, and the penalty terms enter as exact
-zeros.
+``fold_in(k, 2)``), same batches, same noise draws, and the penalty terms enter as exact zeros.
 
 Per-example gradients always come from ``vmap(grad)``, for every model (no ghost norms, unlike
 ``dpsgd.train`` for GLMs, MLPs and CNNs): the clipped vector ``g_i + gamma1 c1_a H_i g_i / ||g_i||
@@ -71,7 +76,8 @@ from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["train", "privacy", "penalty_coefficients", "RECONSTRUCTION_NOTE"]
+__all__ = ["train", "privacy", "padded_batch_size", "penalty_coefficients", "RECONSTRUCTION_NOTE",
+           "STATS_SENSITIVITY"]
 
 RECONSTRUCTION_NOTE = ("paper 001 (gamma1, gamma2) mitigation: reconstruction (objective not in the "
                        "supplement); private plug-in surrogate, see dpfair_jax.algorithms.mitigation")
@@ -108,10 +114,31 @@ def _safe_norm(tree) -> jax.Array:
     return jnp.sqrt(jnp.maximum(sq, 1e-24))
 
 
+def padded_batch_size(n: int, batch_size: int, steps: int, max_batch_size: int | None = None) -> int:
+    """The static width of the padded Poisson batch of a :func:`train` run (and of its truncation
+    charge in :func:`privacy`): ``max_batch_size`` if given (at least ``batch_size``), else
+    ``sampling.max_batch_size_for(n, batch_size / n, steps)`` (overflow probability 1e-9 over the
+    run); never more than ``n``.
+
+    Privacy: draws above this width are dropped; :func:`privacy` charges
+    ``sampling.truncation_delta`` at exactly this width.
+    """
+    n = v.check_int("n", n, minimum=1)
+    batch_size = v.check_int("batch_size", batch_size, minimum=1)
+    steps = v.check_int("steps", steps, minimum=1)
+    if batch_size > n:
+        raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
+    if max_batch_size is None:
+        max_batch_size = _sampling.max_batch_size_for(n, batch_size / n, steps)
+    return min(v.check_int("max_batch_size", max_batch_size, minimum=batch_size), n)
+
+
 @functools.partial(jax.jit, static_argnums=(0,))
 def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multiplier,
              stats_noise_multiplier, gamma1, gamma2, learning_rate):
-    dt = jnp.result_type(x)
+    # float32 at least (as dpsgd.train), whatever precision x comes in
+    dt = jnp.promote_types(jnp.result_type(x), jnp.float32)
+    x = x.astype(dt) if jnp.result_type(x) != dt else x
     clip_norm = jnp.asarray(clip_norm, dt)
     noise_multiplier = jnp.asarray(noise_multiplier, dt)
     std = noise_multiplier * clip_norm
@@ -151,7 +178,8 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
                              jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
         oh = jax.nn.one_hot(sb, cfg.num_groups, dtype=dt)
         sums = oh.T @ contrib  # [K, 3]
-        noisy = _agg.group_weighted_noisy_sums(jax.random.fold_in(k_noise, 1), sums,
+        # its own key: fold_in(k_noise, i) would be split(k_noise, L)[i], the gradient noise of leaf i
+        noisy = _agg.group_weighted_noisy_sums(jax.random.fold_in(k, 2), sums,
                                                jnp.full((cfg.num_groups,), 1.0, dt) * stats_std)
         cnt = jnp.maximum(noisy[:, 0], 1.0)
         frac = cnt / jnp.sum(cnt)
@@ -181,7 +209,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
             bsz = jnp.maximum(jnp.sum(mask), 1.0)
             diag = {"loss": jnp.sum(losses * mask) / bsz, "mean_grad_norm": jnp.sum(norms * mask) / bsz,
                     "private_group_clipped_norm": m_a * clip_norm, "private_group_uncertainty": t_a * u_max,
-                    "private_group_fraction": frac}
+                    "private_group_fraction": frac, "private_group_sums": noisy}
         else:
             diag = {}
         return (params, opt_state), diag
@@ -202,7 +230,10 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
     ``gamma1``, ``gamma2``, ``clip_norm``, ``noise_multiplier``, ``stats_noise_multiplier`` and
     ``learning_rate`` are traced (one program for a whole gamma grid under ``vmap``). Poisson
     sampling with expected batch ``batch_size`` (the accounting of :func:`privacy`).
-    Diagnostics ``private_group_*`` are the released (noisy) statistics; ``loss`` and
+    ``max_batch_size``: the padded batch width (default and validation: :func:`padded_batch_size`;
+    pass the same value to :func:`privacy`). Diagnostics ``private_group_*`` are the released
+    (noisy) statistics: ``private_group_sums [steps, K, 3]`` the noisy sums of (1, clipped norm /
+    C, uncertainty / (1 - 1/K)) per group, the others post-processing of them; ``loss`` and
     ``mean_grad_norm`` are not private.
 
     Privacy: see the module doc; :func:`privacy` returns the spend.
@@ -233,9 +264,7 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
         if learning_rate is None:
             raise ValueError("learning_rate is required with an optimizer factory.")
         v.check_positive("learning_rate", learning_rate)
-    if max_batch_size is None:
-        max_batch_size = _sampling.max_batch_size_for(n, batch_size / n, steps)
-    max_batch_size = min(v.check_int("max_batch_size", max_batch_size, minimum=batch_size), n)
+    max_batch_size = padded_batch_size(n, batch_size, steps, max_batch_size)
     out_loss = _dpsgd.output_loss_for(model, data.num_classes, loss)
     loss_fn = _dpsgd._PerExampleLoss(model.apply, out_loss)
     cfg = _Cfg(model, loss_fn, n, batch_size, max_batch_size, steps, data.num_groups,
@@ -246,11 +275,24 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
 
 def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, batch_size: int,
             delta: float, steps: int | None = None, epochs: int | None = None,
-            accountant: str = "rdp", include_statistics: bool = True):
-    """``PrivacySpend`` of a :func:`train` run: per step, the statistics Gaussian (multiplier
-    ``stats_noise_multiplier``) and the clipped-sum Gaussian (``noise_multiplier``) composed inside
-    one Poisson-sampled event (add/remove-one, unit = example). As in ``dpsgd.privacy``, the
-    returned ``delta`` adds the truncation charge of the padded Poisson batch."""
+            accountant: str = "rdp", max_batch_size: int | None = None,
+            gamma1: float | None = None, gamma2: float | None = None):
+    """``PrivacySpend`` of a :func:`train` run with the same arguments.
+
+    Per step, the statistics Gaussian (sensitivity ``sqrt 3``, multiplier
+    ``stats_noise_multiplier``) and the clipped-sum Gaussian (sensitivity ``C``, multiplier
+    ``noise_multiplier``) composed inside one Poisson-sampled event at ``q = batch_size / n``
+    (add/remove-one, unit = example). As in ``dpsgd.privacy``, the returned ``delta`` adds the
+    truncation charge ``sampling.truncation_delta`` of the padded batch, at the width
+    :func:`padded_batch_size` gives for ``max_batch_size`` (pass the value given to :func:`train`).
+
+    ``gamma1``/``gamma2``: the run's penalty weights. The statistics are charged unless both are
+    given and both are 0 (the parameters then do not depend on them; the ``private_group_*``
+    diagnostics do, and are not covered). Leaving them out charges the statistics.
+
+    Privacy: the returned ``(epsilon, delta)`` bounds the released parameters (and the
+    ``private_group_*`` diagnostics when the statistics are charged) under add/remove-one.
+    """
     from dpfair_jax.privacy import accounting as _acc
 
     v.check_noise_multiplier(noise_multiplier)
@@ -259,14 +301,23 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
     n = v.check_int("n", n, minimum=1)
     batch_size = v.check_int("batch_size", batch_size, minimum=1)
     steps = _dpsgd._resolve_steps(n, batch_size, steps, epochs, "poisson")
+    width = padded_batch_size(n, batch_size, steps, max_batch_size)
+    for name, g in (("gamma1", gamma1), ("gamma2", gamma2)):
+        if g is not None:
+            v.check_positive(name, g, allow_zero=True)
+    unpenalized = gamma1 is not None and gamma2 is not None and float(gamma1) == 0.0 and float(gamma2) == 0.0
+    include_statistics = not unpenalized
     z, zs = float(noise_multiplier), float(stats_noise_multiplier)
     if z == 0.0 or (include_statistics and zs == 0.0):
         return _acc.PrivacySpend(epsilon=float("inf"), delta=float(delta), relation="add_remove",
                                  unit="example", accountant=accountant, notes="non-private")
     rel = (1.0, zs / z) if include_statistics else (1.0,)
-    event = _acc.dpsgd_event(z, batch_size / n, steps, relative_noise=rel)
+    q = batch_size / n
+    event = _acc.dpsgd_event(z, q, steps, relative_noise=rel)
     eps = _acc.epsilon_of_event(event, delta, accountant=accountant)
-    b = _sampling.max_batch_size_for(n, batch_size / n, steps)
-    total_delta = float(delta) + _sampling.truncation_delta(n, batch_size / n, min(b, n), steps, eps)
-    return _acc.PrivacySpend(epsilon=eps, delta=min(total_delta, 1.0 - 1e-12), event=event, relation="add_remove",
-                             unit="example", accountant=accountant, notes=RECONSTRUCTION_NOTE)
+    extra = _sampling.truncation_delta(n, q, width, steps, eps)
+    notes = (RECONSTRUCTION_NOTE + ("" if include_statistics else
+             "; gamma1 = gamma2 = 0: group statistics unused by the update, not charged")
+             + f"; truncation at max_batch_size={width} adds {extra:.3g} to delta")
+    return _acc.PrivacySpend(epsilon=eps, delta=min(float(delta) + extra, 1.0 - 1e-12), event=event,
+                             relation="add_remove", unit="example", accountant=accountant, notes=notes)
