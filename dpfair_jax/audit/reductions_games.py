@@ -1,0 +1,362 @@
+"""Audit games for paper 002's private reductions, on the configuration its experiments run.
+
+Both games drive the public entry points with what ``dpfair_jax.experiments.paper_002`` passes
+them: ``f = sum`` of the itemized group losses, ``g`` = :func:`~dpfair_jax.experiments.paper_002.
+bgl_problem`'s bounded group loss (log-sum-exp temperature 200) with its thresholds ``eta`` derived
+from a disjoint PUBLIC split, ``G = penalty_weight(alpha = 0.05, K, sqrt K)``, the private ``n``
+public (replace-one), the loss matrix built by :func:`~dpfair_jax.algorithms.reductions.group_losses`
+from per-example losses in ``[0, 1]``. Two groups; the canary is one private record of group 1
+(the group the public thresholds cap), replaced between ``D0`` (``flag = 0``) and ``D1``.
+
+* ``exponential_sampling``: :func:`~dpfair_jax.algorithms.reductions.exponential_sampling`
+  (Alg. 1). Its output law is a softmax over the grid, known exactly, so the attack statistic is
+  the exact log-likelihood ratio ``log p1(m) - log p0(m)`` of the sampled index (the optimal
+  test), and ``info["exact_epsilon"]`` is the exact privacy loss of the pair,
+  ``max_m |log p1(m) - log p0(m)|`` (pure DP: no sampling needed to judge a variant).
+  Canary ``"tight"``: a rare candidate ``A`` and a dominant ``B``; the canary's loss is ``(A, B) =
+  (0, 1)`` in ``D0`` and ``(1, 0)`` in ``D1``, so ``h`` moves by ``(1 + G)/n`` in opposite
+  directions, ``(1 + G) / (sqrt 2 (sqrt 2 + G)) = 0.70`` of ``Delta_h`` (itemized group losses touch
+  one coordinate per record; the kit's ``Delta_h`` is the general ``(L_f + G L_g) sqrt(K)/n``).
+  Canary ``"threshold"``: three candidates, the private worst group a near tie that the canary
+  breaks (its loss under the unconstrained candidate is 0 in ``D0`` and 1 in ``D1``).
+* ``private_cgoo``: :func:`~dpfair_jax.algorithms.reductions.private_cgoo` (Alg. 2, grid,
+  LOPT_{eps',0}, Laplace-released losses) with ``algorithm2_budget`` at the experiments' ``T = 30``
+  rounds, ``delta = 1e-6``, penalty smoothing 5000. The statistic is the exact log-likelihood
+  ratio of the whole output (released loss vectors and indices): per round, the Laplace density
+  of ``released_t`` around ``L_b[m_{t-1}]`` and the EM's log-softmax of ``m_t`` under the weight
+  ``r_t`` recomputed from the released values (post-processing), summed over rounds. Claim: the
+  ledger :func:`~dpfair_jax.algorithms.reductions.algorithm2_ledger` (advanced composition).
+
+Planted bugs (caught: lower bound above the claimed epsilon at 95% confidence):
+
+* ``"sensitivity"``: the public ``n`` passed too large, 10x for ``exponential_sampling`` (its
+  scores' sensitivity 10x too small), 20x for ``private_cgoo`` (EM sensitivity and Laplace scale
+  20x too small; 10x is on the edge there: lower bounds 0.4-1.0 over split seeds at 20000 trials,
+  12x and 15x are caught);
+* ``"epsilon_x2"`` (``exponential_sampling``): the mechanism runs at ``2 epsilon`` and claims
+  ``epsilon``;
+* ``"private_thresholds"``: the thresholds, worst group and group proportions derived from the
+  private split itself (the paper-002 experiments before the fix), claiming the same epsilon;
+  with the ``"threshold"`` canary. The corrected default passes on that canary too (tests).
+
+``exponential_sampling``'s ``"epsilon_x2"`` is caught with a small margin (exact loss of the pair
+1.32 for a claim of 1, expected lower bound 1.14 at 20000 trials; the smallest factor detected at
+that size is about 1.8, see :func:`exact_lower_bound`). For ``private_cgoo`` a 2x budget error is
+not detectable at ``T = 30``: advanced composition (Lemma A.4) charges ``~ eps' sqrt(2 T
+log(1/delta))``, several times the privacy loss the output shows at the probabilities a
+20000-trial game resolves, so that family plants only the larger errors.
+
+Register with ``BUILDERS``, ``FAMILY_BUGS`` and ``SUITE_TRIALS`` (same contract as
+:mod:`dpfair_jax.audit.mechanism_audits`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpfair_jax import _validation as V
+
+__all__ = [
+    "FAMILY_BUGS",
+    "SUITE_TRIALS",
+    "BUILDERS",
+    "exponential_sampling_mechanism",
+    "private_cgoo_mechanism",
+    "exact_lower_bound",
+]
+
+FAMILY_BUGS: dict[str, tuple[str, ...]] = {
+    "exponential_sampling": ("sensitivity", "epsilon_x2", "private_thresholds"),
+    "private_cgoo": ("sensitivity", "private_thresholds"),
+}
+SUITE_TRIALS = {"quick": {"exponential_sampling": 20000, "private_cgoo": 20000},
+                "full": {"exponential_sampling": 100000, "private_cgoo": 100000}}
+
+_K = 2
+_W = 1  # the group the public thresholds cap; the canary's group
+_SENS_BUG = 10  # "sensitivity": n passed 10x too large
+
+
+def _check_bug(family: str, bug: str | None) -> None:
+    if bug is not None:
+        V.check_choice("bug", bug, FAMILY_BUGS[family])
+
+
+def _rows(values: np.ndarray, counts: tuple[int, int]) -> np.ndarray:
+    """Per-example losses ``[M, n]``: candidate ``m`` has loss ``values[m, k]`` on every row of group ``k``."""
+    return np.concatenate([np.repeat(values[:, k:k + 1], c, axis=1) for k, c in enumerate(counts)], axis=1)
+
+
+def _groups(counts: tuple[int, int]) -> np.ndarray:
+    return np.concatenate([np.full(c, k, np.int32) for k, c in enumerate(counts)])
+
+
+def _problem(L: np.ndarray, s: np.ndarray, slack: float, temperature: float):
+    """``bgl_problem`` on a loss matrix and its group sizes (as the experiments call it)."""
+    from dpfair_jax.experiments.paper_002 import bgl_problem
+
+    sizes = np.bincount(s, minlength=_K).astype(float)
+    prob, eta, worst, _ = bgl_problem(np.asarray(L, np.float64), sizes, slack, temperature)
+    return prob, eta, worst
+
+
+def _group_losses(per: np.ndarray, s: np.ndarray) -> np.ndarray:
+    from dpfair_jax.algorithms import reductions as R
+
+    return np.asarray(R.group_losses(jnp.asarray(per, jnp.float32), jnp.asarray(s), _K), np.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# instances
+# ----------------------------------------------------------------------------------------------
+def _tight_instance(n: int, gap: float):
+    """Two candidates ``(A, B)``; groups of ``n/2`` rows; the canary is the last row (group 1).
+
+    Public split (``n/2`` rows, the same proportions): group-1 losses 0.3 lower than the private
+    ones, so the threshold it yields (group 1 is its worst group) sits below every private
+    candidate's group-1 loss and the bounded-group-loss penalty is active for both (``h`` then
+    moves by ``(1 + G)/n``)."""
+    n0 = n // 2
+    counts = (n0, n - n0)
+    vals = np.array([[0.10, 0.50 + gap], [0.10, 0.50]])  # rows A, B: group means (group 0, group 1)
+    base = _rows(vals, counts)
+    per0, per1 = base.copy(), base.copy()
+    per0[:, -1] = (0.0, 1.0)  # canary loss under (A, B)
+    per1[:, -1] = (1.0, 0.0)
+    pub_counts = (n0 // 2, (n - n0) // 2)
+    pub_vals = vals - np.array([[0.0, 0.3], [0.0, 0.3]])
+    return per0, per1, _groups(counts), _rows(pub_vals, pub_counts), _groups(pub_counts)
+
+
+def _threshold_instance(n: int):
+    """Three candidates: ``B`` balanced (the unconstrained optimum), ``C`` good for group 0, ``A``
+    good for group 1. Under ``B`` the two groups' mean losses tie up to half a record; the canary
+    (group 1) has loss 0 under ``B`` in ``D0`` and 1 in ``D1``, so the private worst group flips from
+    0 to 1 and a threshold derived from the private split caps the other group."""
+    n0 = n // 2
+    n1 = n - n0
+    counts = (n0, n1)
+    vals = np.array([[0.60, 0.20], [0.30 + 0.5 / n1, 0.30], [0.20, 0.60]])  # A, B, C
+    base = _rows(vals, counts)
+    per0, per1 = base.copy(), base.copy()
+    per0[:, -1] = (0.20, 0.0, 0.60)
+    per1[:, -1] = (0.20, 1.0, 0.60)
+    per0[1, n0:-1] += 0.30 / (n1 - 1)  # group 1's mean under B stays 0.30 with the canary at 0
+    per1[1, n0:-1] += 0.30 / (n1 - 1)
+    pub_counts = (n0 // 2, n1 // 2)
+    pub_vals = np.array([[0.60, 0.20], [0.30, 0.35], [0.20, 0.60]])
+    return per0, per1, _groups(counts), _rows(pub_vals, pub_counts), _groups(pub_counts)
+
+
+def _alpha_G(alpha: float) -> float:
+    from dpfair_jax.algorithms import reductions as R
+
+    return R.penalty_weight(alpha, _K, math.sqrt(_K))
+
+
+def _log_probs_em(L, prob, G, epsilon, n) -> np.ndarray:
+    from dpfair_jax.algorithms import reductions as R
+
+    p = R.exponential_sampling_probs(jnp.asarray(L, jnp.float32), prob, G=G, epsilon=epsilon, n=n)
+    return np.log(np.maximum(np.asarray(p, np.float64), 1e-300))
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 1
+# ----------------------------------------------------------------------------------------------
+def exponential_sampling_mechanism(
+    *,
+    epsilon: float = 1.0,
+    bug: str | None = None,
+    n: int = 200,
+    alpha: float = 0.05,
+    slack: float = 0.5,
+    temperature: float = 200.0,
+    canary: str | None = None,
+    rare_probability: float = 0.1,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """Game on :func:`~dpfair_jax.algorithms.reductions.exponential_sampling` as paper 002 runs it.
+
+    ``canary``: ``"tight"`` (default; ``"threshold"`` for the ``"private_thresholds"`` bug), see the
+    module docstring. ``rare_probability``: ``p0(A)`` of the tight instance under the mechanism
+    being audited (the group-1 loss gap of ``A`` is solved for it; 0.1 maximizes the power against
+    ``"epsilon_x2"``). Statistic: the exact log-likelihood ratio of the sampled index.
+    ``info``: ``claimed_epsilon``, ``delta = 0``, ``relation``, ``exact_epsilon`` (the pair's exact
+    privacy loss), ``p_out``/``p_in`` (exact output laws of ``D0``/``D1``), ``eta``.
+
+    Privacy: ``epsilon``-DP (pure) under replace-one for public thresholds.
+    """
+    from dpfair_jax.algorithms import reductions as R
+
+    V.check_epsilon(epsilon)
+    _check_bug("exponential_sampling", bug)
+    n = V.check_int("n", n, minimum=8)
+    canary = canary or ("threshold" if bug == "private_thresholds" else "tight")
+    V.check_choice("canary", canary, ("tight", "threshold"))
+    if not 0.0 < float(rare_probability) < 0.5:
+        raise ValueError(f"rare_probability must lie in (0, 0.5), got {rare_probability!r}.")
+    G = _alpha_G(alpha)
+    eps = float(epsilon)
+    eps_run = 2.0 * eps if bug == "epsilon_x2" else eps
+    n_run = n * _SENS_BUG if bug == "sensitivity" else n
+
+    def build(gap):
+        if canary == "tight":
+            per0, per1, s, per_pub, s_pub = _tight_instance(n, gap)
+        else:
+            per0, per1, s, per_pub, s_pub = _threshold_instance(n)
+        L0, L1 = _group_losses(per0, s), _group_losses(per1, s)
+        if bug == "private_thresholds":  # the old experiments: thresholds from each world's private split
+            prob0 = _problem(L0, s, slack, temperature)
+            prob1 = _problem(L1, s, slack, temperature)
+        else:
+            prob0 = prob1 = _problem(_group_losses(per_pub, s_pub), s_pub, slack, temperature)
+        return per0, per1, s, L0, L1, prob0, prob1
+
+    gap = 0.0
+    if canary == "tight":  # solve the gap of A's group-1 loss for p0(A) = rare_probability (monotone)
+        from scipy import optimize
+
+        def excess(gap):
+            _, _, _, L0, _, (pr, _, _), _ = build(gap)
+            return _log_probs_em(L0, pr, G, eps_run, n_run)[0] - math.log(rare_probability)
+
+        if excess(0.0) > 0.0:
+            gap = optimize.brentq(excess, 0.0, 0.5, xtol=1e-9)
+    per0, per1, s, L0, L1, (prob0, eta0, _), (prob1, eta1, _) = build(gap)
+    lp0 = _log_probs_em(L0, prob0, G, eps_run, n_run)
+    lp1 = _log_probs_em(L1, prob1, G, eps_run, n_run)
+    llr = jnp.asarray(lp1 - lp0, jnp.float32)
+    per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
+    s_j = jnp.asarray(s)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        losses = R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K)  # as the experiments
+        if bug == "private_thresholds":
+            i0 = R.exponential_sampling(key, losses, prob0, G=G, epsilon=eps_run, n=n_run)
+            i1 = R.exponential_sampling(key, losses, prob1, G=G, epsilon=eps_run, n=n_run)
+            idx = jnp.where(flag == 1, i1, i0)
+        else:
+            idx = R.exponential_sampling(key, losses, prob0, G=G, epsilon=eps_run, n=n_run)
+        return llr[idx]
+
+    info = {"claimed_epsilon": eps, "delta": 0.0, "relation": "replace_one", "canary": canary,
+            "exact_epsilon": float(np.max(np.abs(lp1 - lp0))), "p_out": np.exp(lp0), "p_in": np.exp(lp1),
+            "llr": np.asarray(lp1 - lp0), "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()),
+            "G": G, "n": n}
+    return mechanism_fn, info
+
+
+def exact_lower_bound(p_in: Any, p_out: Any, llr: Any, trials: int, *, delta: float = 0.0,
+                      confidence: float = 0.95) -> float:
+    """The lower bound a sampled audit of ``trials`` trials per world would report at its expected
+    counts, for a discrete output with exact laws ``p_in`` (``D1``) / ``p_out`` (``D0``) and the
+    likelihood-ratio threshold tests (half the trials measure, as ``selection="split"``); the best
+    threshold is picked here from the exact laws. Deterministic: used to size games and to find
+    the smallest detectable factor."""
+    from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_counts
+
+    p_in, p_out, llr = (np.asarray(a, np.float64).ravel() for a in (p_in, p_out, llr))
+    m = V.check_int("trials", trials, minimum=4) // 2
+    order = np.argsort(-llr)
+    tp = np.rint(np.cumsum(p_in[order]) * m)
+    fp = np.rint(np.cumsum(p_out[order]) * m)
+    eps = epsilon_lower_bound_from_counts(tp, m - tp, fp, m - fp, delta=delta, confidence=confidence)
+    return float(np.max(eps))
+
+
+# ----------------------------------------------------------------------------------------------
+# Algorithm 2
+# ----------------------------------------------------------------------------------------------
+def private_cgoo_mechanism(
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-6,
+    steps: int = 30,
+    bug: str | None = None,
+    n: int = 2000,
+    alpha: float = 0.05,
+    slack: float = 0.5,
+    temperature: float = 200.0,
+    smoothing: float = 5000.0,
+    canary: str | None = None,
+    sensitivity_factor: float = 20.0,
+) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """Game on :func:`~dpfair_jax.algorithms.reductions.private_cgoo` (Alg. 2) as paper 002 runs it.
+
+    Budget: ``algorithm2_budget(epsilon, delta, steps, n, K)`` (pure LOPT, privatized weights);
+    claim: its :func:`~dpfair_jax.algorithms.reductions.algorithm2_ledger`. Statistic: the exact
+    log-likelihood ratio of the whole output (module docstring). ``canary`` as in
+    :func:`exponential_sampling_mechanism` (tight instance at a balanced gap). ``sensitivity_factor``:
+    how much too large the ``"sensitivity"`` bug passes ``n``.
+
+    Privacy: ``(epsilon, delta)``-DP under replace-one (advanced composition of ``steps`` rounds).
+    """
+    from dpfair_jax.algorithms import reductions as R
+
+    V.check_epsilon(epsilon)
+    V.check_delta(delta)
+    _check_bug("private_cgoo", bug)
+    n = V.check_int("n", n, minimum=8)
+    steps = V.check_int("steps", steps)
+    canary = canary or ("threshold" if bug == "private_thresholds" else "tight")
+    V.check_choice("canary", canary, ("tight", "threshold"))
+    G = _alpha_G(alpha)
+    n_run = int(round(n * sensitivity_factor)) if bug == "sensitivity" else n
+    budget = R.algorithm2_budget(epsilon, delta, steps, n=n_run, num_groups=_K)
+    ledger = R.algorithm2_ledger(budget)
+    if canary == "tight":
+        per0, per1, s, per_pub, s_pub = _tight_instance(n, 0.0)
+    else:
+        per0, per1, s, per_pub, s_pub = _threshold_instance(n)
+    L0, L1 = _group_losses(per0, s), _group_losses(per1, s)
+    if bug == "private_thresholds":
+        prob0, eta0, _ = _problem(L0, s, slack, temperature)
+        prob1, eta1, _ = _problem(L1, s, slack, temperature)
+    else:
+        prob0, eta0, _ = _problem(_group_losses(per_pub, s_pub), s_pub, slack, temperature)
+        prob1, eta1 = prob0, eta0
+    o_eps, scale = float(budget.oracle_epsilon), float(budget.laplace_scale)
+    lsens = R.loss_sensitivity(n_run, _K)
+    per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
+    s_j = jnp.asarray(s)
+    Ls = (jnp.asarray(L0, jnp.float32), jnp.asarray(L1, jnp.float32))
+
+    def run(key, losses, prob):
+        return R.private_cgoo(key, losses, prob, G=G, steps=steps, oracle_epsilon=o_eps, laplace_scale=scale,
+                              n=n_run, smoothing=smoothing)
+
+    def log_lik(res, L, prob):
+        """Log-density of the output (indices, released) under world ``(L, prob)``, up to a constant."""
+        prev = jnp.concatenate([jnp.zeros((1,), jnp.int32), res.indices[:-1]])
+        lap = -jnp.sum(jnp.abs(res.released - L[prev])) / scale
+        t = jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
+        at = jnp.cumsum(res.released, axis=0) / t
+        r = jax.vmap(lambda l: R.penalized_grad(prob, l, G, smoothing=smoothing))(at)  # [T, K]
+        w = r / jnp.maximum(jnp.linalg.norm(r, axis=1, keepdims=True), 1e-30)
+        logits = -o_eps * (w @ L.T) / (2.0 * lsens)  # [T, M]
+        em = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=1), res.indices[:, None], axis=1)
+        return lap + jnp.sum(em)
+
+    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
+        losses = R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K)
+        if bug == "private_thresholds":
+            r0, r1 = run(key, losses, prob0), run(key, losses, prob1)
+            res = jax.tree_util.tree_map(lambda a, b: jnp.where(flag == 1, b, a), r0, r1)
+        else:
+            res = run(key, losses, prob0)
+        return log_lik(res, Ls[1], prob1) - log_lik(res, Ls[0], prob0)
+
+    info = {"claimed_epsilon": float(ledger["epsilon"]), "delta": float(ledger["delta"]),
+            "relation": "replace_one", "canary": canary, "oracle_epsilon": o_eps, "laplace_scale": scale,
+            "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()), "G": G, "n": n, "steps": steps}
+    return mechanism_fn, info
+
+
+BUILDERS = {"exponential_sampling": exponential_sampling_mechanism, "private_cgoo": private_cgoo_mechanism}
