@@ -1,0 +1,123 @@
+"""Audit games on the default paths (dpfair_jax.audit.dpsgd_games): DP-SGD (ghost norms, Poisson
+and fixed-size), group-weighted aggregation, output perturbation and the paper-001 mitigation.
+
+Fast tests check that each game runs the default path and that its statistic has the law the
+canary was designed for (shift and spread against hand-derived values); the slow ones run every
+variant's audit row at the quick suite size with ``games.audit_mechanism``.
+"""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from dpfair_jax.algorithms import dpsgd, mitigation
+from dpfair_jax.audit import dpsgd_games as G
+from dpfair_jax.audit.games import audit_mechanism, run_game
+from dpfair_jax.privacy.accounting import analytic_gaussian_delta
+
+
+def test_registry_is_consistent():
+    assert set(G.FAMILY_BUGS) == set(G.BUILDERS) == set(G.SUITE_TRIALS["quick"]) == set(G.SUITE_TRIALS["full"])
+    for fam, bugs in G.FAMILY_BUGS.items():
+        assert len(set(bugs)) == len(bugs) and bugs
+        claims = set()
+        for bug in (None,) + bugs:
+            fn, info = G.BUILDERS[fam](bug=bug)
+            assert callable(fn) and {"claimed_epsilon", "delta", "relation"} <= set(info)
+            assert 0 < info["claimed_epsilon"] < 10 and 0 < info["delta"] < 0.05
+            claims.add(info["claimed_epsilon"])
+        assert len(claims) == 1  # every variant claims the nominal spend
+
+
+def test_dpsgd_claims_are_the_kits_spend_on_the_default_path():
+    _, info = G.dpsgd_mechanism()
+    sp = dpsgd.privacy(1.0, n=32, batch_size=16, delta=1e-2, steps=2)
+    assert info["claimed_epsilon"] == sp.epsilon and info["delta"] == sp.delta
+    assert info["relation"] == "add_remove" and info["sample_rate"] < 1
+    assert info["per_example_path"] == "glm" and info["clip_norm"] != 1.0
+    _, info = G.dpsgd_replace_mechanism()
+    sp = dpsgd.privacy(1.5, n=32, batch_size=24, delta=1e-2, steps=1, sampling="fixed_size")
+    assert info["claimed_epsilon"] == sp.epsilon and info["relation"] == "replace_one"
+    assert info["per_example_path"] == "glm"
+    _, info = G.dpsgd_mlp_mechanism()
+    assert info["per_example_path"] == "mlp"
+    _, info = G.mitigation_mechanism()
+    sp = mitigation.privacy(1.0, 2.0, n=32, batch_size=16, delta=1e-2, steps=1, gamma1=1.0, gamma2=1.0)
+    assert info["claimed_epsilon"] == sp.epsilon and info["delta"] == sp.delta
+
+
+@pytest.mark.parametrize("builder,q,steps,z,sign", [
+    (G.dpsgd_mechanism, 0.5, 2, 1.0, 1),
+    (G.dpsgd_replace_mechanism, 0.75, 1, 1.5, -1),
+])
+def test_dpsgd_canary_law(builder, q, steps, z, sign):
+    """With the canary, the statistic is (number of steps it was sampled) + N(0, T z^2) in units
+    of C: the clipped canary moves only its own coordinate, by exactly C (1 C -> -1 C replace-one);
+    without it the statistic is centred at 0 (add/remove) or -q T (replace-one)."""
+    fn, _ = builder()
+    g = run_game(fn, jax.random.key(0), 4000)
+    sd = z * math.sqrt(steps)
+    se = sd / math.sqrt(4000)
+    assert abs(g.with_canary.mean() - q * steps) < 4 * se + 4 * math.sqrt(q * (1 - q) * steps / 4000)
+    assert abs(g.without.mean() - (-q * steps if sign < 0 else 0.0)) < 5 * se
+    if sign > 0:
+        assert abs(g.without.std() / sd - 1) < 4 / math.sqrt(2 * 4000)
+
+
+def test_group_weighted_law_and_realized_denominator():
+    """Public denominators: the canary shifts the statistic by exactly 1 with std z_0 (weights and
+    group 1's noise add 0.3%); the calibration is the claim. Realized counts: shift 2 n0 / (n0 + 1)."""
+    fn, info = G.group_weighted_mechanism()
+    z0 = info["noise_multiplier"]
+    assert analytic_gaussian_delta(z0, 1.0, 1.0) == pytest.approx(1e-2, rel=1e-6)
+    g = run_game(fn, jax.random.key(1), 4000)
+    sd = z0 * math.sqrt(1 + (0.1 * 2 / 40 * 10 / 0.9) ** 2)
+    assert abs(g.with_canary.mean() - g.without.mean() - 1.0) < 5 * sd * math.sqrt(2 / 4000)
+    assert abs(g.without.std() / sd - 1) < 4 / math.sqrt(2 * 4000)
+    fn, _ = G.group_weighted_mechanism(bug="realized_denominator")
+    g = run_game(fn, jax.random.key(1), 4000)
+    assert abs(g.with_canary.mean() - g.without.mean() - 2 * 10 / 11 * 10 / 10) < 5 * sd * math.sqrt(2 / 4000) + 0.1
+
+
+def test_output_perturbation_uses_fit_defaults_and_data_radius_bug():
+    fn, info = G.output_perturbation_mechanism()
+    assert info["relation"] == "replace_one" and info["claimed_epsilon"] == 1.0
+    # the label flip moves the minimizer by about half the sensitivity bound 2 L / (n reg)
+    assert 0.3 < info["shift"] / info["sensitivity"] < 0.6
+    _, info = G.output_perturbation_mechanism(bug="data_radius")
+    assert info["radii"][0] / info["radii"][1] == pytest.approx(10.0)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="bug"):
+        G.dpsgd_mechanism(bug="noise_third")
+    with pytest.raises(ValueError, match="bug"):
+        G.dpsgd_replace_mechanism(bug="noise_half")
+    with pytest.raises(ValueError, match="clip_norm"):
+        G.dpsgd_mechanism(bug="clip_unscaled", clip_norm=1.0)
+    with pytest.raises(ValueError, match="batch_size"):
+        G.dpsgd_mechanism(batch_size=31)
+    with pytest.raises(ValueError, match="bug"):
+        G.mitigation_mechanism(bug="clipping")
+
+
+def _audit_all(family: str, trials: int) -> list[dict]:
+    rows = []
+    for j, bug in enumerate((None,) + G.FAMILY_BUGS[family]):
+        fn, info = G.BUILDERS[family](bug=bug)
+        rows.append(audit_mechanism(fn, jax.random.fold_in(jax.random.key(15), j), mechanism=family,
+                                    claimed_epsilon=info["claimed_epsilon"], delta=info["delta"],
+                                    num_trials=trials, planted_bug=bug, chunk_size=2000))
+    return rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(G.FAMILY_BUGS))
+def test_quick_audit_rows_pass(family):
+    """Every planted bug caught (lower bound > claim) and the default passes (bound <= claim)."""
+    rows = _audit_all(family, G.SUITE_TRIALS["quick"][family])
+    for r in rows:
+        assert r["passed"], r
+    assert np.isfinite([r["epsilon_lower_bound"] for r in rows]).all()
