@@ -15,20 +15,27 @@ in the recombination and a ``present = False`` flag; they never produce NaN.
 
 Neighbouring relations (``relation=``):
 
-- ``"replace_one"`` (the paper's and the reference code's sensitivity ``2 range / n``): one record
-  is replaced by another **in the same stratum**, so group sizes are unchanged (the paper treats
-  them as public, "access to public weights").
-- ``"add_remove"``: one record is added or removed. The clipped sum of centred values has
-  sensitivity ``C`` (half of replace-one); it is divided by a public size or, with
-  ``count_rho``, by a privately released noisy count (clip, sum, noise, then normalize), so the
-  estimate needs no public sizes.
+- ``"replace_one"`` (default; the paper's and the reference code's sensitivity ``2 range / n``):
+  one record is replaced by another **in the same stratum**, so group sizes are identical in
+  neighbouring data sets and are public by construction of the relation (the paper: "access to
+  public weights"). The exact sizes are then used as denominators and weights (eqs. 2-3 as
+  printed), and the spend is the estimator's own budget.
+- ``"add_remove"``: one record is added or removed, so one group size changes by 1 and exact
+  sizes would tell the neighbours apart with certainty (released in ``sizes`` and ``radius``, and
+  through every clip width, noise scale and denominator that depends on them). Under add/remove
+  the sizes are **always** released as Gaussian noisy counts ``n~_g = n_g + N(0, 1/(2 count_rho))``
+  (sensitivity 1), and ``n~_g`` replaces ``|G_g|`` everywhere: denominators, clip widths, Laplace
+  scales, COINPRESS radii, recombination weights and the returned ``sizes``. This departs from
+  eq. (2) (``p_i = sum clip(x) / |G_i| + Lap(...)`` with the exact ``|G_i|``). ``count_rho`` defaults
+  to :data:`DEFAULT_COUNT_FRACTION` x the estimator's own zCDP budget (``sum(rhos)``, ``rho`` or
+  ``epsilon^2/2``; :func:`resolve_count_rho`), charged **on top** of it: the run is
+  ``(budget + count_rho)``-zCDP, which :func:`stratified_privacy`, :func:`gaussian_privacy` and
+  :func:`laplace_privacy` report. The clipped sum of centred values has sensitivity ``C`` (half of
+  replace-one).
 
-Group sizes: the paper's StratCOINPRESS uses the exact private sizes both as noise denominators
-and as recombination weights; that is private only if the sizes are public. ``weights=`` takes
-public weights (e.g. :func:`public_weights` of a disjoint public half, the paper's
-Pub-StratCOINPRESS), and ``count_rho=`` releases noisy counts (Gaussian, sensitivity 1 under
-add/remove, ``sqrt 2`` under a cross-stratum replacement) that are then used everywhere instead
-of the exact sizes and charged to the ledger (:func:`stratified_ledger`).
+``count_rho`` may also be passed under replace-one (counts noised with sensitivity ``sqrt 2``, so
+that a record may move between strata); ``weights=`` takes public recombination weights (e.g.
+:func:`public_weights` of a disjoint public half, the paper's Pub-StratCOINPRESS).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "RELATIONS",
+    "DEFAULT_COUNT_FRACTION",
     "StratifiedEstimate",
     "clip_halfwidth",
     "laplace_mean",
@@ -59,12 +67,18 @@ __all__ = [
     "coinpress_rhos",
     "public_weights",
     "noisy_counts",
+    "resolve_count_rho",
     "stratified_ledger",
     "stratified_privacy",
+    "gaussian_privacy",
+    "laplace_privacy",
     "reference_code_stratified_mean",
 ]
 
 RELATIONS = ("replace_one", "add_remove")
+# Under add/remove the group sizes are noised with count_rho = DEFAULT_COUNT_FRACTION x the
+# estimator's own zCDP budget unless count_rho is given (charged on top of that budget).
+DEFAULT_COUNT_FRACTION = 0.1
 REFERENCE_BETA = 0.01  # COINPRESS reference: gaussian_tailbound(d, 0.01)
 REFERENCE_LOG_TERM = 3.0  # reference "3 in place of sqrt(log(2/beta))"
 
@@ -75,7 +89,8 @@ class StratifiedEstimate(NamedTuple):
     ``estimate [d]``: the recombined global estimate ``sum_g w_g mu_g`` (eq. 3);
     ``group_means [k, d]``: the private per-group estimates (the released group statistics);
     ``weights [k]``: the recombination weights (sum to 1 over present groups);
-    ``sizes [k]``: the sizes used as denominators (exact, or noisy with ``count_rho``);
+    ``sizes [k]``: the sizes used as denominators: exact (replace-one, public sizes) or the noisy
+    counts (add/remove, or ``count_rho`` given), set to 0 where a noisy count is below 1;
     ``present [k]``: bool, the group has at least one member (or a noisy count >= 1);
     ``radius [k]``: COINPRESS's final radius per group (the clip half-width for clipped means).
     """
@@ -138,6 +153,26 @@ def _check_weights(weights: Any, num_groups: int) -> None:
 def _sensitivity_factor(relation: str) -> float:
     """Sensitivity of a sum of values in a ball of radius C, in units of C."""
     return 2.0 if relation == "replace_one" else 1.0
+
+
+def resolve_count_rho(relation: str, budget_rho: Any, count_rho: Any = None) -> Any:
+    """The count budget a run actually spends on its group sizes.
+
+    ``count_rho`` if given (any relation); otherwise, under ``"add_remove"``,
+    ``DEFAULT_COUNT_FRACTION * budget_rho`` (``budget_rho`` is the estimator's own zCDP budget:
+    ``sum(rhos)`` for COINPRESS, ``rho`` for the Gaussian mean, ``epsilon^2 / 2`` for the Laplace
+    mean; traced budgets give a traced count budget); under ``"replace_one"``, ``None`` (exact
+    sizes, public by the relation). Estimators and spend functions share this one rule.
+
+    Privacy: the returned budget is what the noisy counts cost (``count_rho``-zCDP, Gaussian,
+    sensitivity 1 under add/remove, ``sqrt 2`` under replace-one), charged on top of ``budget_rho``.
+    """
+    _check_relation(relation)
+    if count_rho is not None:
+        return count_rho
+    if relation == "add_remove":
+        return DEFAULT_COUNT_FRACTION * budget_rho
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -252,6 +287,11 @@ def _common_checks(key, x, s, num_groups, weights, relation, count_rho):
         v.check_rho(count_rho, "count_rho")
 
 
+def _laplace_budget(epsilon: Any) -> Any:
+    """The zCDP budget of an ``epsilon``-DP release: ``epsilon^2 / 2`` (Bun and Steinke, Prop. 1.4)."""
+    return 0.5 * jnp.square(jnp.asarray(epsilon, jnp.float32))
+
+
 @full_precision
 def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, R: Any,
                             gamma: Any, epsilon: Any, weights: Any = None,
@@ -261,19 +301,31 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
     with ``s_g = sqrt(log(n_g / gamma))``, sum, add ``Lap(d Delta_g / epsilon)`` with ``Delta_g = 2(R+s_g)``
     (replace-one) or ``R+s_g`` (add/remove), divide by ``n_g``; recombine ``sum_g w_g mu_g``.
 
+    ``n_g`` is the exact size under replace-one (eq. 2 as printed). Under add/remove it is the
+    noisy count ``n~_g = n_g + N(0, 1/(2 count_rho))`` (departure from eq. 2, whose exact ``|G_i|``
+    differs between neighbours), used for ``s_g``, the Laplace scale, the denominator, the weights
+    and the returned ``sizes``; ``count_rho`` defaults to ``DEFAULT_COUNT_FRACTION * epsilon^2 / 2``.
     With exact sizes the recombined noise is ``sum_g Lap(2(R+s_g)/(n eps))`` (the size cancels;
     variance ``8 sum_g (R+s_g)^2 / (n eps)^2``, :mod:`~dpfair_jax.analysis.stratification_theory`).
     ``variant="paper"`` clips to the interval as printed, ``[R - s, R + s]``.
 
-    Privacy: ``epsilon``-DP (pure) for every group with the full budget, so ``epsilon``-DP overall
-    by parallel composition (Prop. 7) under ``relation`` with public sizes; with ``count_rho`` add
-    ``count_rho``-zCDP for the noisy counts (then (eps^2/2 + count_rho)-zCDP in total).
+    Privacy: replace-one within a stratum (public sizes), no ``count_rho``: ``epsilon``-DP (pure)
+    per group with the full budget, so ``epsilon``-DP overall by parallel composition (Prop. 7).
+    Add/remove, or ``count_rho`` given: ``(epsilon^2 / 2 + count_rho)``-zCDP (the Laplace releases
+    as ``epsilon^2/2``-zCDP, plus the Gaussian counts); :func:`laplace_privacy` gives the spend.
     """
     _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_epsilon(epsilon)
     v.check_positive("R", R, allow_zero=True)
     _check_gamma(gamma)
     v.check_choice("variant", variant, ("corrected", "paper"))
+    count_rho = resolve_count_rho(relation, _laplace_budget(epsilon), count_rho)
+    return _laplace_run(key, x, s, num_groups, R=R, gamma=gamma, epsilon=epsilon, weights=weights,
+                        relation=relation, variant=variant, count_rho=count_rho)
+
+
+def _laplace_run(key, x, s, num_groups, *, R, gamma, epsilon, weights, relation, variant, count_rho):
+    """The estimator after validation; ``count_rho=None`` uses the exact sizes (public sizes)."""
     x2, _ = _as_2d(x)
     kn, kc = jax.random.split(key)
     return _laplace_core(kn, x2, jnp.asarray(s, jnp.int32), num_groups, R, gamma, epsilon, weights,
@@ -282,19 +334,25 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
 
 @full_precision
 def laplace_mean(key: jax.Array, x: Any, *, R: Any, gamma: Any, epsilon: Any,
-                 relation: str = "replace_one", variant: str = "corrected") -> jax.Array:
+                 relation: str = "replace_one", variant: str = "corrected",
+                 count_rho: Any = None) -> jax.Array:
     """Global clipped Laplace mean ``p_hat`` (paper Sec. 4, eq. 1): ``[d]`` (or a scalar for 1-D ``x``).
 
-    ``mean(clip(x, [-(R+s), R+s])) + Lap(d Delta / (n eps))``, ``s = sqrt(log(n/gamma))``,
-    ``Delta = 2(R+s)`` (replace-one; the paper) or ``R+s`` (add/remove with public ``n``).
+    ``sum(clip(x, [-(R+s), R+s])) / n + Lap(d Delta / (n eps))``, ``s = sqrt(log(n/gamma))``,
+    ``Delta = 2(R+s)`` (replace-one; the paper) or ``R+s`` (add/remove). Under add/remove ``n`` is
+    the noisy count ``n + N(0, 1/(2 count_rho))`` everywhere it enters (eq. 1 uses the exact ``n``,
+    which differs between neighbours); see :func:`stratified_laplace_mean`.
 
-    Privacy: ``epsilon``-DP under ``relation`` (``n`` public).
+    Privacy: replace-one (``n`` public): ``epsilon``-DP. Add/remove: ``(epsilon^2/2 +
+    count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * epsilon^2 / 2``
+    (:func:`laplace_privacy`).
     """
     v.check_threefry_key(key)
     _check_data(x)
     n = np.shape(x)[0]
     out = stratified_laplace_mean(key, x, jnp.zeros((n,), jnp.int32), 1, R=R, gamma=gamma,
-                                  epsilon=epsilon, relation=relation, variant=variant)
+                                  epsilon=epsilon, relation=relation, variant=variant,
+                                  count_rho=count_rho)
     return out.estimate[0] if np.ndim(x) == 1 else out.estimate
 
 
@@ -329,15 +387,20 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
     with weights ``w`` (notes A3: with exact sizes the recombined noise variance is
     ``sum_g (Delta_g/n)^2 / (2 rho)``, ``k`` times the global one for equal clips).
 
-    ``clip`` is a scalar or ``[k]`` (traced); ``center`` is ``[d]`` or ``[k, d]``.
+    ``n_g`` is the exact size under replace-one, the noisy count ``n_g + N(0, 1/(2 count_rho))``
+    under add/remove (denominator, weights and returned ``sizes``; ``count_rho`` defaults to
+    ``DEFAULT_COUNT_FRACTION * rho``). ``clip`` is a scalar or ``[k]`` (traced); ``center`` is
+    ``[d]`` or ``[k, d]``.
 
-    Privacy: ``rho``-zCDP per group, ``rho``-zCDP overall by parallel composition (public sizes);
-    with ``count_rho``, ``rho + count_rho``.
+    Privacy: replace-one within a stratum (public sizes): ``rho``-zCDP per group and overall
+    (parallel composition). Add/remove, or ``count_rho`` given: ``(rho + count_rho)``-zCDP
+    (:func:`gaussian_privacy`).
     """
     _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_rho(rho)
     v.check_clip_norm(clip, "clip")
     v.check_finite("center", center)
+    count_rho = resolve_count_rho(relation, jnp.asarray(rho, jnp.float32), count_rho)
     x2, _ = _as_2d(x)
     kn, kc = jax.random.split(key)
     return _gaussian_core(kn, x2, jnp.asarray(s, jnp.int32), num_groups, center, clip, rho, weights,
@@ -346,17 +409,19 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
 
 @full_precision
 def gaussian_mean(key: jax.Array, x: Any, *, center: Any, clip: Any, rho: Any,
-                  relation: str = "replace_one") -> jax.Array:
+                  relation: str = "replace_one", count_rho: Any = None) -> jax.Array:
     """Global Gaussian mean: ``c + (sum clip_C(x - c) + N(0, sigma^2 I)) / n``, ``sigma = Delta/sqrt(2 rho)``,
-    ``Delta = 2C`` (replace-one) or ``C`` (add/remove, public ``n``).
+    ``Delta = 2C`` (replace-one, ``n`` public) or ``C`` (add/remove, ``n`` replaced by the noisy
+    count ``n + N(0, 1/(2 count_rho))``).
 
-    Privacy: ``rho``-zCDP under ``relation``.
+    Privacy: replace-one: ``rho``-zCDP; add/remove: ``(rho + count_rho)``-zCDP, ``count_rho``
+    defaulting to ``DEFAULT_COUNT_FRACTION * rho`` (:func:`gaussian_privacy`).
     """
     v.check_threefry_key(key)
     _check_data(x)
     n = np.shape(x)[0]
     out = stratified_gaussian_mean(key, x, jnp.zeros((n,), jnp.int32), 1, center=center, clip=clip,
-                                   rho=rho, relation=relation)
+                                   rho=rho, relation=relation, count_rho=count_rho)
     return out.estimate[0] if np.ndim(x) == 1 else out.estimate
 
 
@@ -449,19 +514,33 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
     ``gamma = gaussian_tailbound(d, beta)``; ``c_g <- c_g + (sum clip(x - c_g) + N(0, sigma^2 I)) / n_g``
     with ``sigma = Delta C_g / sqrt(2 rho_t)`` (``Delta = 2`` replace-one, the reference; ``1``
     add/remove); ``r_g <- gamma sqrt(1/n_g + (sigma/n_g)^2)``. Returns the groups' final centres
-    and their recombination ``sum_g w_g c_g`` (eq. 3) with ``w`` = exact size fractions
-    (StratCOINPRESS), public ``weights`` (Pub-StratCOINPRESS), or noisy counts (``count_rho``).
+    and their recombination ``sum_g w_g c_g`` (eq. 3) with ``w`` = size fractions
+    (StratCOINPRESS) or public ``weights`` (Pub-StratCOINPRESS).
+
+    ``n_g``: the exact size under replace-one (the reference code); under add/remove the noisy count
+    ``n~_g = n_g + N(0, 1/(2 count_rho))`` in every step's update, radius and weight and in the
+    returned ``sizes`` (departure from the reference's exact ``n``, which differs between
+    add/remove neighbours); ``count_rho`` defaults to ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
 
     ``clip_mode="fresh"`` (default) projects the raw data at every step; ``"cumulative"`` projects
     the previous step's projected rows (the reference modifies ``X`` in place).
 
-    Privacy: ``sum(rhos)``-zCDP per group; the groups are disjoint, so ``sum(rhos)``-zCDP overall
-    (parallel composition), under ``relation`` with public sizes (replace-one keeps a record in
-    its stratum). ``count_rho`` adds ``count_rho``-zCDP and removes the need for public sizes
-    (use ``relation="add_remove"``). See :func:`stratified_ledger`.
+    Privacy: replace-one within a stratum (default; public sizes): ``sum(rhos)``-zCDP per group and
+    overall (parallel composition over disjoint strata). Add/remove, or ``count_rho`` given:
+    ``(sum(rhos) + count_rho)``-zCDP. :func:`stratified_privacy` reports either.
     """
     _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     _check_coinpress(center, radius, rhos, clip_mode, beta)
+    rhos = jnp.asarray(rhos, jnp.float32)
+    count_rho = resolve_count_rho(relation, jnp.sum(rhos), count_rho)
+    return _coinpress_run(key, x, s, num_groups, center=center, radius=radius, rhos=rhos,
+                          weights=weights, relation=relation, clip_mode=clip_mode, beta=beta,
+                          count_rho=count_rho)
+
+
+def _coinpress_run(key, x, s, num_groups, *, center, radius, rhos, weights, relation, clip_mode,
+                   beta, count_rho):
+    """The estimator after validation; ``count_rho=None`` uses the exact sizes (public sizes)."""
     x2, _ = _as_2d(x)
     kn, kc = jax.random.split(key)
     return _coinpress_core(kn, x2, jnp.asarray(s, jnp.int32), num_groups, center, radius,
@@ -472,49 +551,118 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
 @full_precision
 def coinpress_mean(key: jax.Array, x: Any, *, center: Any = 0.0, radius: Any = 3.0,
                    rhos: Any = (0.125, 0.375), relation: str = "replace_one",
-                   clip_mode: str = "fresh", beta: float = REFERENCE_BETA) -> jax.Array:
+                   clip_mode: str = "fresh", beta: float = REFERENCE_BETA,
+                   count_rho: Any = None) -> jax.Array:
     """COINPRESS (Biswas et al. 2020, ``multivariate_mean_iterative``): ``[d]`` (scalar for 1-D ``x``).
 
     The one-group case of :func:`stratified_coinpress`; defaults are the paper's: prior ball
-    ``B(0, 3)``, two steps with ``rho = 0.5`` split ``[1/4, 3/4]``.
+    ``B(0, 3)``, two steps with ``rho = 0.5`` split ``[1/4, 3/4]``. Under add/remove ``n`` is the
+    noisy count (see :func:`stratified_coinpress`).
 
-    Privacy: ``sum(rhos)``-zCDP under ``relation`` (``n`` public).
+    Privacy: replace-one (``n`` public): ``sum(rhos)``-zCDP; add/remove: ``(sum(rhos) +
+    count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
     """
     v.check_threefry_key(key)
     _check_data(x)
     n = np.shape(x)[0]
     out = stratified_coinpress(key, x, jnp.zeros((n,), jnp.int32), 1, center=center, radius=radius,
-                               rhos=rhos, relation=relation, clip_mode=clip_mode, beta=beta)
+                               rhos=rhos, relation=relation, clip_mode=clip_mode, beta=beta,
+                               count_rho=count_rho)
     return out.estimate[0] if np.ndim(x) == 1 else out.estimate
 
 
 # ------------------------------------------------------------------------------------------------
 # accounting
 # ------------------------------------------------------------------------------------------------
-def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: float | None = None
-                      ) -> acc.ZcdpLedger:
-    """The zCDP ledger of one stratified run: one charge per COINPRESS step (each covers all
+def _count_charge(relation: str, budget_rho: float, count_rho: float | None) -> float | None:
+    c = resolve_count_rho(relation, float(budget_rho), count_rho)
+    if c is not None:
+        v.check_rho(c, "count_rho")
+        c = float(c)
+    return c
+
+
+def _sizes_note(relation: str, count_rho: float | None) -> str:
+    if count_rho is None:
+        return "group sizes exact and public (replace-one within a stratum)"
+    how = ("add/remove: sizes always noised" if relation == "add_remove"
+           else "replace-one across strata (count sensitivity sqrt 2)")
+    return f"group sizes released as Gaussian noisy counts, count_rho = {count_rho:g} ({how})"
+
+
+def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: float | None = None,
+                      relation: str = "replace_one") -> acc.ZcdpLedger:
+    """The zCDP ledger of one stratified COINPRESS run: one charge per step (each covers all
     ``num_groups`` disjoint groups at once: parallel composition, not ``num_groups`` charges),
-    plus ``group_counts`` when sizes are privatized. Its total equals global COINPRESS's
-    ``sum(rhos)`` (plus ``count_rho``)."""
+    plus ``group_counts`` when sizes are released as noisy counts: whenever ``count_rho`` is given
+    and, by default, under add/remove (:func:`resolve_count_rho`). Its total is global COINPRESS's
+    ``sum(rhos)`` plus the count budget."""
     v.check_int("num_groups", num_groups, minimum=1)
+    _check_relation(relation)
+    r = np.asarray(rhos, np.float64).ravel()
+    v.check_rho(r, "rhos")
     ledger = acc.ZcdpLedger()
-    for t, r in enumerate(np.asarray(rhos, np.float64).ravel()):
-        ledger.charge(f"coinpress_step_{t + 1} (parallel over {num_groups} groups)", float(r))
-    if count_rho is not None:
-        ledger.charge("group_counts", float(count_rho))
+    for t, rt in enumerate(r):
+        ledger.charge(f"coinpress_step_{t + 1} (parallel over {num_groups} groups)", float(rt))
+    c = _count_charge(relation, math.fsum(r), count_rho)
+    if c is not None:
+        ledger.charge("group_counts", c)
     return ledger
 
 
 def stratified_privacy(rhos: Sequence[float], num_groups: int, delta: float, *,
                        count_rho: float | None = None, relation: str = "replace_one"
                        ) -> acc.PrivacySpend:
-    """:class:`~dpfair_jax.privacy.accounting.PrivacySpend` of a stratified run (zCDP -> (eps, delta), CKS)."""
+    """:class:`~dpfair_jax.privacy.accounting.PrivacySpend` of a (stratified) COINPRESS run under
+    ``relation`` (zCDP -> (eps, delta), CKS): ``sum(rhos)`` plus the count budget that the run
+    spends (the add/remove default included)."""
     _check_relation(relation)
-    notes = ("parallel composition over disjoint strata; "
-             + ("noisy group counts" if count_rho is not None else "group sizes treated as public"))
-    return stratified_ledger(rhos, num_groups, count_rho=count_rho).to_spend(
-        delta, relation=relation, notes=notes)
+    ledger = stratified_ledger(rhos, num_groups, count_rho=count_rho, relation=relation)
+    c = ledger.charges.get("group_counts")
+    notes = f"parallel composition over {num_groups} disjoint strata; " + _sizes_note(relation, c)
+    return ledger.to_spend(delta, relation=relation, notes=notes)
+
+
+def gaussian_privacy(rho: float, delta: float, *, num_groups: int = 1,
+                     count_rho: float | None = None, relation: str = "replace_one"
+                     ) -> acc.PrivacySpend:
+    """Spend of :func:`gaussian_mean` / :func:`stratified_gaussian_mean`: ``rho`` (parallel over
+    ``num_groups`` strata) plus the count budget the run spends (:func:`resolve_count_rho`)."""
+    _check_relation(relation)
+    v.check_int("num_groups", num_groups, minimum=1)
+    v.check_rho(rho)
+    ledger = acc.ZcdpLedger()
+    ledger.charge(f"gaussian_means (parallel over {num_groups} groups)", float(rho))
+    c = _count_charge(relation, float(rho), count_rho)
+    if c is not None:
+        ledger.charge("group_counts", c)
+    notes = f"parallel composition over {num_groups} disjoint strata; " + _sizes_note(relation, c)
+    return ledger.to_spend(delta, relation=relation, notes=notes)
+
+
+def laplace_privacy(epsilon: float, delta: float, *, num_groups: int = 1,
+                    count_rho: float | None = None, relation: str = "replace_one"
+                    ) -> acc.PrivacySpend:
+    """Spend of :func:`laplace_mean` / :func:`stratified_laplace_mean`.
+
+    Replace-one with public sizes: pure ``epsilon``-DP (``delta = 0``; ``rho = epsilon^2/2``
+    recorded). With noisy counts (add/remove, or ``count_rho`` given): ``epsilon^2/2 + count_rho``
+    zCDP, converted at ``delta`` (CKS).
+    """
+    _check_relation(relation)
+    v.check_int("num_groups", num_groups, minimum=1)
+    v.check_epsilon(epsilon)
+    budget = 0.5 * float(epsilon) ** 2
+    c = _count_charge(relation, budget, count_rho)
+    if c is None:
+        return acc.PrivacySpend(epsilon=float(epsilon), delta=0.0, rho=budget, relation=relation,
+                                notes=f"pure epsilon-DP Laplace, parallel composition over "
+                                      f"{num_groups} disjoint strata; " + _sizes_note(relation, None))
+    ledger = acc.ZcdpLedger()
+    ledger.charge(f"laplace_means (epsilon^2/2, parallel over {num_groups} groups)", budget)
+    ledger.charge("group_counts", c)
+    notes = f"parallel composition over {num_groups} disjoint strata; " + _sizes_note(relation, c)
+    return ledger.to_spend(delta, relation=relation, notes=notes)
 
 
 # ------------------------------------------------------------------------------------------------
