@@ -117,19 +117,37 @@ def test_experiment_quick_smoke(tmp_path):
     assert {"thm9_identity", "strat_laplace_var", "mixture_converges", "reference_code_bug"} <= ids
     assert (run_dir / "mixture.csv").exists() and (run_dir / "figures" / "mixture.png").exists()
     privacy = json.loads((run_dir / "privacy.json").read_text())
-    assert privacy["coinpress_and_stratcoinpress_rho"]["rho"] == pytest.approx(0.5)
+    rec = privacy["coinpress_and_stratcoinpress_rho"]
+    assert rec["rho"] == pytest.approx(0.5) and rec["relation"] == "replace_one"
+    assert "exact and public" in rec["notes"]
+    ar = privacy["stratcoinpress_add_remove"]  # the add/remove column: sizes noised and charged
+    assert ar["rho"] == pytest.approx(0.55) and ar["relation"] == "add_remove"
     assert res is not None
     # the mixture grid ran as one sweep over traced (n, k, alpha): padded rows and groups
     import pandas as pd
 
     mix = pd.read_csv(run_dir / "mixture.csv")
     assert len(mix) == 2 * 1 * 2 * 4
-    for name in ("coinpress", "strat", "pub_strat", "reference_code"):
+    for name in ("coinpress", "strat", "pub_strat", "strat_add_remove", "reference_code"):
         assert np.all(np.isfinite(mix[name]))
     half = mix["n_tot"] / 2
     assert np.all(np.abs(mix["n_private"] - half) < 4 * np.sqrt(mix["n_tot"] / 4))
     # the public code's non-private semantics is far more accurate than the private estimates
     assert mix["reference_code"].median() < mix["strat"].median()
+
+
+def test_mixture_trial_add_remove_uses_noisy_weights():
+    """Under add/remove the StratCOINPRESS column equals the add/remove column's construction
+    (noisy counts as weights, renormalized over the active strata) and never the exact sizes."""
+    from dpfair_jax.algorithms import mean_estimation as me
+    from dpfair_jax.experiments import paper_003 as p3
+
+    rhos = jnp.asarray(me.coinpress_rhos(0.5), jnp.float32)
+    out = jax.jit(lambda k: p3.mixture_trial(k, 3000.0, 3, 1.0, n_max=3000, k_max=4, rhos=rhos,
+                                             relation="add_remove"))(jax.random.key(0))
+    for v in out.values():
+        assert np.isfinite(float(v))
+    assert float(out["strat"]) < 0.1 and float(out["strat_add_remove"]) < 0.1
 
 
 @pytest.mark.slow

@@ -21,8 +21,9 @@ Privacy (marginal synthesizer): one record changes ``d(d+1)/2`` entries of the u
 samples are post-processing. Strata are disjoint, so fitting every stratum with the full ``rho``
 is ``rho``-zCDP overall (parallel composition). The **stratum proportions** used for sampling
 are the exact private counts in the paper's code (not private: pass public ``proportions`` or use
-``count_rho`` for noisy counts), and the paper's dropping of strata below ``0.001 n`` is
-likewise a non-private decision (not done here).
+``count_rho`` for noisy counts); :func:`synthesis_study` releases noisy counts with a share of the
+budget (:data:`COUNT_FRACTION`, charged in :func:`synthesis_privacy`), and the paper's dropping of
+strata below ``0.001 n`` is likewise a non-private decision (not done here).
 """
 
 from __future__ import annotations
@@ -223,20 +224,33 @@ def _largest_remainder(p: np.ndarray, n: int) -> np.ndarray:
 
 def stratum_proportions(s: Any, num_groups: int, *, key: jax.Array | None = None,
                         count_rho: float | None = None) -> np.ndarray:
-    """Stratum proportions for sampling: exact counts (the paper; NOT private) or, with
-    ``count_rho``, Gaussian noisy counts (``count_rho``-zCDP, add/remove), clamped at 0."""
+    """Stratum proportions for sampling: ``c_g / sum_h c_h`` with ``c`` the exact counts (the
+    paper's code; only for public ``s``) or, with ``count_rho``, the Gaussian noisy counts
+    ``n_g + N(0, 1/(2 count_rho))`` clamped at 0.
+
+    Privacy: exact counts are not private (``s`` must be public); with ``count_rho``,
+    ``count_rho``-zCDP under add/remove of one row (one count changes by 1).
+    """
+    c = _stratum_counts(s, num_groups, key=key, count_rho=count_rho)
+    if c.sum() <= 0:
+        raise ValueError("all stratum counts are 0; nothing to sample from.")
+    return c / c.sum()
+
+
+def _stratum_counts(s: Any, num_groups: int, *, key: jax.Array | None = None,
+                    count_rho: float | None = None) -> np.ndarray:
+    """Exact counts, or noisy counts clamped at 0 (``count_rho``-zCDP, sensitivity 1)."""
     v.check_int("num_groups", num_groups, minimum=1)
     v.check_group_ids(s, num_groups, "s")
     c = np.bincount(np.asarray(s), minlength=num_groups).astype(np.float64)
     if count_rho is not None:
         if key is None:
             raise ValueError("key is required with count_rho (noisy counts).")
+        v.check_threefry_key(key)
         v.check_rho(count_rho, "count_rho")
         c = c + np.asarray(jax.random.normal(key, (num_groups,)), np.float64) / math.sqrt(2 * count_rho)
         c = np.maximum(c, 0.0)
-    if c.sum() <= 0:
-        raise ValueError("all stratum counts are 0; nothing to sample from.")
-    return c / c.sum()
+    return c
 
 
 def sample_marginal_synthesizer(key: jax.Array, model: MarginalModel, n_rows: int,
@@ -400,12 +414,23 @@ def column_mean_parity_error(real: Any, synth: Any, strata_columns: Sequence[str
 VARIANT_COLUMNS = {"vanilla": [], "sex": ["sex"], "race": ["race"], "sex_race": ["sex", "race"]}
 
 
+# Stratified and vanilla runs of the study release noisy stratum counts (sampling proportions and
+# the number of synthetic rows) with this fraction of rho; the synthesizers get the rest.
+COUNT_FRACTION = 0.1
+
+
 def synthesis_privacy(epsilon: float, delta: float) -> acc.PrivacySpend:
-    """What one (stratified or vanilla) synthesizer fit spends: ``rho = dp_to_rho(eps, delta)``."""
+    """What one (stratified or vanilla) run of :func:`synthesis_study` spends: ``rho =
+    dp_to_rho(eps, delta)`` in all, ``(1 - COUNT_FRACTION) rho`` for the synthesizer fits (strata
+    by parallel composition) and ``COUNT_FRACTION rho`` for the noisy stratum counts that set the
+    sampling proportions and the number of synthetic rows (add/remove)."""
     rho = acc.dp_to_rho(epsilon, delta)
     return acc.PrivacySpend(epsilon=float(epsilon), delta=float(delta), rho=rho, relation="add_remove",
-                            accountant="zcdp", notes="marginal synthesizer; strata by parallel "
-                            "composition; sampling proportions from exact counts (not private)")
+                            accountant="zcdp", notes=f"marginal synthesizer with {1 - COUNT_FRACTION:g} "
+                            f"rho, strata by parallel composition; stratum proportions and the number "
+                            f"of synthetic rows from Gaussian noisy counts with {COUNT_FRACTION:g} rho; "
+                            "category domains and the strata's values taken as public (the data's "
+                            "schema)")
 
 
 def _selection_ratio_and_fnr_difference(y_true: Any, y_pred: Any, groups: Any) -> tuple[float, float]:
@@ -421,6 +446,21 @@ def _selection_ratio_and_fnr_difference(y_true: Any, y_pred: Any, groups: Any) -
     pos = frame[frame["y"]]
     fnr = 1.0 - pos.groupby("g")["p"].mean()
     return ratio, float(fnr.max() - fnr.min()) if len(fnr) else 0.0
+
+
+def _noisy_fitted_counts(syn: "StratifiedSynthesizer", train: Any, scols: Sequence[str],
+                         sid: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The noisy counts of the strata that ``syn`` fitted, in its order (its ``keys``)."""
+    import pandas as pd
+
+    joined = train[list(scols)].astype(str).agg("|".join, axis=1)
+    code_of = dict(zip(joined, sid))
+    out = []
+    for key in syn.keys:
+        parts = key if isinstance(key, tuple) else (key,)
+        out.append(counts[code_of["|".join(str(p) for p in parts)]])
+    c = np.asarray(out, np.float64)
+    return c if c.sum() > 0 else np.ones_like(c)
 
 
 def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence[str], seeds: int = 1,
@@ -462,20 +502,31 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     rows = []
     for eps in epsilons:
         rho = acc.dp_to_rho(float(eps), delta)
+        rho_fit, count_rho = (1.0 - COUNT_FRACTION) * rho, COUNT_FRACTION * rho
         for vname in variants:
             scols = VARIANT_COLUMNS[vname]
             for sd in range(seeds):
                 key = jax.random.key(seed * 1000 + sd)
+                sid = strata_ids[vname].astype(np.int32)
+                k_v = int(sid.max()) + 1  # the variant's strata (values of the public schema)
+                # noisy stratum counts: sampling proportions and the number of synthetic rows (the
+                # exact counts, and len(train), would be released by the synthetic table)
+                counts = _stratum_counts(sid, k_v, key=jax.random.fold_in(key, 2), count_rho=count_rho)
+                n_rows = max(int(round(counts.sum())), 1)
+                props = np.zeros(k_pad)
+                props[:k_v] = counts if counts.sum() > 0 else 1.0
                 if synthesizer == "marginal":
-                    sid = strata_ids[vname].astype(np.int32)
-                    model = fit_marginal_synthesizer(key, codes, domains, rho, s=sid, num_groups=k_pad)
-                    props = np.bincount(sid, minlength=k_pad)
-                    sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, len(train), props)
+                    model = fit_marginal_synthesizer(key, codes, domains, rho_fit, s=sid, num_groups=k_pad)
+                    sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
                     synth = pd.DataFrame(sc, columns=list(data.columns))
                 else:
-                    fac = mst_factory(float(eps), delta)
-                    syn = StratifiedSynthesizer(fac, scols) if scols else fac()
-                    synth = syn.fit(train.astype(str)).sample(len(train)).astype(int)
+                    fac = mst_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
+                    if scols:
+                        syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
+                        c_fit = _noisy_fitted_counts(syn, train, scols, strata_ids[vname], counts)
+                        synth = syn.sample(n_rows, proportions=c_fit).astype(int)
+                    else:
+                        synth = fac().fit(train.astype(str)).sample(n_rows).astype(int)
                 ysyn = synth[target].to_numpy()
                 if len(np.unique(ysyn)) < 2:
                     pred = np.full(len(test), ysyn[0])

@@ -262,8 +262,11 @@ def mixture_trial(key: jax.Array, n_tot: Any, k: Any, alpha: Any, *, n_max: int,
     """One run of the Fig. 3 study at traced ``(n_tot, k, alpha)`` (rows padded to ``n_max``, groups
     to ``k_max``): the reference generator (``safe_dir_draw``, rounded sizes, ``mu_i ~ N(0, 1)``,
     unit variance), a Bernoulli(1/2) private/public split, and the absolute errors against the
-    private half's mean of COINPRESS, StratCOINPRESS (exact private sizes), Pub-StratCOINPRESS and
-    the public code's non-private stratified mean."""
+    private half's mean of COINPRESS, StratCOINPRESS (exact private-half sizes as weights under
+    ``relation="replace_one"``, where they are public by the relation; the noisy counts under
+    ``"add_remove"``), Pub-StratCOINPRESS, StratCOINPRESS under add/remove with its default noisy
+    counts (``strat_add_remove``, always computed) and the public code's non-private stratified
+    mean."""
     kd, km, kx, ks, k1, k2, k3 = jax.random.split(key, 7)
     n_tot = jnp.asarray(n_tot, jnp.float32)
     active = jnp.arange(k_max) < k
@@ -294,14 +297,32 @@ def mixture_trial(key: jax.Array, n_tot: Any, k: Any, alpha: Any, *, n_max: int,
     opts = dict(center=center, radius=radius, rhos=rhos, relation=relation)
     glob = me.stratified_coinpress(k1, x, jnp.where(priv, 0, 1).astype(jnp.int32), 2,
                                    weights=jnp.array([1.0, 0.0]), **opts).estimate[0]
-    st = me.stratified_coinpress(k2, x, s_priv, k_max + 1, weights=w_exact, **opts)
+    # replace-one: the exact private-half sizes are public by the relation (the paper's weights);
+    # add/remove: the estimator's noisy counts are the weights (exact sizes would be released).
+    # Noisy weights are renormalized over the k active strata (k is public; the padding group and
+    # the strata beyond k are empty by construction).
+    act = jnp.concatenate([active, jnp.zeros((1,), bool)])
+
+    def noisy_weight_estimate(out):
+        w = jnp.where(act, out.weights, 0.0)
+        return (w / jnp.maximum(jnp.sum(w), 1e-12)) @ out.group_means[:, 0]
+
+    st = me.stratified_coinpress(k2, x, s_priv, k_max + 1,
+                                 weights=w_exact if relation == "replace_one" else None, **opts)
+    st_est = st.estimate[0] if relation == "replace_one" else noisy_weight_estimate(st)
     wp = jnp.where(st.present, w_pub, 0.0)
     pub_est = (wp / jnp.maximum(jnp.sum(wp), 1e-12)) @ st.group_means[:, 0]
+    # StratCOINPRESS under add/remove on its default path: noisy counts (count_rho = 0.1 sum(rhos))
+    # as denominators and weights
+    ar = me.stratified_coinpress(jax.random.fold_in(k2, 1), x, s_priv, k_max + 1, center=center,
+                                 radius=radius, rhos=rhos, relation="add_remove")
+    ar_est = noisy_weight_estimate(ar)
     ref = me.reference_code_stratified_mean(k3, x, s_priv, k_max + 1, center=center, radius=radius,
                                             rhos=rhos, mask=priv)
     min_size = jnp.min(jnp.where(active, c_priv[:k_max], jnp.inf))
-    return {"coinpress": jnp.abs(glob - emp), "strat": jnp.abs(st.estimate[0] - emp),
-            "pub_strat": jnp.abs(pub_est - emp), "reference_code": jnp.abs(ref - emp),
+    return {"coinpress": jnp.abs(glob - emp), "strat": jnp.abs(st_est - emp),
+            "pub_strat": jnp.abs(pub_est - emp), "strat_add_remove": jnp.abs(ar_est - emp),
+            "reference_code": jnp.abs(ref - emp),
             "n_private": jnp.sum(priv).astype(jnp.float32), "min_group": min_size}
 
 
@@ -332,8 +353,12 @@ def run_mixture(config: dict, ctx: Any):
     df["grid_seconds"] = seconds
     df["grid_cpu_seconds"] = cpu
     ctx.save_table(df, "mixture")
-    spend = me.stratified_privacy(rhos, max(ks), 1e-6)
-    ctx.record_privacy("coinpress_and_stratcoinpress_rho", spend)
+    # each method is one release on the private half (the methods are compared, not combined)
+    k_rec = max(ks) + 1  # the strata plus the group of rows outside the private half
+    ctx.record_privacy("coinpress_and_stratcoinpress_rho",
+                       me.stratified_privacy(rhos, k_rec, 1e-6, relation=config["relation"]))
+    ctx.record_privacy("stratcoinpress_add_remove",
+                       me.stratified_privacy(rhos, k_rec, 1e-6, relation="add_remove"))
     _claims_mixture(df, ctx, config)
     _plot_mixture(df, ctx, config)
     return df
@@ -343,7 +368,8 @@ def _claims_mixture(df, ctx, config):
     ns = sorted(df.n_tot.unique())
     agg = df.groupby(["n_tot", "k", "alpha"]).agg(
         coinpress=("coinpress", "mean"), strat=("strat", "mean"), strat_median=("strat", "median"),
-        pub=("pub_strat", "mean"), ref=("reference_code", "mean")).reset_index()
+        pub=("pub_strat", "mean"), strat_add_remove=("strat_add_remove", "mean"),
+        ref=("reference_code", "mean")).reset_index()
     ctx.save_table(agg, "mixture_summary")
     lo, hi = agg[agg.n_tot == ns[0]].set_index(["k", "alpha"]), agg[agg.n_tot == ns[-1]].set_index(["k", "alpha"])
     dec = float(np.mean(hi["strat_median"] < lo["strat_median"]))
@@ -389,7 +415,7 @@ def _plot_mixture(df, ctx, config):
                                    ("k", (agg.alpha == np.float32(a0)) & (agg.n_tot == n_mid)),
                                    ("alpha", (agg.k == k0) & (agg.n_tot == n_mid)))):
         sub = agg[sel].sort_values(x)
-        for m in ("coinpress", "strat", "pub_strat", "reference_code"):
+        for m in ("coinpress", "strat", "pub_strat", "strat_add_remove", "reference_code"):
             ax.plot(sub[x], sub[m], "o-", label=m, ms=3)
         ax.set_yscale("log")
         ax.set_xlabel(x)
@@ -460,6 +486,7 @@ def run_strata(config: dict, ctx: Any):
     runs = int(config["strata_runs"])
 
     arrays = {"X": Xj, "S": Sj, "W": Wj, "glob": glob_s, "c0": c0, "r0": r0, "scale": scale}
+    replace_one = config["relation"] == "replace_one"
 
     def one(key, data, combo, variable):  # data passed as arguments (not baked-in constants)
         combo_idx, var_idx = combo, variable
@@ -472,7 +499,14 @@ def run_strata(config: dict, ctx: Any):
         g = me.stratified_coinpress(k1, x, glob_s, 2, weights=jnp.array([1.0, 0.0]), **opts).estimate[0]
         counts = jax.ops.segment_sum(jnp.ones_like(x), s, num_segments=K)
         w_exact = jnp.where(jnp.arange(K) < K - 1, counts, 0.0)
-        st = me.stratified_coinpress(k2, x, s, K, weights=w_exact, **opts)
+        # replace-one: exact private-half sizes (public by the relation); add/remove: the noisy
+        # counts, renormalized over the strata kept on the public half
+        st = me.stratified_coinpress(k2, x, s, K, weights=w_exact if replace_one else None, **opts)
+        if replace_one:
+            st_est = st.estimate[0]
+        else:
+            w_noisy = jnp.where(Wj[combo_idx] > 0, st.weights, 0.0)
+            st_est = (w_noisy / jnp.maximum(jnp.sum(w_noisy), 1e-12)) @ st.group_means[:, 0]
         wp = jnp.where(st.present, Wj[combo_idx], 0.0)
         pub = (wp / jnp.maximum(jnp.sum(wp), 1e-12)) @ st.group_means[:, 0]
         true_g = jax.ops.segment_sum(x, s, num_segments=K) / jnp.maximum(counts, 1.0)
@@ -483,9 +517,9 @@ def run_strata(config: dict, ctx: Any):
         for name, est_g in (("coinpress", jnp.full((K,), g)), ("strat", st.group_means[:, 0])):
             pe[name] = parity_error(true_g * sc, est_g * sc, normalize=False, group_mask=mask)
             pe[name + "_def10"] = parity_error(true_g * sc, est_g * sc, true * sc,
-                                               (g if name == "coinpress" else st.estimate[0]) * sc,
+                                               (g if name == "coinpress" else st_est) * sc,
                                                group_mask=mask)
-        return {"err_coinpress": jnp.abs(g - true) * sc, "err_strat": jnp.abs(st.estimate[0] - true) * sc,
+        return {"err_coinpress": jnp.abs(g - true) * sc, "err_strat": jnp.abs(st_est - true) * sc,
                 "err_pub_strat": jnp.abs(pub - true) * sc,
                 "parity_coinpress": pe["coinpress"], "parity_strat": pe["strat"],
                 "parity10_coinpress": pe["coinpress_def10"], "parity10_strat": pe["strat_def10"]}
@@ -498,6 +532,9 @@ def run_strata(config: dict, ctx: Any):
     jax.block_until_ready(res.values)
     ctx.log(f"strata: {len(combos)} combinations x {len(variables)} variables x {runs} runs, "
             f"K={K}, {time.perf_counter() - t0:.1f} s")
+    # each (method, combination, variable) is one release on the private half
+    ctx.record_privacy("strata_coinpress_and_stratcoinpress_rho",
+                       me.stratified_privacy(rhos, K, 1e-6, relation=config["relation"]))
     df = res.to_frame()
     df["strata"] = [",".join(combos[i]) for i in df["combo"]]
     df["k"] = [kept_k[i] for i in df["combo"]]
@@ -600,6 +637,8 @@ def run(config: dict, ctx: Any):
     unknown = set(parts) - {"theory", "mixture", "strata", "synthesis"}
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; choose from theory, mixture, strata, synthesis.")
+    if config["relation"] not in me.RELATIONS:
+        raise ValueError(f"relation must be one of {me.RELATIONS}, got {config['relation']!r}.")
     out = None
     if "theory" in parts:
         run_theory(config, ctx)
