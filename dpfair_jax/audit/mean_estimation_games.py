@@ -34,7 +34,7 @@ Planted bugs (the audit must report a lower bound above the claimed epsilon):
   spend claimed;
 * ``"noise_half"`` (``stratified_coinpress``): every budget x 4 (noise std / 2), the nominal spend
   claimed. Its true epsilon shows only in the tails of the statistic: caught at 400,000 trials
-  per world (lower bounds 1.45-1.73 against the claimed 1.31 over four seeds at 300,000);
+  per world (lower bounds 1.37-1.74 over six keys against the claimed 1.31);
 * ``"noise_third"`` (``mean_add_remove``): every budget x 9 (noise std / 3), the nominal spend
   claimed. Std / 2 is not caught here even at 10^6 trials per world (lower bounds 1.10-1.45
   against the claimed 1.38: the noisy denominators add variance); std / 3 is the smallest
