@@ -116,8 +116,28 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
     assert res.ok, res
     ids = {c["id"] for c in res.claims}
     assert {"fig6_smallest_group_reduction", "mc_sd_below_10pct", "table1_3_group1_higher"} <= ids
-    priv = (res.run_dir / "privacy.json").read_text()
+    import json
+
+    priv = json.loads((res.run_dir / "privacy.json").read_text())
     assert "dpse_rho_0.5" in priv
+    # one record per method and budget, each what budget_tailoring.privacy says for that run:
+    # replace-one with public group sizes, rho = eps^2 / 2, the paper's conversion
+    assert set(priv) == {f"{m}_rho_{r:.6g}" for m in p.PRIVATE_METHODS for r in (0.5, 50.0, 2.0, 8.0)}
+    for name, rec in priv.items():
+        rho = float(name.rsplit("_rho_", 1)[1])
+        assert rec["relation"] == "replace_one" and rec["rho"] == pytest.approx(rho)
+        assert rec["epsilon"] == pytest.approx(float(bt.zcdp_to_epsilon(rho, 1e-5)))
+        assert "group membership and the sizes n_k are public" in rec["notes"]
+
+
+def test_method_configs_follow_the_relation_setting():
+    """The experiment runs the kit's default relation unless the config says otherwise."""
+    assert all(c.relation == bt.Config().relation == "replace_one"
+               for c in p.method_configs(SETTINGS).values())
+    ar = p.method_configs(dict(SETTINGS, relation="add_remove"))
+    assert all(c.relation == "add_remove" for c in ar.values())
+    hp = p.hyperparams_from(dict(SETTINGS, count_fraction=0.2))
+    assert hp.count_fraction == 0.2
 
 
 def test_notebook_runs_small(tmp_path, monkeypatch):
