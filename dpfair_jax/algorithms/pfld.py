@@ -21,8 +21,11 @@ Departure (stated): Tran et al. update the multipliers once per epoch with viola
 the whole data set; here they move every step on the batch's privatized violation (the stochastic
 version, which lets both methods share one accountant and one step schedule).
 
-Privacy: as :func:`dpfair_jax.algorithms.fermi.fit` for the same config (sensitive-attribute or
-all-feature unit, add/remove for Poisson sampling).
+Privacy: as :func:`dpfair_jax.algorithms.fermi.fit` for the same config: the all-features unit by
+default (add/remove for Poisson sampling, the subsampled Gaussian), the sensitive-attribute unit
+accounted as membership-visible releases (substitution of one ``s_i``); the group frequencies
+``P_{S|c}`` in the constraints come from the same noisy, charged histogram as DP-FERMI's by
+default (:func:`dpfair_jax.algorithms.fermi.privacy` states it).
 """
 
 from __future__ import annotations

@@ -31,6 +31,14 @@ under add/remove-one neighbours when ``sensitivity_factor = 1``. Shuffled and fi
 accounted as sampling without replacement under replace-one (``sensitivity_factor = 2``).
 Poisson batches are padded to ``max_batch_size`` (overflow charged with
 ``sampling.truncation_delta``; the number of truncated steps is reported).
+
+A ``public_loss`` voids that accounting whenever its gradient depends on which records were
+sampled (it always does: it is a sum over the batch): the unnoised term shows each record's
+membership in each batch, so amplification by subsampling no longer applies. Account such a run as
+membership-visible Gaussian releases
+(:func:`dpfair_jax.privacy.accounting.membership_visible_epsilon` with
+:func:`~dpfair_jax.privacy.accounting.participation_distribution`), as
+:func:`dpfair_jax.algorithms.fermi.privacy` does for the sensitive-attribute unit.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Registered experiments (``dpfair run NAME [--quick]``):
 
 * ``fermi_adult_dp`` / ``fermi_credit_dp`` / ``fermi_parkinsons_dp`` (Figs 2, 7, 3/8): demographic
   parity, test misclassification error vs DP violation (eq. 10), one curve per method (DP-FERMI,
-  PF-LD, DP-SGD = lambda 0), one panel per epsilon, 95% intervals over seeds.
+  PF-LD, DP-SGD = lambda 0), one panel per epsilon, 95% intervals over seeds. Every method of a
+  study runs under one privacy unit (config ``unit``, default ``"all_features"``: example-level DP,
+  so lambda = 0 is DP-SGD at the same epsilon); under ``unit="sensitive_attribute"`` the lambda = 0
+  point is a non-private model that ignores ``s`` and is labelled so.
 * ``fermi_credit_eo`` / ``fermi_adult_eo`` (Figs 4, 9): equalized odds (eq. 11), epsilon in
   {0.5, 1, 3}.
 * ``fermi_adult_nonbinary``: 9 age buckets x 5 race groups on Adult with multinomial logistic
