@@ -49,8 +49,8 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "fermi": ("noise", "noise_half", "clipping", "paper_w_noise"),
     "fermi_sensitive": ("noise", "noise_half", "subsampled_accounting"),
 }
-SUITE_TRIALS = {"quick": {"fermi": 4000, "fermi_sensitive": 20000},
-                "full": {"fermi": 50000, "fermi_sensitive": 200000}}
+SUITE_TRIALS = {"quick": {"fermi": 4000, "fermi_sensitive": 50000},
+                "full": {"fermi": 50000, "fermi_sensitive": 400000}}
 _UNCLIPPED = 1e4
 
 

@@ -32,11 +32,10 @@ Planted bugs (the audit must report a lower bound above the claimed epsilon):
 
 * ``"noise"``: every budget x 100 (every noise std / 10, the counts' included), the nominal
   spend claimed;
-* ``"noise_half"`` (``stratified_coinpress``): every budget x 4 (noise std / 2), the nominal spend
-  claimed. Its true epsilon shows only in the tails of the statistic: caught at 400,000 trials
-  per world (lower bounds 1.37-1.74 over six keys against the claimed 1.31);
-* ``"noise_third"`` (``mean_add_remove``): every budget x 9 (noise std / 3), the nominal spend
-  claimed. Std / 2 is not caught here even at 10^6 trials per world (lower bounds 1.10-1.45
+* ``"noise_third"``: every budget x 9 (noise std / 3), the nominal spend claimed.
+  ``stratified_coinpress``: std / 2 shows only in the tails of the statistic (lower bounds
+  1.17-1.74 over seven keys at 400,000 trials per world against the claimed 1.31: not reliably
+  caught), so the registered factor is std / 3, caught at 100,000 trials. ``mean_add_remove``: Std / 2 is not caught here even at 10^6 trials per world (lower bounds 1.10-1.45
   against the claimed 1.38: the noisy denominators add variance); std / 3 is the smallest
   factor caught at 40,000 trials (std / 2.5 needs about 100,000);
 * ``"exact_counts"`` (``mean_add_remove``): the former add/remove path, exact group sizes in
@@ -65,15 +64,14 @@ __all__ = [
 ]
 
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {
-    "stratified_coinpress": ("noise", "noise_half"),
+    "stratified_coinpress": ("noise", "noise_third"),
     "mean_add_remove": ("noise", "noise_third", "exact_counts"),
 }
 
-# trials per world, sized so that every planted bug is caught at both sizes: "noise_half" of the
-# replace-one game needs 400,000 (a trial is 20 rows and two steps: about 8 s per variant on
-# one CPU core); "noise_third" and "exact_counts" of the add/remove game are caught at 40,000.
-SUITE_TRIALS = {"quick": {"stratified_coinpress": 400000, "mean_add_remove": 40000},
-                "full": {"stratified_coinpress": 1000000, "mean_add_remove": 200000}}
+# trials per world, sized so that every planted bug is caught at both sizes ("noise_third" of the
+# replace-one game at 100,000; "noise_third" and "exact_counts" of the add/remove game at 40,000).
+SUITE_TRIALS = {"quick": {"stratified_coinpress": 100000, "mean_add_remove": 40000},
+                "full": {"stratified_coinpress": 400000, "mean_add_remove": 200000}}
 
 _BUDGET_FACTOR = {None: 1.0, "noise": 100.0, "noise_half": 4.0, "noise_third": 9.0, "exact_counts": 1.0}
 
