@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from scipy import stats
 
 from dpfair_jax import models
 from dpfair_jax.algorithms import dpsgd
@@ -150,12 +151,18 @@ def test_privacy_matches_dp_accounting():
     acc.compose(dp_accounting.PoissonSampledDpEvent(bsz / n, dp_accounting.GaussianDpEvent(z)), steps)
     assert spend.epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
     assert spend.relation == "add_remove" and delta < spend.delta < delta * 1.01
-    # Shuffled / fixed-size batches: replace-one, sensitivity 2C -> multiplier z / 2.
-    sh = dpsgd.privacy(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="shuffle")
+    # Fixed-size batches: sampling without replacement, replace-one, sensitivity 2C -> multiplier z / 2.
+    fs = dpsgd.privacy(z, n=n, batch_size=bsz, steps=steps, delta=delta, sampling="fixed_size")
     acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(n, bsz, dp_accounting.GaussianDpEvent(z / 2)), steps)
-    assert sh.epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
-    assert sh.relation == "replace_one" and sh.delta == delta
+    assert fs.epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
+    assert fs.relation == "replace_one" and fs.delta == delta
+    # Shuffled epochs: no amplification, `epochs` composed Gaussians of multiplier z / 2 (replace-one):
+    # one Gaussian with mu = 2 sqrt(epochs) / z; its delta at the spend's epsilon (Balle-Wang, SciPy).
+    sh = dpsgd.privacy(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="shuffle")
+    mu, e = 2 * np.sqrt(epochs) / z, sh.epsilon
+    assert stats.norm.cdf(mu / 2 - e / mu) - np.exp(e) * stats.norm.cdf(-mu / 2 - e / mu) == pytest.approx(delta, rel=1e-6)
+    assert sh.relation == "replace_one" and sh.delta == delta and sh.accountant == "exact"
     assert dpsgd.privacy(0.0, n=n, batch_size=bsz, steps=5, delta=delta).epsilon == float("inf")
 
 

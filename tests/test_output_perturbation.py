@@ -129,10 +129,10 @@ def test_validation(data):
     with pytest.raises(ValueError, match="radius"):
         OP.fit(jax.random.key(0), data, epsilon=1.0, delta=1e-5, radius=0.1)
     with pytest.raises(ValueError, match="epsilon"):
-        OP.fit(jax.random.key(0), data, epsilon=0.0, delta=1e-5)
+        OP.fit(jax.random.key(0), data, epsilon=0.0, delta=1e-5, radius=2.0)
     with pytest.raises(ValueError, match="loss"):
         OP.minimize(data.x, data.y, loss="hinge")
     with pytest.raises(ValueError, match="Dataset"):
         OP.excessive_risk_mc(jax.random.key(0), jnp.zeros(5), 0.1, (data.x, data.y))
     with pytest.raises(ValueError, match="label_bound"):
-        OP.fit(jax.random.key(0), (data.x, data.y * 3.0), epsilon=1.0, delta=1e-5, loss="squared")
+        OP.fit(jax.random.key(0), (data.x, data.y * 3.0), epsilon=1.0, delta=1e-5, radius=2.0, loss="squared")

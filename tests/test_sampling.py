@@ -79,10 +79,12 @@ def test_accounting_for_each_scheme():
     p = smp.accounting_for("poisson", 1000, 50)
     assert (p.sampling, p.relation, p.sensitivity_factor) == ("poisson", "add_remove", 1.0)
     assert p.sample_rate == pytest.approx(0.05)
-    for scheme in ("fixed_size", "shuffle"):
+    for scheme, sampling in (("fixed_size", "without_replacement"), ("shuffle", "shuffle")):
         s = smp.accounting_for(scheme, 1000, 50)
-        assert (s.sampling, s.relation, s.sensitivity_factor) == ("without_replacement", "replace_one", 2.0)
+        assert (s.sampling, s.relation, s.sensitivity_factor) == (sampling, "replace_one", 2.0)
         assert s.steps_per_epoch == 20
+    # shuffled epochs are never accounted as sampling without replacement (not proven)
+    assert "without amplification" in smp.accounting_for("shuffle", 1000, 50).notes
 
 
 def test_jit_matches_eager():

@@ -390,7 +390,9 @@ def train(
     Privacy: each step is a subsampled Gaussian mechanism with noise multiplier
     ``noise_multiplier`` relative to the clipped sum's add/remove-one sensitivity ``clip_norm``;
     the noisy mean is post-processing. :func:`privacy` accounts a run with the matching sampling
-    (Poisson: add/remove-one; fixed-size and shuffle: replace-one, sensitivity ``2 clip_norm``).
+    (Poisson: add/remove-one, ``n`` public; fixed-size: without replacement, replace-one,
+    sensitivity ``2 clip_norm``; shuffle: replace-one without amplification, ``epochs`` composed
+    Gaussians).
     """
     v.check_threefry_key(key)
     x, y, data_mask, num_classes = _unpack_data(data)
@@ -453,12 +455,22 @@ def privacy(
 ):
     """What a :func:`train` run spends, as ``accounting.PrivacySpend``.
 
-    Poisson: Poisson-subsampled Gaussian at ``q = batch_size / n`` under add/remove-one neighbours,
-    plus the truncation charge ``sampling.truncation_delta`` added to ``delta`` (the returned
-    ``delta`` is the total). Fixed-size and shuffled batches: sampling without replacement under
-    replace-one neighbours, where the clipped sum's sensitivity is ``2 C``, so the accountant sees
-    the multiplier ``noise_multiplier / 2`` (shuffling is accounted by this convention; see
-    ``sampling``).
+    * ``"poisson"``: Poisson-subsampled Gaussian at ``q = batch_size / n`` under add/remove-one
+      neighbours, plus the truncation charge ``sampling.truncation_delta`` added to ``delta`` (the
+      returned ``delta`` is the total). The rate uses the dataset size ``n``, which differs by one
+      between add/remove neighbours: the kit treats ``n`` as public (as Opacus does) and does not
+      charge for it; see ``privacy.sampling`` ("Dataset size").
+    * ``"fixed_size"`` (independent uniform batches each step): sampling without replacement under
+      replace-one neighbours, where the clipped sum's sensitivity is ``2 C``, so the accountant
+      sees the multiplier ``noise_multiplier / 2`` (``accountant``: RDP; PLD cannot account it).
+    * ``"shuffle"`` (shuffled epochs): no amplification. Each example is in at most
+      ``k = ceil(steps / steps_per_epoch)`` batches (one per epoch), so the run is at most ``k``
+      composed Gaussians of multiplier ``noise_multiplier / 2`` (replace-one, sensitivity ``2 C``);
+      epsilon is that curve's exact value (analytic Gaussian with ``mu = 2 sqrt(k) / z``, via
+      ``accounting.membership_visible_epsilon``; ``accountant`` is not used) and the event is
+      ``SelfComposedDpEvent(GaussianDpEvent(z / 2), k)`` (``accounting.shuffled_event``).
+      Accounting shuffling as sampling without replacement (the kit's former rule, common in code)
+      is not proven and can understate epsilon; it is not offered.
     """
     from dpfair_jax.privacy import accounting as _acc
 
@@ -470,6 +482,14 @@ def privacy(
     steps = _resolve_steps(n, batch_size, steps, epochs, sampling)
     spec = _sampling.accounting_for(sampling, n, batch_size)
     z = float(noise_multiplier) / spec.sensitivity_factor
+    if sampling == "shuffle":
+        event = _acc.shuffled_event(z, steps, spec.steps_per_epoch)
+        k = _acc.shuffled_participations(steps, spec.steps_per_epoch)
+        part = _acc.participation_distribution(steps, "shuffle", steps_per_epoch=spec.steps_per_epoch)
+        eps = _acc.membership_visible_epsilon(1.0 / z, float(delta), part) if z > 0 else float("inf")
+        return _acc.PrivacySpend(epsilon=eps, delta=float(delta), event=event, relation=spec.relation,
+                                 unit="example", accountant="exact",
+                                 notes=f"{spec.notes}; k = {k} participations, exact Gaussian curve")
     event = _acc.dpsgd_event(z, spec.sample_rate, steps, sampling=spec.sampling,
                              dataset_size=None if spec.sampling == "poisson" else n)
     eps = _acc.epsilon_of_event(event, delta, accountant=accountant) if z > 0 else float("inf")

@@ -37,8 +37,11 @@ amplifies and DP-SGD is a baseline of the same unit):
 * ``"all_features"`` (Theorem 3.3's second part, Algorithm 2's view): the whole per-example
   gradient of ``loss + lam * psi`` is clipped in theta (``C_theta``) and ``lam * grad_W psi`` in W
   (``lam * C_w``); nothing unnoised depends on the batch, so Poisson sampling is accounted as the
-  Poisson-subsampled Gaussian under add/remove (shuffled/fixed-size batches: sampling without
-  replacement under replace-one, sensitivity ``2C``).
+  Poisson-subsampled Gaussian under add/remove (``q = batch_size / n``, ``n`` treated as public),
+  fixed-size batches as sampling without replacement under replace-one (sensitivity ``2C``), and
+  shuffled batches under replace-one *without* amplification: a record is in at most one batch per
+  epoch, so the run is at most ``epochs`` composed Gaussians (the membership-visible curve at a
+  point mass, exact; sampling-without-replacement accounting is not proven for shuffling).
 
 Group frequencies (``config.group_frequencies``): ``P_S`` (DP), ``P_{S|Y}`` and the ``1/p_Y``
 weights (EO) enter every example's term, so computing them from the private data (the paper, notes
@@ -184,7 +187,10 @@ class FermiConfig:
         return 1.0
 
     def accountant_sampling(self) -> str:
-        return "poisson" if self.sampling == "poisson" else "without_replacement"
+        """dp-accounting sampling of the all-features unit: ``"poisson"``, ``"without_replacement"``
+        (fixed-size batches) or ``"shuffle"`` (no amplification; :func:`privacy` accounts it as
+        composed Gaussians, not through ``accounting.dpsgd_event``)."""
+        return {"poisson": "poisson", "fixed_size": "without_replacement"}.get(self.sampling, "shuffle")
 
     def relation(self) -> str:
         """The neighbouring relation of the spend: substitution of one ``s_i`` (``"replace_one"``)
@@ -509,8 +515,11 @@ def calibrate(
     ``mu = sqrt(z_theta^-2 + z_w^-2)`` (:func:`dpfair_jax.privacy.accounting.calibrate_membership_visible`),
     with the noisy-frequency histogram composed in. All features: both noisy updates of every step
     composed on the same sampled batch with the sampling the run uses (Poisson: add/remove;
-    shuffled or fixed-size: without replacement, replace-one) and the histogram composed once
-    (``accounting.calibrate_noise_multiplier``, ``accountant``). ``epsilon = inf`` returns ``(0, 0)``.
+    fixed-size: without replacement, replace-one) and the histogram composed once
+    (``accounting.calibrate_noise_multiplier``, ``accountant``); shuffled batches: no
+    amplification, the exact curve of ``epochs`` composed Gaussians with the histogram
+    (``calibrate_membership_visible`` at the shuffle point mass, as for the sensitive attribute).
+    ``epsilon = inf`` returns ``(0, 0)``.
 
     Privacy: as :func:`fit` for ``config.privacy_unit``; :func:`privacy` of the result is at most
     ``epsilon`` (plus the Poisson padding's truncation delta, below 1e-10 by default).
@@ -524,7 +533,7 @@ def calibrate(
     if math.isinf(float(epsilon)):
         return 0.0, 0.0
     w = float(w_relative)
-    if config.privacy_unit == "sensitive_attribute":
+    if config.privacy_unit == "sensitive_attribute" or config.sampling == "shuffle":
         mu = A.calibrate_membership_visible(float(epsilon), float(delta), _participation(config, n),
                                             extra_mu=_count_mu(config))
         z = math.sqrt(1.0 + w**-2) / mu
@@ -543,8 +552,10 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
 
     Sensitive-attribute unit: exact membership-visible accounting (``accountant="exact"``, no
     ``DpEvent``), relation ``"replace_one"`` (substitution of one ``s_i``). All features: the
-    ``DpEvent`` of the subsampled steps (and the histogram) through ``accountant``. Both include
-    the noisy group-frequency histogram when ``config.group_frequencies="noisy"``.
+    ``DpEvent`` of the subsampled steps (and the histogram) through ``accountant``; with shuffled
+    batches no amplification: ``epochs`` composed Gaussians (``accounting.shuffled_event``), epsilon
+    from their exact curve (``accountant="exact"``). All include the noisy group-frequency
+    histogram when ``config.group_frequencies="noisy"``.
     """
     from dpfair_jax.privacy import accounting as A
     from dpfair_jax.privacy import sampling as Smp
@@ -570,6 +581,21 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
         notes += ("; membership-visible accounting (public task gradients reveal batch membership: "
                   "no amplification by subsampling); lam = 0 runs leave s unused and are not private "
                   "for examples")
+    elif config.sampling == "shuffle":
+        import dp_accounting
+
+        spe = Smp.steps_per_epoch(n, config.batch_size)
+        mu_step = math.sqrt(float(noise_theta) ** -2 + float(noise_w) ** -2)
+        eps = A.membership_visible_epsilon(mu_step, float(delta), _participation(config, n),
+                                           extra_mu=_count_mu(config))
+        event = A.shuffled_event(float(noise_theta), config.steps, spe,
+                                 relative_noise=(1.0, float(noise_w) / float(noise_theta)))
+        extra = _count_event(config)
+        if extra is not None:
+            event = dp_accounting.ComposedDpEvent([extra, event])
+        used = "exact"
+        notes += (f"; shuffled epochs without amplification: at most "
+                  f"{A.shuffled_participations(config.steps, spe)} composed Gaussians per record, exact curve")
     else:
         event = A.dpsgd_event(
             float(noise_theta), config.batch_size / n, config.steps, sampling=config.accountant_sampling(),

@@ -184,18 +184,28 @@ def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float =
         fit_intercept: bool = True, iters: int = 30) -> OutputPerturbation:
     """Output perturbation (paper 001, Thm 1 setting): ``theta* + N(0, (Delta sigma)^2 I)``.
 
-    ``data``: a ``Dataset`` or ``(x, y)``. ``radius``: the bound on ``||x_i||`` (default: the
-    largest row norm of ``x``, which is then itself data-dependent and **not** private; pass a
-    public bound for a real release). For ``loss="squared"`` labels must satisfy
-    ``|y| <= label_bound``.
+    ``data``: a ``Dataset`` or ``(x, y)``. ``radius`` (required): a *public* bound on ``||x_i||``
+    (fixed before seeing the data, e.g. from the feature ranges; enforce it with
+    ``preprocessing.bound_row_norms(x, radius)``); rows above it are refused. There is no
+    data-derived default: the largest row norm of ``x`` (the former default) sets the noise scale
+    from one record, so a record with a large norm is visible in the noise level (the audit's
+    planted bug ``"data_radius"`` measures epsilon >= 7.8 against a claim of 1). For
+    ``loss="squared"`` labels must satisfy ``|y| <= label_bound``.
 
     Privacy: (epsilon, delta)-DP under replace-one neighbours (one example's features and label
-    change), by the sensitivity bound ``2 L / (n reg)`` and the analytic Gaussian mechanism.
+    change), by the sensitivity bound ``2 L / (n reg)`` and the analytic Gaussian mechanism, for
+    rows within the public ``radius``.
     """
     v.check_threefry_key(key)
-    x, y = (data.x, data.y) if isinstance(data, Dataset) else (data[0], data[1])
     v.check_epsilon(epsilon)
     v.check_delta(delta)
+    if radius is None:
+        raise ValueError(
+            "fit needs a public radius= (a bound on the row norms ||x_i|| fixed without looking at "
+            "the data; bound the rows with preprocessing.bound_row_norms(x, radius)). A radius taken "
+            "from the data is not private.")
+    v.check_positive("radius", radius)
+    x, y = (data.x, data.y) if isinstance(data, Dataset) else (data[0], data[1])
     v.check_choice("loss", loss, LOSSES)
     v.check_shape("x", x, ndim=2)
     n = v.check_same_length(x=x, y=y)
@@ -203,8 +213,6 @@ def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float =
     v.check_positive("reg", reg)
     if loss == "logistic":
         v.check_labels(y, 2)
-    if radius is None:
-        radius = float(np.linalg.norm(np.asarray(x, np.float64), axis=1).max()) or 1.0
     _check_rows(x, radius)
     if loss == "squared" and float(np.max(np.abs(np.asarray(y, np.float64)))) > float(label_bound) * (1 + 1e-6):
         raise ValueError(f"|y| exceeds label_bound={label_bound}; clip labels or raise label_bound.")

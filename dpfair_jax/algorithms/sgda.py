@@ -27,8 +27,11 @@ Everything is one ``lax.scan``; step sizes, clip norms, noise multipliers and th
 Privacy: each step releases two Gaussian sums on one sampled batch (descent and ascent); with
 Poisson sampling at rate ``q`` this is the Poisson-subsampled Gaussian with effective multiplier
 ``(z_theta^-2 + z_w^-2)^-1/2`` (``accounting.dpsgd_event(..., relative_noise=(1, z_w/z_theta))``),
-under add/remove-one neighbours when ``sensitivity_factor = 1``. Shuffled and fixed-size batches are
-accounted as sampling without replacement under replace-one (``sensitivity_factor = 2``).
+under add/remove-one neighbours when ``sensitivity_factor = 1`` (``q = batch_size / n`` with ``n``
+treated as public). Fixed-size batches are accounted as sampling without replacement under
+replace-one (``sensitivity_factor = 2``); shuffled batches under replace-one without amplification,
+``epochs`` composed Gaussians (``accounting.shuffled_event``; sampling-without-replacement
+accounting is not proven for shuffling).
 Poisson batches are padded to ``max_batch_size`` (overflow charged with
 ``sampling.truncation_delta``; the number of truncated steps is reported).
 

@@ -32,8 +32,11 @@ in units of the accounted shift. Clip norm ``C = 3`` everywhere, so a noise std 
   pre-activations ~0 and its gradient on that row is ``-(1/2) 100 C v`` (``v`` the output
   kernel), nearly all of its norm; no other row touches kernel row 0. Statistic: that row's
   projection on ``v / ||v||`` (initial ``v``) times ``B / (lr C)``.
-* ``group_weighted``: :func:`dpfair_jax.privacy.aggregation.group_weighted_private_mean`, two
-  groups, public weights ``(0.9, 0.1)`` and public denominators (the group sizes of ``D0``).
+* ``group_weighted``: :func:`dpfair_jax.privacy.aggregation.group_weighted_dp_aggregate` (the optax
+  form; one ``update`` from a fresh state, which is
+  :func:`~dpfair_jax.privacy.aggregation.group_weighted_private_mean` with the state's noise key),
+  two groups, public weights ``(0.9, 0.1)`` and public denominators (the group sizes of ``D0``; the
+  transformation requires them).
   Group 0 holds 10 rows ``+100 C e_1`` (clipped mean ``+C e_1``), group 1 40 rows with feature 1
   at 0; the canary ``-100 C e_1`` joins group 0 (add/remove via ``mask``). Group 0's multiplier
   is the analytic Gaussian calibration of ``(epsilon, delta) = (1, 1e-2)`` at sensitivity 1
@@ -66,8 +69,8 @@ Planted bugs (each must give a lower bound above the claimed epsilon):
 * ``"clipping"``: clipping disabled (clip norm x 1e4) with the noise std of the nominal clip;
 * ``"realized_denominator"`` (``group_weighted``): the group means divided by the realized
   (masked) group counts instead of public sizes, as ``aggregation.group_weighted_dp_aggregate``
-  does with ``denominators=None``; the canary opposes its group's mean, so adding it moves the
-  release by ``~2 C / n_0`` (twice the accounted shift);
+  did by default before public denominators were required; the canary opposes its group's mean,
+  so adding it moves the release by ``~2 C / n_0`` (twice the accounted shift);
 * ``"data_radius"`` (``output_perturbation``): the feature-norm bound taken from the data;
 * ``"stats_noise"`` (``mitigation``): the group statistics' multiplier / 10.
 
@@ -269,7 +272,7 @@ def dpsgd_mlp_mechanism(*, bug: str | None = None, noise_multiplier: float = 1.0
 def group_weighted_mechanism(*, bug: str | None = None, epsilon: float = 1.0, delta: float = 1e-2,
                              clip_norm: float = 3.0, n0: int = 10, n1: int = 40, dim: int = 3,
                              canary_scale: float = 100.0, seed: int = 0):
-    """Group-weighted private mean with a canary opposing its group's mean (module doc).
+    """``group_weighted_dp_aggregate`` with a canary opposing its group's mean (module doc).
 
     Privacy: a member of group ``k`` is protected by the Gaussian mechanism with multiplier
     ``sigma_k`` (add/remove-one, public weights and denominators); group 0's is calibrated to
@@ -310,8 +313,9 @@ def group_weighted_mechanism(*, bug: str | None = None, epsilon: float = 1.0, de
     def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
         mask = base_mask + flag.astype(jnp.float32) * canary_mask
         d = agg.group_counts(sj, 2, mask) if bug == "realized_denominator" else den
-        out = agg.group_weighted_private_mean(key, xj, sj, 2, clip_norm=c_run, noise_multipliers=zj,
-                                              group_weights=weights, denominators=d, mask=mask)
+        tx = agg.group_weighted_dp_aggregate(clip_norm=c_run, noise_multipliers=zj, group_weights=weights,
+                                             num_groups=2, key=key, denominators=d)
+        out, _ = tx.update(xj, tx.init(None), groups=sj, mask=mask)
         return -out[1] * scale
 
     info = {"claimed_epsilon": float(epsilon), "delta": float(delta), "relation": "add_remove",

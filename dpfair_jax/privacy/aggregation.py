@@ -7,7 +7,8 @@ Pure functions and optax ``GradientTransformation``s over *per-example* gradient
   denominator (the expected batch size under Poisson sampling, the fixed batch size otherwise);
 * group-weighted noise: per-group clipped sums ``S_k = sum_{i: s_i = k} clip(g_i)`` via
   ``jax.ops.segment_sum`` over integer group ids, each with its own noise std ``sigma_k C``, then
-  recombined with public weights ``sum_k w_k (S_k + noise_k) / n_k``.
+  recombined with public weights ``sum_k w_k (S_k + noise_k) / n_k``, ``n_k`` public (required:
+  realized group counts of the batch are private and are never used as denominators).
 
 Everything after the noise is post-processing. Noise scales, clip norms and weights may be traced
 arrays (a whole grid under one ``jit(vmap(...))``).
@@ -160,7 +161,10 @@ def group_clipped_sums(
 
 
 def group_counts(s: jax.Array, num_groups: int, mask: jax.Array | None = None) -> jax.Array:
-    """Number of (unmasked) rows per group ``[num_groups]`` (float32). Not private by itself."""
+    """Number of (unmasked) rows per group ``[num_groups]`` (float32).
+
+    Privacy: none. These are exact counts of the private batch; do not use them as denominators
+    or release them without noise (see :func:`group_weighted_dp_aggregate`)."""
     _check_groups(s, num_groups)
     w = jnp.ones(jnp.shape(s), jnp.float32) if mask is None else jnp.asarray(mask, jnp.float32)
     return jax.ops.segment_sum(w, jnp.asarray(s, jnp.int32), num_segments=num_groups)
@@ -264,8 +268,9 @@ def dp_aggregate(
 
     ``update(per_example_grads, state, params=None, *, mask=None)`` splits the state key into
     ``(next_key, noise_key)`` and returns :func:`private_mean` with ``noise_key`` and
-    ``denominator`` (default: the batch size ``B``, right for fixed-size batches; pass the expected
-    batch size for Poisson sampling). Chain it before any optax optimizer:
+    ``denominator`` (default: the static leading dimension ``B`` of the update, a shape and hence
+    public, right for fixed-size batches; never the realized ``sum(mask)``, which is private; pass
+    the expected batch size for Poisson sampling). Chain it before any optax optimizer:
     ``optax.chain(dp_aggregate(...), optax.adam(lr))``. Hyperparameters may be traced arrays.
 
     Privacy: each update is a Gaussian mechanism with noise multiplier ``noise_multiplier``
@@ -309,16 +314,30 @@ def group_weighted_dp_aggregate(
     """optax transformation with one noise scale per group (:func:`group_weighted_private_mean`).
 
     ``update(per_example_grads, state, params=None, *, groups, mask=None)``: ``groups`` is the
-    int32 group id ``[B]`` of each example. ``denominators`` ``[num_groups]`` are the public group
-    denominators (e.g. expected per-group batch sizes); by default the realized (masked) group
-    counts of the batch, which is only private when group counts are public (fixed-size per-group
-    batches). The state key is split exactly as in :func:`dp_aggregate`.
+    int32 group id ``[B]`` of each example. ``denominators`` ``[num_groups]`` (required) are the
+    public group denominators: the expected per-group batch sizes ``q n_k`` under Poisson sampling
+    (with public group sizes ``n_k``), or the sizes of fixed per-group batches. There is no
+    default: dividing by the realized (masked) group counts of the batch, the former default, is
+    not private (one example changes its group's count, so the noisy mean moves by about
+    ``2 C / n_k`` where ``C / n_k`` is accounted; the audit's planted bug
+    ``"realized_denominator"`` measures epsilon >= 2.4 against a claim of 1). Group sizes that are
+    not public must first be released as noisy counts (``privacy.mechanisms``) and charged to the
+    spend by the caller. The state key is split exactly as in :func:`dp_aggregate`.
 
-    Privacy: as :func:`group_weighted_private_mean`.
+    Privacy: as :func:`group_weighted_private_mean` (public weights and denominators).
     """
     v.check_int("num_groups", num_groups, minimum=1)
     v.check_clip_norm(clip_norm)
     v.check_noise_multiplier(noise_multipliers, "noise_multipliers")
+    if denominators is None:
+        raise ValueError(
+            "group_weighted_dp_aggregate needs public denominators=[num_groups] (e.g. the expected "
+            "per-group batch sizes q * n_k); the realized group counts of a batch are private. "
+            "Release noisy group counts and charge them if the group sizes are not public.")
+    if jnp.ndim(denominators) != 1 or jnp.shape(denominators)[0] != num_groups:
+        raise ValueError(f"denominators must have shape [{num_groups}] (one per group), "
+                         f"got {jnp.shape(denominators)}.")
+    v.check_positive("denominators", denominators, allow_zero=True)
     key = _state_key(key)
 
     def init_fn(params):
@@ -330,13 +349,10 @@ def group_weighted_dp_aggregate(
         if groups is None:
             raise ValueError("group_weighted_dp_aggregate.update needs groups= (int group id per example).")
         next_key, noise_key = jax.random.split(state.key)
-        den = denominators
-        if den is None:
-            den = group_counts(groups, num_groups, mask)
         out = group_weighted_private_mean(
             noise_key, updates, groups, num_groups, clip_norm=clip_norm,
             noise_multipliers=noise_multipliers, group_weights=group_weights,
-            denominators=den, mask=mask,
+            denominators=denominators, mask=mask,
         )
         return out, DPAggregateState(key=next_key)
 

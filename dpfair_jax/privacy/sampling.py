@@ -2,7 +2,8 @@
 
 * :func:`poisson_batch` -- every example joins the batch independently with probability ``q``.
   Shapes must be static, so the sample is padded (or truncated) to ``max_batch_size`` rows with a
-  0/1 mask. Accounted as the Poisson-subsampled Gaussian (``sampling="poisson"``, add/remove-one).
+  0/1 mask. Accounted as the Poisson-subsampled Gaussian (``sampling="poisson"``, add/remove-one,
+  ``q = batch_size / n`` with ``n`` public, see "Dataset size" below).
   Truncation (more than ``max_batch_size`` examples drawn) changes the mechanism; it is handled by
   choosing ``max_batch_size`` with :func:`max_batch_size_for` so that its probability is tiny, and
   charging it to delta with :func:`truncation_delta` (the truncated run differs from the exact one
@@ -13,9 +14,22 @@
   ``batch_size`` rows. Accounted exactly as sampling without replacement
   (``sampling="without_replacement"``, replace-one neighbours).
 * :func:`shuffled_batches` -- one permutation per epoch cut into disjoint batches (what most code
-  does). The usual accounting treats it as sampling without replacement; that is a convention, not
-  a theorem (shuffling can be less private than that accounting claims for some parameters), so
-  prefer :func:`fixed_size_batch` or Poisson where the guarantee must be exact.
+  does). Accounted *without* amplification (replace-one, sensitivity ``2 C``): a record is in at
+  most ``k = ceil(steps / steps_per_epoch)`` batches, so the run is at most ``k`` composed
+  Gaussians (:func:`dpfair_jax.privacy.accounting.shuffled_event`, exact epsilon from
+  ``accounting.participation_distribution(steps, "shuffle", ...)`` with
+  ``accounting.membership_visible_epsilon``). The common convention of accounting shuffled epochs
+  as sampling without replacement is not a theorem (an adversary who can tell which batch holds
+  the record sees its ``k`` Gaussians in full), so the kit does not use it; Poisson or
+  :func:`fixed_size_batch` give amplification with a proof.
+
+Dataset size. Under add/remove-one the kit computes the Poisson rate as ``q = batch_size / n``
+from the size ``n`` of the dataset it is given, and ``n`` differs by one between neighbours. The
+kit treats ``n`` as public: the guarantee is for the rate ``q`` the run used, and the spend does
+not charge for revealing ``n`` (the convention of Opacus, whose sample rate is
+``batch_size / len(dataset)``). If ``n`` must stay private, release a noisy ``n`` and charge it,
+or fix ``q`` in advance from a public number. Under replace-one (fixed-size and shuffled
+batches) both neighbours have the same ``n``.
 
 :func:`accounting_for` returns the ``sampling=`` name, sample rate and neighbouring relation to pass
 to :mod:`dpfair_jax.privacy.accounting` for each scheme.
@@ -80,7 +94,8 @@ def poisson_sample(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int
     ``O(max_batch_size)``, independent of ``n`` (geometric gaps of a Bernoulli process).
 
     Privacy: Poisson subsampling with rate ``q`` (add/remove-one neighbours); see the module
-    docstring for the truncation charge.
+    docstring for the truncation charge. ``q = batch_size / n`` treats the dataset size ``n`` as
+    public (module docstring, "Dataset size").
     """
     v.check_threefry_key(key)
     n, max_batch_size = _check_poisson(n, sample_rate, max_batch_size)
@@ -150,8 +165,10 @@ def shuffled_batches(key: jax.Array, n: int, batch_size: int) -> jax.Array:
     The last ``n mod batch_size`` examples of the permutation are dropped (a fresh permutation each
     epoch gives every example the same chance of being dropped).
 
-    Privacy: conventionally accounted as sampling without replacement at rate ``batch_size / n``
-    (replace-one); that accounting is not proven for shuffling (see the module docstring).
+    Privacy: accounted without amplification (replace-one, sensitivity ``2 C``): each record is in
+    at most one batch per epoch, so ``E`` epochs are at most ``E`` composed Gaussians
+    (``accounting.shuffled_event``; sampling-without-replacement accounting is not proven for
+    shuffling and is not used, see the module docstring).
 
     Cost: one permutation (a sort) of ``n`` per epoch.
     """
@@ -216,7 +233,9 @@ def truncation_delta(n: int, sample_rate: float, max_batch_size: int, steps: int
 class SamplingSpec:
     """What to pass to the accountant for a sampling scheme.
 
-    ``sampling`` is the accountant's ``sampling=`` name, ``sample_rate`` its rate, ``relation`` the
+    ``sampling`` is the accountant's ``sampling=`` name (``"poisson"``, ``"without_replacement"``)
+    or ``"shuffle"`` (no amplification: ``accounting.shuffled_event`` over ``steps_per_epoch``),
+    ``sample_rate`` the rate ``batch_size / n`` (informational for ``"shuffle"``), ``relation`` the
     neighbouring relation, and ``sensitivity_factor`` the L2 sensitivity of a clipped sum in units
     of the clip norm under that relation (1 for add/remove-one, 2 for replace-one).
     """
@@ -234,8 +253,9 @@ class SamplingSpec:
 def accounting_for(scheme: str, n: int, batch_size: int) -> SamplingSpec:
     """The accounting that matches ``scheme`` in ``("poisson", "fixed_size", "shuffle")``.
 
-    ``batch_size`` is the expected batch size for Poisson (``q = batch_size / n``) and the exact
-    one otherwise.
+    ``batch_size`` is the expected batch size for Poisson (``q = batch_size / n``, with ``n``
+    treated as public under add/remove, see the module docstring) and the exact one otherwise.
+    Shuffled epochs get ``sampling="shuffle"``: no amplification (``accounting.shuffled_event``).
     """
     v.check_choice("sampling", scheme, SAMPLING_SCHEMES)
     spe = steps_per_epoch(n, batch_size)
@@ -243,9 +263,11 @@ def accounting_for(scheme: str, n: int, batch_size: int) -> SamplingSpec:
     if scheme == "poisson":
         return SamplingSpec(scheme, "poisson", q, "add_remove", 1.0, batch_size, spe,
                             "Poisson-subsampled Gaussian; add truncation_delta for the padded batch.")
-    notes = ("sampling without replacement (exact for independent fixed-size batches)"
-             if scheme == "fixed_size" else
-             "shuffled epochs accounted as sampling without replacement (the usual convention; "
-             "not proven for shuffling)")
-    return SamplingSpec(scheme, "without_replacement", q, "replace_one", 2.0, batch_size, spe, notes)
+    if scheme == "fixed_size":
+        return SamplingSpec(scheme, "without_replacement", q, "replace_one", 2.0, batch_size, spe,
+                            "sampling without replacement (exact for independent fixed-size batches)")
+    return SamplingSpec(scheme, "shuffle", q, "replace_one", 2.0, batch_size, spe,
+                        "shuffled epochs without amplification: each record is in at most "
+                        "ceil(steps / steps_per_epoch) batches, accounted as that many composed "
+                        "Gaussians (sampling-without-replacement accounting is not proven for shuffling)")
 
