@@ -518,6 +518,13 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
     rows.append(Row("allocation sums to 1", 1.0, se2, "~", 1e-5))
     rows.append(Row("charges add up to the spend's rho", rho_c + rho1 + float(diag.rho_stage2), spend.rho,
                     "~", 1e-5))
+    led = BT.budget_ledger(hp.rho, np.asarray(diag.se), config=cfg, tau_fraction=hp.tau_fraction,
+                           count_fraction=hp.count_fraction)
+    items = led.charges
+    rows.append(Row("budget_ledger's relation", rel, led.relation))
+    for name, got in (("counts", rho_c), ("stage1", rho1), ("stage2", float(diag.rho_stage2))):
+        total = float(sum(np.sum(v) for k_, v in items.items() if k_.split("/")[0] == name))
+        rows.append(Row(f"budget_ledger item {name!r} = the run's charge", got, total, "~", 1e-5, atol=1e-12))
     eps = A.zcdp_to_dp(spend.rho, DELTA, method="bun_steinke")
     rows.append(Row("epsilon of rho at delta (Bun-Steinke)", eps, spend.epsilon, "~", 1e-9))
     return rows
@@ -533,7 +540,7 @@ def _case_means(monkeypatch, *, estimator: str, relation: str = "replace_one", c
     from dpfair_jax.algorithms import mean_estimation as ME
 
     noisy = relation == "add_remove" or count_rho is not None
-    K, per, d = (600 if noisy else 150), 30, 16  # noisy counts stay far above 1 (their noise is measured)
+    K, per, d = (600 if noisy else 100), 30, 16  # noisy counts stay far above 1 (their noise is measured)
     n = K * per
     x = np.zeros((n, d), np.float32)
     s = np.repeat(np.arange(K), per).astype(np.int32)
@@ -928,8 +935,9 @@ CASES: dict[str, Callable[..., list[Row]]] = {
 
 
 # rows past the default suite's time budget (options whose code path another row already compiles)
-SLOW = {"synthesis/study(stratified by sex)", "mitigation/gammas(0,0)stated",
-        "fermi/sensitive_attribute+public_freq", "means/stratcoinpress+replace_one+count_rho"}
+SLOW = {"synthesis/study(stratified by sex)", "mitigation/gammas(0,0)stated", "dpsgd/poisson+max_batch_size",
+        "fermi/sensitive_attribute+public_freq", "fermi/all_features+fixed_size",
+        "means/stratcoinpress+replace_one+count_rho"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])
