@@ -80,9 +80,12 @@ def test_stratified_wrapper_generic_synthesizer():
     df = pd.DataFrame(codes, columns=["a", "b", "c"])
     wrap = syn.StratifiedSynthesizer(lambda: syn.JaxMarginalSynthesizer(20.0), ["c"]).fit(df)
     assert wrap.counts == [int((df.c == 0).sum()), int((df.c == 1).sum())]
-    out = wrap.sample(500)
+    with pytest.raises(ValueError, match="proportions is required"):
+        wrap.sample(500)  # the exact stratum counts are private: never the default proportions
+    p = syn.stratum_proportions(df.c.to_numpy(), 2, key=jax.random.key(1), count_rho=0.5)
+    out = wrap.sample(500, proportions=p)
     assert len(out) == 500
-    assert abs((out.c == 0).mean() - (df.c == 0).mean()) < 0.01
+    assert abs((out.c == 0).mean() - p[0]) < 0.01
     with pytest.raises(ValueError, match="strata_columns"):
         syn.StratifiedSynthesizer(lambda: None, ["zzz"]).fit(df)
 
@@ -114,7 +117,7 @@ def test_mst_stratified_smoke():  # pragma: no cover - needs the extra
     codes, _ = _chain_data(1000)
     df = pd.DataFrame(codes, columns=["a", "b", "c"]).astype(str)
     wrap = syn.StratifiedSynthesizer(syn.mst_factory(5.0), ["c"]).fit(df)
-    assert len(wrap.sample(200)) == 200
+    assert len(wrap.sample(200, proportions=[0.5, 0.5])) == 200
 
 
 def test_synthesis_study_small_table():

@@ -335,10 +335,12 @@ class StratifiedSynthesizer:
 
     ``factory()`` returns a fresh synthesizer with ``fit(df)`` and ``sample(n)`` (each fit
     spends the full budget; strata are disjoint, so the total is one fit's by parallel
-    composition). ``strata_columns`` name the stratifying columns. Sampling proportions are the
-    exact stratum counts (the paper's code; not private) unless ``proportions`` (public) are given
-    to :meth:`sample`. Each stratum gets ``round(n p_g)`` rows (largest remainder) rather than the
-    code's ``max(1, int(n p_g))``.
+    composition). ``strata_columns`` name the stratifying columns. :meth:`sample` needs
+    ``proportions``: public values, or noisy counts charged to the budget
+    (:func:`stratum_proportions` with ``count_rho``). The paper's code samples by the exact stratum
+    counts, which tells neighbouring tables apart with certainty; that is refused here (the exact
+    counts stay readable as ``counts`` for analysis, not for release). Each stratum gets
+    ``round(n p_g)`` rows (largest remainder) rather than the code's ``max(1, int(n p_g))``.
     """
 
     def __init__(self, factory: Callable[[], Any], strata_columns: Sequence[str]):
@@ -363,7 +365,11 @@ class StratifiedSynthesizer:
         import pandas as pd
 
         n = v.check_int("n", n, minimum=1)
-        p = np.asarray(self.counts if proportions is None else proportions, np.float64)
+        if proportions is None:
+            raise ValueError("proportions is required: the exact stratum counts are private; pass public "
+                             "proportions or noisy ones (stratum_proportions(s, k, key=..., count_rho=...), "
+                             "charged to the budget).")
+        p = np.asarray(proportions, np.float64)
         if p.shape != (len(self.models),):
             raise ValueError(f"proportions must have {len(self.models)} entries (one per fitted stratum).")
         counts = _largest_remainder(p / p.sum(), n)
