@@ -89,6 +89,7 @@ __all__ = [
     "FermiConfig",
     "FermiHparams",
     "FermiResult",
+    "check_hparams",
     "fit",
     "init_w",
     "calibrate",
@@ -390,11 +391,31 @@ def _check_data(data: Dataset, config: FermiConfig) -> None:
     if data.num_groups != config.num_groups:
         raise ValueError(f"data.num_groups={data.num_groups} but config.num_groups="
                          f"{config.num_groups}; make them equal.")
+    shape = getattr(config.model, "input_shape", None)
+    if shape is not None and tuple(shape) != tuple(data.x.shape[1:]):
+        raise ValueError(f"the model expects examples of shape {tuple(shape)} but data.x has "
+                         f"{tuple(data.x.shape[1:])}; build the model with input_dim={data.x.shape[1]} "
+                         "(or the data's image shape).")
     if isinstance(data.x, jax.core.Tracer):
         return
     v.check_finite("x", data.x)
     v.check_group_ids(data.s, config.num_groups, "s", min_size=1)
     v.check_labels(data.y, config.num_classes, "y")
+
+
+def check_hparams(hparams: FermiHparams) -> FermiHparams:
+    """Refuse, on the host and before any compute, every :class:`FermiHparams` field out of range:
+    ``lam >= 0`` finite; step sizes ``> 0`` finite; clip norms and radius ``> 0`` (``inf`` allowed:
+    no clipping / no projection); noise multipliers ``>= 0`` finite. Traced values are skipped
+    (checked where they were made)."""
+    v.check_positive("lam", hparams.lam, allow_zero=True)
+    for name in ("lr_theta", "lr_w"):
+        v.check_positive(name, getattr(hparams, name))
+    for name in ("clip_theta", "clip_w", "radius"):
+        v.check_positive(name, getattr(hparams, name), allow_inf=True)
+    for name in ("noise_theta", "noise_w"):
+        v.check_noise_multiplier(getattr(hparams, name), name)
+    return hparams
 
 
 @full_precision
@@ -429,7 +450,7 @@ def fit(
         config.validate(data.x.shape[0])
         _check_data(data, config)
         v.check_threefry_key(key)
-        v.check_positive("lam", hparams.lam, allow_zero=True)
+        check_hparams(hparams)
         _check_frequencies(config, p_s, p_y)
     k_init, k_w, k_run = jax.random.split(key, 3)
     model = config.model
