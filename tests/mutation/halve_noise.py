@@ -1,0 +1,512 @@
+"""Mutation check: halve one noise path at a time and re-run the tests that should pin its scale.
+
+For every noise path of the library (a Gaussian, Laplace or exponential-mechanism draw, or the
+line that sets its scale) :data:`MUTATIONS` holds a one-line textual patch (file, the exact line
+as it stands, its replacement) that makes that path add half its noise (for the exponential
+mechanism: logits doubled, i.e. the temperature halved), and the default-suite tests that pin the
+path's scale. The script copies the working tree (tracked and untracked, non-ignored files) to a
+temporary directory, checks that the covering tests pass there unmutated, then for each mutation
+patches the copy, runs the covering tests with ``-x -q -p no:cacheprovider`` (the project's
+``addopts`` keep ``-m 'not slow'``, so only default-suite tests count), records whether at least
+one failed, and restores the file. The result is a Markdown table.
+
+Usage (from the repository root)::
+
+    .venv/bin/python tests/mutation/halve_noise.py --out docs/noise_paths_table.md
+    .venv/bin/python tests/mutation/halve_noise.py --only fermi.all_features_poisson sgda.theta
+    .venv/bin/python tests/mutation/halve_noise.py --check   # every patch applies, no tests run
+    .venv/bin/python tests/mutation/halve_noise.py --list
+
+Not collected by pytest: the file name has no ``test_`` prefix (the default ``python_files``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "tests/test_noise_scales.py"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """``path``: the noise path; ``file``: repository-relative; ``old``: the line as it stands
+    (compared after stripping indentation; must occur exactly once); ``new``: its replacement
+    (indentation kept); ``tests``: pytest node ids that must catch it."""
+
+    path: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+M = Mutation
+MECH = "dpfair_jax/privacy/mechanisms.py"
+AGG = "dpfair_jax/privacy/aggregation.py"
+ACC = "dpfair_jax/privacy/accounting.py"
+PF = "dpfair_jax/privacy/paper_formulas.py"
+SGDA = "dpfair_jax/algorithms/sgda.py"
+FERMI = "dpfair_jax/algorithms/fermi.py"
+DPSGD = "dpfair_jax/algorithms/dpsgd.py"
+MIT = "dpfair_jax/algorithms/mitigation.py"
+OP = "dpfair_jax/algorithms/output_perturbation.py"
+BT = "dpfair_jax/algorithms/budget_tailoring.py"
+ME = "dpfair_jax/algorithms/mean_estimation.py"
+SYN = "dpfair_jax/algorithms/synthesis.py"
+RED = "dpfair_jax/algorithms/reductions.py"
+DEC = "dpfair_jax/analysis/decomposition.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ---------------------------------------------------------------- privacy.mechanisms
+    M("mechanisms.gaussian_mechanism", MECH,
+      "return leaf.astype(dt) + jnp.asarray(std, dt) * jax.random.normal(k, leaf.shape, dt)",
+      "return leaf.astype(dt) + 0.5 * jnp.asarray(std, dt) * jax.random.normal(k, leaf.shape, dt)",
+      ("tests/test_mechanisms.py::test_gaussian_mechanism_std_and_mean",)),
+    M("mechanisms.laplace_mechanism", MECH,
+      "return leaf.astype(dt) + jnp.asarray(scale, dt) * jax.random.laplace(k, leaf.shape, dt)",
+      "return leaf.astype(dt) + 0.5 * jnp.asarray(scale, dt) * jax.random.laplace(k, leaf.shape, dt)",
+      ("tests/test_mechanisms.py::test_laplace_mechanism_scale",)),
+    M("mechanisms.symmetric_gaussian_noise", MECH,
+      "return jnp.asarray(std, dtype) * (upper + jnp.triu(z, 1).T)",
+      "return 0.5 * jnp.asarray(std, dtype) * (upper + jnp.triu(z, 1).T)",
+      ("tests/test_mechanisms.py::test_symmetric_gaussian_noise",)),
+    M("mechanisms.noisy_sufficient_statistics (X^T X)", MECH,
+      "xtx_noisy = xtx + symmetric_gaussian_noise(k_xx, x.shape[1], sigma_xx, dt)",
+      "xtx_noisy = xtx + symmetric_gaussian_noise(k_xx, x.shape[1], 0.5 * sigma_xx, dt)",
+      (f"{NS}::test_noisy_sufficient_statistics_scales",)),
+    M("mechanisms.noisy_sufficient_statistics (X^T y)", MECH,
+      "xty_noisy = xty + jnp.asarray(sigma_xy, dt) * jax.random.normal(k_xy, xty.shape, dt)",
+      "xty_noisy = xty + 0.5 * jnp.asarray(sigma_xy, dt) * jax.random.normal(k_xy, xty.shape, dt)",
+      (f"{NS}::test_noisy_sufficient_statistics_scales",)),
+    M("mechanisms.noisy_histogram (draw)", MECH,
+      "return counts + std * jax.random.normal(key, counts.shape, jnp.float32)",
+      "return counts + 0.5 * std * jax.random.normal(key, counts.shape, jnp.float32)",
+      (f"{NS}::test_noisy_histogram_scale",)),
+    M("mechanisms.histogram_sensitivity (replace-one)", MECH,
+      'return 1.0 if relation == "add_remove" else 2.0**0.5',
+      'return 1.0 if relation == "add_remove" else 0.5 * 2.0**0.5',
+      (f"{NS}::test_noisy_histogram_scale",)),
+    M("mechanisms.exponential_mechanism (logits)", MECH,
+      "return sign * eps * scores.astype(dt) / (2.0 * sens)",
+      "return sign * eps * scores.astype(dt) / (1.0 * sens)",
+      ("tests/test_mechanisms.py::test_exponential_mechanism_probs_closed_form",
+       "tests/test_mechanisms.py::test_exponential_mechanism_frequencies_chi_square")),
+    # ---------------------------------------------------------------- privacy.aggregation
+    M("aggregation.private_sum / private_mean / dp_aggregate", AGG,
+      "std = jnp.asarray(noise_multiplier, norms.dtype) * jnp.asarray(clip_norm, norms.dtype)",
+      "std = 0.5 * jnp.asarray(noise_multiplier, norms.dtype) * jnp.asarray(clip_norm, norms.dtype)",
+      ("tests/test_aggregation.py::test_noise_on_zero_gradient_sum_has_configured_std",)),
+    M("aggregation.group_weighted_noisy_sums (draw)", AGG,
+      "out.append(leaf + sd * jax.random.normal(kk, leaf.shape, leaf.dtype))",
+      "out.append(leaf + 0.5 * sd * jax.random.normal(kk, leaf.shape, leaf.dtype))",
+      ("tests/test_aggregation.py::test_per_group_noise_std_matches_configured_sigmas",)),
+    M("aggregation.group_weighted_private_mean (per-group stds)", AGG,
+      "stds = jnp.asarray(noise_multipliers, jnp.float32) * jnp.asarray(clip_norm, jnp.float32)",
+      "stds = 0.5 * jnp.asarray(noise_multipliers, jnp.float32) * jnp.asarray(clip_norm, jnp.float32)",
+      (f"{NS}::test_group_weighted_private_mean_scale",)),
+    M("aggregation.group_weighted_private_mean (clip norm dropped, C = 3)", AGG,
+      "stds = jnp.asarray(noise_multipliers, jnp.float32) * jnp.asarray(clip_norm, jnp.float32)",
+      "stds = jnp.asarray(noise_multipliers, jnp.float32)",
+      (f"{NS}::test_group_weighted_private_mean_scale",)),
+    # ---------------------------------------------------------------- accounting (calibration)
+    M("accounting.gaussian_sigma_for_rho", ACC,
+      "return float(sensitivity) / math.sqrt(2.0 * float(rho))",
+      "return 0.5 * float(sensitivity) / math.sqrt(2.0 * float(rho))",
+      ("tests/test_accounting.py::test_zcdp_closed_forms",)),
+    M("accounting.analytic_gaussian_sigma", ACC,
+      "return float(math.exp(u))",
+      "return 0.5 * float(math.exp(u))",
+      ("tests/test_accounting.py::test_analytic_gaussian",)),
+    M("accounting.classical_gaussian_sigma", ACC,
+      "return math.sqrt(2.0 * math.log(1.25 / delta)) * float(sensitivity) / float(epsilon)",
+      "return 0.5 * math.sqrt(2.0 * math.log(1.25 / delta)) * float(sensitivity) / float(epsilon)",
+      (f"{NS}::test_classical_gaussian_sigma_closed_form",)),
+    M("accounting.calibrate_noise_multiplier", ACC,
+      "return float(z)", "return 0.5 * float(z)",
+      ("tests/test_accounting.py::test_calibration_round_trip",)),
+    M("accounting.calibrate_membership_visible (shift doubled = noise halved)", ACC,
+      "return float(mu)", "return 2.0 * float(mu)",
+      ("tests/test_accounting.py::test_membership_visible_full_participation_is_the_composed_gaussian",)),
+    M("paper_formulas.dpfermi_noise (Theorem 3.3 stds)", PF,
+      "return FermiNoise(math.sqrt(factor * var_t), math.sqrt(factor * var_w))",
+      "return FermiNoise(0.5 * math.sqrt(factor * var_t), 0.5 * math.sqrt(factor * var_w))",
+      ("tests/test_fermi.py::test_theorem33_noise_matches_hand_computation",
+       "tests/test_paper_formulas.py::test_theorem33_is_the_moments_recipe_with_the_proof_sensitivities")),
+    M("paper_formulas.dpsgda_noise (Theorem E.1 stds)", PF,
+      "base = 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
+      "base = 0.25 * 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
+      ("tests/test_paper_formulas.py::test_dpsgda_theorem_e1",)),
+    # ---------------------------------------------------------------- DP-SGDA (sgda)
+    M("sgda: theta noise std", SGDA,
+      "std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)",
+      "std_theta = 0.5 * _noise_std(hparams.noise_theta, hparams.clip_theta, fct)",
+      ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
+    M("sgda: W noise std", SGDA,
+      "std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)",
+      "std_w = 0.5 * _noise_std(hparams.noise_w, hparams.clip_w, fct)",
+      ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
+    M("sgda: _noise_std (multiplier x clip x factor)", SGDA,
+      "return jnp.where(z == 0, 0.0, z * jnp.asarray(clip, jnp.float32) * factor)",
+      "return jnp.where(z == 0, 0.0, 0.5 * z * jnp.asarray(clip, jnp.float32) * factor)",
+      ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
+    M("sgda: _noise_like (draw)", SGDA,
+      "treedef, [std * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]",
+      "treedef, [0.5 * std * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]",
+      ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
+    # ---------------------------------------------------------------- DP-FERMI (fermi)
+    M("fermi: all-features sensitivity factor under Poisson", FERMI,
+      "return 1.0", "return 0.5",
+      ("tests/test_fermi.py::test_all_features_noise_std",)),
+    M("fermi: sensitive-attribute / fixed-size sensitivity factor", FERMI,
+      "return 2.0", "return 1.0",
+      ("tests/test_fermi.py::test_added_noise_has_calibrated_std_scaled_by_lambda",
+       "tests/test_fermi.py::test_all_features_noise_std")),
+    M("fermi: theta noise multiplier", FERMI,
+      "noise_theta = jnp.asarray(hparams.noise_theta, jnp.float32) / batch_scale",
+      "noise_theta = 0.5 * jnp.asarray(hparams.noise_theta, jnp.float32) / batch_scale",
+      ("tests/test_fermi.py::test_added_noise_has_calibrated_std_scaled_by_lambda",
+       "tests/test_fermi.py::test_all_features_noise_std")),
+    M("fermi: W noise multiplier", FERMI,
+      "noise_w = jnp.asarray(hparams.noise_w, jnp.float32) / batch_scale",
+      "noise_w = 0.5 * jnp.asarray(hparams.noise_w, jnp.float32) / batch_scale",
+      ("tests/test_fermi.py::test_added_noise_has_calibrated_std_scaled_by_lambda",
+       "tests/test_fermi.py::test_all_features_noise_std")),
+    M("fermi.calibrate: sensitive-attribute / shuffle multiplier", FERMI,
+      "z = math.sqrt(1.0 + w**-2) / mu", "z = 0.5 * math.sqrt(1.0 + w**-2) / mu",
+      ("tests/test_fermi.py::test_calibrate_and_privacy_round_trip",)),
+    M("fermi.calibrate: all-features multiplier", FERMI,
+      "z = A.calibrate_noise_multiplier(", "z = 0.5 * A.calibrate_noise_multiplier(",
+      ("tests/test_fermi.py::test_calibrate_and_privacy_round_trip",)),
+    M("fermi: noisy [labels x groups] histogram", FERMI,
+      "key, data.y * k + data.s, l * k, noise_multiplier=config.count_noise_multiplier,",
+      "key, data.y * k + data.s, l * k, noise_multiplier=0.5 * config.count_noise_multiplier,",
+      (f"{NS}::test_fermi_noisy_frequencies_histogram_scale",)),
+    # ---------------------------------------------------------------- DP-SGD (dpsgd)
+    M("dpsgd.train: gradient noise", DPSGD,
+      "std = noise_multiplier * clip_norm", "std = 0.5 * noise_multiplier * clip_norm",
+      ("tests/test_dpsgd.py::test_noise_has_configured_scale_and_generic_pytree_loss",)),
+    # ---------------------------------------------------------------- mitigation
+    M("mitigation: update noise", MIT,
+      "std = noise_multiplier * clip_norm", "std = 0.5 * noise_multiplier * clip_norm",
+      ("tests/test_mitigation.py::test_update_noise_scale",)),
+    M("mitigation: group statistics noise", MIT,
+      "stats_std = jnp.asarray(stats_noise_multiplier, dt) * STATS_SENSITIVITY",
+      "stats_std = 0.5 * jnp.asarray(stats_noise_multiplier, dt) * STATS_SENSITIVITY",
+      ("tests/test_mitigation.py::test_private_statistics_noise_scale",)),
+    M("mitigation: statistics sensitivity sqrt(3)", MIT,
+      "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = 0.5 * math.sqrt(3.0)",
+      ("tests/test_mitigation.py::test_private_statistics_noise_scale",)),
+    # ---------------------------------------------------------------- output perturbation
+    M("output_perturbation.perturb (draw)", OP,
+      "return theta_star + jnp.asarray(std, theta_star.dtype) * jax.random.normal(",
+      "return theta_star + 0.5 * jnp.asarray(std, theta_star.dtype) * jax.random.normal(",
+      (f"{NS}::test_output_perturbation_perturb_scale",)),
+    M("output_perturbation.noise_std (analytic Gaussian)", OP,
+      "return _acc.analytic_gaussian_sigma(epsilon, delta, sens)",
+      "return 0.5 * _acc.analytic_gaussian_sigma(epsilon, delta, sens)",
+      (f"{NS}::test_output_perturbation_fit_noise_by_hand",)),
+    M("output_perturbation.sensitivity (2L / (n reg))", OP,
+      "return 2.0 * float(lipschitz) / (n * float(reg))",
+      "return 1.0 * float(lipschitz) / (n * float(reg))",
+      (f"{NS}::test_output_perturbation_fit_noise_by_hand",)),
+    M("output_perturbation.fit (std passed to perturb)", OP,
+      "std = noise_std(epsilon, delta, sens)", "std = 0.5 * noise_std(epsilon, delta, sens)",
+      (f"{NS}::test_output_perturbation_fit_noise_by_hand",)),
+    M("output_perturbation Monte Carlo of the release (analysis)", OP,
+      "noise = jax.random.normal(k, theta_star.shape, theta_star.dtype) * std",
+      "noise = jax.random.normal(k, theta_star.shape, theta_star.dtype) * 0.5 * std",
+      ("tests/test_output_perturbation.py",)),
+    # ---------------------------------------------------------------- budget tailoring (paper 000)
+    M("budget_tailoring stage 1: std_xx", BT,
+      "std_xx = sens.gram * ux**2 / jnp.sqrt(tau_k)",
+      "std_xx = 0.5 * sens.gram * ux**2 / jnp.sqrt(tau_k)",
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("budget_tailoring stage 1: std_xy", BT,
+      "std_xy = sens.vector * ux * uy / jnp.sqrt(tau_k)",
+      "std_xy = 0.5 * sens.vector * ux * uy / jnp.sqrt(tau_k)",
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("budget_tailoring stage 1: std_res", BT,
+      "std_res = sens.bounded * bound / jnp.sqrt(2.0 * tau_k)",
+      "std_res = 0.5 * sens.bounded * bound / jnp.sqrt(2.0 * tau_k)",
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("budget_tailoring stage 1: X^T X release (draw)", BT,
+      "xtx_n = xtx + std_xx * z", "xtx_n = xtx + 0.5 * std_xx * z",
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("budget_tailoring stage 1: X^T y release (draw)", BT,
+      "xty_n = xty + std_xy * z_all[p * p: p * p + p]",
+      "xty_n = xty + 0.5 * std_xy * z_all[p * p: p * p + p]",
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("budget_tailoring stage 1: residual sums release (draw)", BT,
+      "s_sum = clean + std_res * z_all[p * p + p:]  # line 17",
+      "s_sum = clean + 0.5 * std_res * z_all[p * p + p:]  # line 17",
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("budget_tailoring stage 2: gradient std per group", BT,
+      "grad_std = sens.vector * clip * inv", "grad_std = 0.5 * sens.vector * clip * inv",
+      ("tests/test_budget_tailoring_privacy.py::test_stage2_noise_stds_by_hand",)),
+    M("budget_tailoring stage 2: loss std per group (fairness)", BT,
+      "loss_std = sens.bounded * clip**2 * inv", "loss_std = 0.5 * sens.bounded * clip**2 * inv",
+      ("tests/test_budget_tailoring_privacy.py::test_stage2_noise_stds_by_hand",)),
+    M("budget_tailoring stage 2: default scaling (noise / n_k)", BT,
+      "gscale, gstd = 1.0 / n_k, grad_std / n_k  # clip, sum, noise, then normalise",
+      "gscale, gstd = 1.0 / n_k, 0.5 * grad_std / n_k  # clip, sum, noise, then normalise",
+      ("tests/test_budget_tailoring_privacy.py::test_stage2_noise_stds_by_hand",)),
+    M("budget_tailoring stage 2: gradient release (draw)", BT,
+      "m1 = gsum * rel.gscale + rel.gstd * zg", "m1 = gsum * rel.gscale + 0.5 * rel.gstd * zg",
+      ("tests/test_budget_tailoring_privacy.py::test_stage2_noise_stds_by_hand",)),
+    M("budget_tailoring stage 2: loss release (draw)", BT,
+      "m2 = lsum * rel.lscale + rel.lstd * zl", "m2 = lsum * rel.lscale + 0.5 * rel.lstd * zl",
+      ("tests/test_budget_tailoring_privacy.py::test_stage2_noise_stds_by_hand",)),
+    M("budget_tailoring pooled (DPNoSE) gradient std", BT,
+      "grad_std = sens * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), dtype)",
+      "grad_std = 0.5 * sens * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), dtype)",
+      ("tests/test_budget_tailoring_privacy.py::test_pooled_noise_std_by_hand",)),
+    M("budget_tailoring noisy counts (add/remove)", BT,
+      "std = jnp.where(jnp.isinf(rho_c), 0.0, 1.0 / jnp.sqrt(2.0 * rho_c))",
+      "std = jnp.where(jnp.isinf(rho_c), 0.0, 0.5 / jnp.sqrt(2.0 * rho_c))",
+      ("tests/test_budget_tailoring_privacy.py::test_add_remove_counts_are_noised_and_charged",)),
+    M("paper_formulas.clipped_sum_sensitivity (stage 2, pooled)", PF,
+      'return float(clip_norm) * (1.0 if relation == "add_remove" else 2.0)',
+      'return 0.5 * float(clip_norm) * (1.0 if relation == "add_remove" else 2.0)',
+      ("tests/test_budget_tailoring_privacy.py::test_stage2_noise_stds_by_hand",)),
+    M("paper_formulas.gram_sensitivity (stage 1 X^T X)", PF,
+      'return u2 if relation == "add_remove" else math.sqrt(2.0) * u2',
+      'return 0.5 * (u2 if relation == "add_remove" else math.sqrt(2.0) * u2)',
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    M("paper_formulas.bounded_scalar_sum_sensitivity (residuals, losses)", PF,
+      'return max(abs(lo), abs(hi)) if relation == "add_remove" else hi - lo',
+      'return 0.5 * (max(abs(lo), abs(hi)) if relation == "add_remove" else hi - lo)',
+      ("tests/test_budget_tailoring_privacy.py::test_stage1_noise_stds_by_hand",)),
+    # ---------------------------------------------------------------- mean estimation (paper 003)
+    M("mean_estimation noisy counts", ME,
+      "sigma = delta / jnp.sqrt(2.0 * jnp.asarray(count_rho, jnp.float32))",
+      "sigma = 0.5 * delta / jnp.sqrt(2.0 * jnp.asarray(count_rho, jnp.float32))",
+      ("tests/test_mean_estimation.py::test_noisy_counts_variance",)),
+    M("mean_estimation Laplace mean", ME,
+      "noise = scale[:, None] * jax.random.laplace(key, sums.shape, jnp.float32)",
+      "noise = 0.5 * scale[:, None] * jax.random.laplace(key, sums.shape, jnp.float32)",
+      ("tests/test_mean_estimation.py::test_laplace_mean_noise_variance",)),
+    M("mean_estimation Gaussian mean", ME,
+      "noisy = sums + sigma[:, None] * jax.random.normal(key, sums.shape, jnp.float32)",
+      "noisy = sums + 0.5 * sigma[:, None] * jax.random.normal(key, sums.shape, jnp.float32)",
+      ("tests/test_mean_estimation.py::test_multivariate_laplace_and_gaussian_noise",)),
+    M("mean_estimation sensitivity factor (replace-one 2C)", ME,
+      'return 2.0 if relation == "replace_one" else 1.0',
+      'return 1.0 if relation == "replace_one" else 1.0',
+      ("tests/test_mean_estimation.py::test_laplace_mean_noise_variance",)),
+    M("mean_estimation COINPRESS step noise (draw)", ME,
+      "noise = sigma_sum[:, None] * jax.random.normal(k_t, sums.shape, jnp.float32)",
+      "noise = 0.5 * sigma_sum[:, None] * jax.random.normal(k_t, sums.shape, jnp.float32)",
+      ("tests/test_mean_estimation_privacy.py::test_coinpress_add_remove_one_step_noise_radius_and_counts",)),
+    M("mean_estimation COINPRESS step std (noise and radius)", ME,
+      "sigma_sum = factor * C / jnp.sqrt(2.0 * rho_t)  # noise std on the centred clipped sum",
+      "sigma_sum = 0.5 * factor * C / jnp.sqrt(2.0 * rho_t)  # noise std on the centred clipped sum",
+      ("tests/test_mean_estimation_privacy.py::test_coinpress_add_remove_one_step_noise_radius_and_counts",)),
+    M("mean_estimation reference-code COINPRESS (reproduction only)", ME,
+      "sigma = (2.0 * C / n) / jnp.sqrt(2.0 * jnp.asarray(rhos, jnp.float32)[t])",
+      "sigma = 0.5 * (2.0 * C / n) / jnp.sqrt(2.0 * jnp.asarray(rhos, jnp.float32)[t])",
+      (f"{NS}::test_reference_code_coinpress_noise_by_hand",)),
+    # ---------------------------------------------------------------- synthesis
+    M("synthesis marginal_sigma", SYN,
+      "return jnp.sqrt(d * (d + 1) / 2.0) / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))",
+      "return 0.5 * jnp.sqrt(d * (d + 1) / 2.0) / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))",
+      ("tests/test_synthesis.py::test_noise_std_matches_sensitivity",)),
+    M("synthesis marginal tables (draw)", SYN,
+      "noisy = jnp.maximum(grams + sigma * noise, 0.0)",
+      "noisy = jnp.maximum(grams + 0.5 * sigma * noise, 0.0)",
+      ("tests/test_synthesis.py::test_noise_std_matches_sensitivity",)),
+    M("synthesis stratum counts", SYN,
+      "c = c + np.asarray(jax.random.normal(key, (num_groups,)), np.float64) / math.sqrt(2 * count_rho)",
+      "c = c + 0.5 * np.asarray(jax.random.normal(key, (num_groups,)), np.float64) / math.sqrt(2 * count_rho)",
+      ("tests/test_mean_estimation_privacy.py::test_stratum_proportions_noisy_counts_scale",)),
+    # ---------------------------------------------------------------- reductions (paper 002)
+    M("reductions Alg. 2 Laplace on released losses (grid)", RED,
+      "released = _mech.laplace_mechanism(k_noise, L[m_prev], scale)  # l1 sensitivity K/n",
+      "released = _mech.laplace_mechanism(k_noise, L[m_prev], 0.5 * scale)  # l1 sensitivity K/n",
+      ("tests/test_reductions_privacy.py::test_algorithm2_laplace_noise_scale_on_released_losses",)),
+    M("reductions Alg. 2 Laplace scale (K/n)/eps_w", RED,
+      "scale = (K / n) / w_eps", "scale = 0.5 * (K / n) / w_eps",
+      ("tests/test_reductions_privacy.py::test_algorithm2_laplace_noise_scale_on_released_losses",)),
+    M("reductions Alg. 2 Laplace on released losses (regression)", RED,
+      "released = _mech.laplace_mechanism(k_noise, clipped_group_losses(prev, x, y, s, K, loss_bound), scale)",
+      "released = _mech.laplace_mechanism(k_noise, clipped_group_losses(prev, x, y, s, K, loss_bound), 0.5 * scale)",
+      ("tests/test_reductions_privacy.py::test_algorithm2_regression_laplace_and_dp_gd_noise_scales",)),
+    M("reductions DP-GD oracle noise (draw)", RED,
+      "noisy = _mech.gaussian_mechanism(k, grads, std)  # l2 sensitivity 2C (replace-one)",
+      "noisy = _mech.gaussian_mechanism(k, grads, 0.5 * std)  # l2 sensitivity 2C (replace-one)",
+      ("tests/test_reductions_privacy.py::test_algorithm2_regression_laplace_and_dp_gd_noise_scales",)),
+    M("reductions dp_gd_noise_std (2C sensitivity)", RED,
+      'sens = (2.0 if relation == "replace_one" else 1.0) * float(clip_norm)',
+      'sens = 0.5 * (2.0 if relation == "replace_one" else 1.0) * float(clip_norm)',
+      ("tests/test_reductions_privacy.py::test_dp_gd_noise_std_hand_formula_and_dp_accounting",)),
+    M("reductions Alg. 1 exponential sampling (Delta_h)", RED,
+      "return s * (problem.f.lipschitz + G * problem.g.lipschitz)",
+      "return 0.5 * s * (problem.f.lipschitz + G * problem.g.lipschitz)",
+      ("tests/test_reductions.py::test_exponential_sampling_matches_em_probabilities_chi_square",
+)),
+    M("reductions LOPT exponential mechanism (logits)", RED,
+      "return -jnp.asarray(epsilon, jnp.float32) * score / (2.0 * jnp.asarray(loss_sens, jnp.float32))",
+      "return -jnp.asarray(epsilon, jnp.float32) * score / (1.0 * jnp.asarray(loss_sens, jnp.float32))",
+      ("tests/test_reductions.py::test_lopt_oracles_against_numpy",)),
+    M("reductions loss_sensitivity sqrt(K)/n", RED,
+      'return (math.sqrt(K) if norm == "l2" else float(K)) / n',
+      'return 0.5 * (math.sqrt(K) if norm == "l2" else float(K)) / n',
+      ("tests/test_reductions.py::test_exponential_sampling_matches_em_probabilities_chi_square",)),
+    # ---------------------------------------------------------------- analysis
+    M("analysis.decomposition one-step Monte Carlo noise", DEC,
+      'std = noise_multiplier * c / batch_size if variant == "sum" else noise_multiplier * c',
+      'std = 0.5 * (noise_multiplier * c / batch_size if variant == "sum" else noise_multiplier * c)',
+      ("tests/test_decomposition.py",)),
+)
+
+
+# --------------------------------------------------------------------------------------------
+def _copy_tree(dst: Path) -> None:
+    """Tracked and untracked (non-ignored) files of the working tree, as they stand."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, check=True, capture_output=True).stdout.decode()
+    for rel in filter(None, out.split("\0")):
+        src = ROOT / rel
+        if not src.is_file():
+            continue
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def _locate(tree: Path, m: Mutation) -> tuple[list[str], int]:
+    lines = (tree / m.file).read_text().splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.strip() == m.old.strip()]
+    if len(hits) != 1:
+        raise LookupError(f"{m.file}: expected exactly one line {m.old!r}, found {len(hits)}")
+    return lines, hits[0]
+
+
+def _apply(tree: Path, m: Mutation) -> tuple[str, int]:
+    """Patch the copy; returns (original text, 1-based line number)."""
+    path = tree / m.file
+    original = path.read_text()
+    lines, i = _locate(tree, m)
+    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+    lines[i] = indent + m.new.strip() + "\n"
+    path.write_text("".join(lines))
+    return original, i + 1
+
+
+def _pytest(tree: Path, tests: tuple[str, ...], python: str, timeout: float, stop_first: bool = True
+            ) -> tuple[int, str, float]:
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    cmd = [python, "-m", "pytest", *(["-x"] if stop_first else []), "-q", "-p", "no:cacheprovider",
+           *tests]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+        rc, out = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out = -1, f"timeout after {timeout:.0f} s\n{(e.stdout or b'')!s}"
+    return rc, out, time.perf_counter() - t0
+
+
+def _first_failure(out: str) -> str:
+    for line in out.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" ", 1)[1].split("::", 1)[-1][:110]
+    return ""
+
+
+def _check_import(tree: Path, python: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    got = subprocess.run([python, "-c", "import dpfair_jax, sys; sys.stdout.write(dpfair_jax.__file__)"],
+                         cwd=tree, env=env, capture_output=True, text=True, check=True).stdout
+    if not Path(got).resolve().is_relative_to(tree.resolve()):
+        raise RuntimeError(f"the copy imports dpfair_jax from {got}, not from {tree}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", help="substrings of path names to run")
+    ap.add_argument("--out", help="write the Markdown table here (repository-relative or absolute)")
+    ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    ap.add_argument("--check", action="store_true", help="only check that every patch applies")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per pytest run")
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args(argv)
+
+    muts = [m for m in MUTATIONS if not args.only or any(s in m.path for s in args.only)]
+    if args.list:
+        for m in muts:
+            print(f"{m.path}\t{m.file}\t{' '.join(m.tests)}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="halve_noise_") as tmp:
+        tree = Path(tmp) / "repo"
+        _copy_tree(tree)
+        bad = []
+        for m in muts:
+            try:
+                _locate(tree, m)
+            except LookupError as e:
+                bad.append(str(e))
+        if bad:
+            print("patches that do not apply:\n  " + "\n  ".join(bad), file=sys.stderr)
+            return 2
+        if args.check:
+            print(f"all {len(muts)} patches apply")
+            return 0
+        _check_import(tree, args.python)
+        t_start = time.perf_counter()
+        if not args.no_baseline:
+            union = tuple(dict.fromkeys(t for m in muts for t in m.tests))
+            rc, out, dt = _pytest(tree, union, args.python, args.timeout * 2, stop_first=False)
+            print(f"baseline (unmutated, {len(union)} node ids): rc={rc} in {dt:.0f} s", flush=True)
+            if rc != 0:
+                print(out[-4000:], file=sys.stderr)
+                print("the covering tests fail without any mutation; fix that first", file=sys.stderr)
+                return 3
+        rows = []
+        for m in muts:
+            original, lineno = _apply(tree, m)
+            try:
+                rc, out, dt = _pytest(tree, m.tests, args.python, args.timeout)
+            finally:
+                (tree / m.file).write_text(original)
+            status = {0: "no", 1: "yes"}.get(rc, f"error (rc={rc})")
+            first = _first_failure(out)
+            rows.append((m, lineno, status, first, dt))
+            print(f"[{status:>3}] {dt:6.1f} s  {m.path}  ({m.file}:{lineno})  {first}", flush=True)
+            if rc not in (0, 1):
+                print(out[-2000:], file=sys.stderr)
+        total = time.perf_counter() - t_start
+
+    def short(t: str) -> str:
+        return t.replace("tests/", "")
+
+    md = ["| path | file:line | mutation | covering test | failed |", "|---|---|---|---|---|"]
+    for m, lineno, status, first, dt in rows:
+        mut = f"`{m.old.strip()}` -> `{m.new.strip()}`".replace("|", "\\|")
+        cov = "<br>".join(short(t) for t in m.tests)
+        seen = f"{status} ({first}; {dt:.0f} s)" if first else f"{status} ({dt:.0f} s)"
+        md.append(f"| {m.path} | {m.file.removeprefix('dpfair_jax/')}:{lineno} | {mut} | {cov} | {seen} |")
+    caught = sum(r[2] == "yes" for r in rows)
+    md.append("")
+    md.append(f"{caught} of {len(rows)} mutations caught; {total:.0f} s in all.")
+    text = "\n".join(md) + "\n"
+    print(text)
+    if args.out:
+        out_path = Path(args.out)
+        out_path = out_path if out_path.is_absolute() else ROOT / out_path
+        out_path.write_text(text)
+    return 0 if caught == len(rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
