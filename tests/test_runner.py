@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpfair_jax.experiments import context, plots, registry, store
+from dpfair_jax.experiments import context, kit, plots, registry, store
 from dpfair_jax.experiments.context import RunContext, run_experiment
 from dpfair_jax.experiments.registry import Experiment
 
@@ -334,11 +334,12 @@ def test_run_experiment_writes_claims_privacy_meta(tmp_path):
     claims = json.loads((d / "claims.json").read_text())
     assert isinstance(claims, list) and len(claims) == 2
     for c in claims:
-        assert set(c) == {"id", "paper", "statement", "measured", "target", "passed"}
+        assert set(c) == {"id", "paper", "statement", "measured", "target", "passed", "kind", "status", "reason"}
         assert isinstance(c["passed"], bool) and c["paper"] in registry.PAPERS
     assert claims[0] == {"id": "t_ok", "paper": "kit", "statement": "a passing claim", "measured": 0.5,
-                         "target": "<= 1", "passed": True}
+                         "target": "<= 1", "passed": True, "kind": "claim", "status": "passed", "reason": None}
     assert claims[1]["measured"] is None and claims[1]["paper"] == "003" and claims[1]["passed"] is False
+    assert claims[1]["status"] == "failed" and claims[1]["kind"] == "claim"
     assert json.loads((d / "privacy.json").read_text())["release"]["relation"] == "add_remove"
     meta = json.loads((d / "meta.json").read_text())
     assert meta["seed"] == 3 and meta["status"] == "complete" and meta["compile_seconds"] == 0.25
@@ -386,6 +387,87 @@ def test_claim_and_privacy_validation(tmp_path):
         ctx.record_privacy("p", {"relation": "replace_one"})
     with pytest.raises(ValueError, match="table name"):
         ctx.save_table(pd.DataFrame(), "../x")
+
+
+def test_formula_checks_and_skipped_claims(tmp_path):
+    """Formula checks are rows of kind "formula"; a claim whose cell is absent is a skipped row
+    (passed False, status "skipped", a reason), never left out; ids are unique over both kinds."""
+    ctx = _ctx(tmp_path)
+    chk = ctx.add_check("f1", "closed form vs SciPy", measured=1e-14, target="<= 1e-12", passed=True)
+    assert chk["kind"] == "formula" and chk["status"] == "passed" and chk["reason"] is None
+    bad = ctx.add_check("f2", "ledger vs hand", measured=None, target="importable", passed=False,
+                        reason="dpfair_jax.privacy.accounting failed to import (ImportError: x)")
+    assert bad["status"] == "failed" and "ImportError" in bad["reason"]
+    sk = ctx.skip_claim("c_cell", "needs the K = 5 cell", "the grid has no K = 5 cell", target="> 0.1")
+    assert sk == {"id": "c_cell", "paper": "kit", "statement": "needs the K = 5 cell", "measured": None,
+                  "target": "> 0.1", "passed": False, "kind": "claim", "status": "skipped",
+                  "reason": "the grid has no K = 5 cell"}
+    on_disk = json.loads((ctx.workdir / "claims.json").read_text())
+    assert [(c["id"], c["kind"], c["status"]) for c in on_disk] == [
+        ("f1", "formula", "passed"), ("f2", "formula", "failed"), ("c_cell", "claim", "skipped")]
+    with pytest.raises(ValueError, match="already added"):
+        ctx.skip_claim("f1", "s", "r")
+    with pytest.raises(ValueError, match="reason"):
+        ctx.skip_claim("c2", "s", "  ")
+    with pytest.raises(ValueError, match="kind"):
+        ctx.add_claim("c3", "s", 1, 1, True, kind="theorem")
+    nan = ctx.add_claim("c4", "s", float("nan"), 1, float("nan"))
+    assert nan["passed"] is False and nan["status"] == "failed"
+
+
+def _kit_small() -> dict:
+    return {"num_seeds": 2, "seeds_per_chunk": 2, "samples": 64, "sigmas": [1.0]}
+
+
+def test_kit_missing_mechanisms_is_a_fail_row(tmp_path, monkeypatch):
+    """No silent substitute: without privacy.mechanisms the noise claim is a FAIL row with the
+    import error (formerly jax.random.normal was measured instead and the claim passed)."""
+    import sys
+
+    import dpfair_jax.privacy as privacy_pkg
+
+    registry.discover()
+    monkeypatch.setitem(sys.modules, "dpfair_jax.privacy.mechanisms", None)
+    monkeypatch.delattr(privacy_pkg, "mechanisms", raising=False)
+    res = run_experiment(registry.get("kit_accounting"), size="quick", overrides=_kit_small(), root=tmp_path,
+                         progress=False)
+    assert res.ok
+    by = {c["id"]: c for c in res.claims}
+    row = by["kit_gaussian_noise_variance"]
+    assert row["passed"] is False and row["status"] == "failed" and row["kind"] == "claim"
+    assert "dpfair_jax.privacy.mechanisms" in row["reason"]
+    assert not (res.run_dir / "gaussian_noise.csv").exists()
+    assert all(by[cid]["status"] == "passed" for cid, _ in kit.ACCOUNTING_CHECKS)  # the accountant still runs
+
+
+def test_kit_missing_accounting_is_fail_rows(tmp_path, monkeypatch):
+    """Without privacy.accounting every accountant check is a FAIL row (formerly they were
+    dropped and the run reported only its passing claims)."""
+    import sys
+
+    import dpfair_jax.privacy as privacy_pkg
+
+    registry.discover()
+    import dpfair_jax.privacy.mechanisms  # noqa: F401 - loaded before the accountant goes missing
+
+    monkeypatch.setitem(sys.modules, "dpfair_jax.privacy.accounting", None)
+    monkeypatch.delattr(privacy_pkg, "accounting", raising=False)
+    res = run_experiment(registry.get("kit_accounting"), size="quick", overrides=_kit_small(), root=tmp_path,
+                         progress=False)
+    by = {c["id"]: c for c in res.claims}
+    assert by["kit_gaussian_noise_variance"]["status"] == "passed"
+    for cid, _ in kit.ACCOUNTING_CHECKS:
+        assert by[cid]["status"] == "failed" and by[cid]["kind"] == "formula", by.get(cid)
+        assert "dpfair_jax.privacy.accounting" in by[cid]["reason"]
+
+
+def test_kit_accountant_rows_are_formula_checks(tmp_path):
+    registry.discover()
+    res = run_experiment(registry.get("kit_accounting"), size="quick", overrides=_kit_small(), root=tmp_path,
+                         progress=False)
+    kinds = {c["id"]: (c["kind"], c["status"]) for c in res.claims}
+    assert kinds.pop("kit_gaussian_noise_variance") == ("claim", "passed")
+    assert kinds == {cid: ("formula", "passed") for cid, _ in kit.ACCOUNTING_CHECKS}
 
 
 def test_record_privacy_spend_object(tmp_path):
@@ -494,9 +576,9 @@ def test_run_lock(tmp_path):
 def test_kit_noise_sweep_compiles_once_and_exact_epsilon():
     import jax
 
-    from dpfair_jax.experiments import kit
+    from dpfair_jax.privacy.mechanisms import gaussian_mechanism
 
-    fn, _ = kit._noise_fn()
+    fn = kit._noise_fn(gaussian_mechanism)
     ids = np.arange(4, dtype=np.int32)
     out = [fn(jax.random.key(0), ids, np.float32(s), 64) for s in (0.5, 1.0, 3.0)]
     assert fn._cache_size() == 1  # sigma is traced: one program for the whole grid

@@ -6,7 +6,8 @@ The context owns one run directory (see :mod:`dpfair_jax.experiments.store`) and
   (atomically, with a SHA-256 sidecar); a restart after Ctrl-C or SIGKILL computes only the
   missing chunks and returns the same table (chunks concatenated in the order given);
 - :meth:`RunContext.save_table`, :meth:`RunContext.save_figure`;
-- :meth:`RunContext.add_claim` (``claims.json``), :meth:`RunContext.record_privacy`
+- :meth:`RunContext.add_claim`, :meth:`RunContext.add_check` (formula checks) and
+  :meth:`RunContext.skip_claim` (``claims.json``), :meth:`RunContext.record_privacy`
   (``privacy.json``), :meth:`RunContext.record_compile_time` (``meta.json``).
 """
 
@@ -29,12 +30,19 @@ from typing import Any
 from dpfair_jax.experiments import store
 from dpfair_jax.experiments.registry import Experiment, normalize_paper, resolve_config
 
-__all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info"]
+__all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "CLAIM_KINDS",
+           "CLAIM_STATUSES"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 #: Relations a privacy record may name (see docs/INTERFACES.md, ``PrivacySpend.relation``).
 RELATIONS = ("add_remove", "replace_one")
+
+#: Kinds of rows in ``claims.json``: measured claims and deterministic formula-consistency checks.
+CLAIM_KINDS = ("claim", "formula")
+
+#: Statuses of rows in ``claims.json``.
+CLAIM_STATUSES = ("passed", "failed", "skipped")
 
 
 def _utcnow() -> str:
@@ -259,19 +267,71 @@ class RunContext:
         target: Any,
         passed: Any,
         paper: str | None = None,
+        *,
+        kind: str = "claim",
+        reason: str | None = None,
     ) -> dict[str, Any]:
-        """Record a claim check in ``claims.json`` (rewritten at once).
+        """Record a check in ``claims.json`` (rewritten at once).
 
         ``measured`` and ``target`` are numbers, strings or small JSON-able structures (NaN is
-        written as null); ``passed`` is coerced to a bool. ``paper`` defaults to the experiment's.
-        Ids must be unique within a run.
+        written as null); ``passed`` is coerced to a bool (NaN: False). ``paper`` defaults to the
+        experiment's. Ids must be unique within a run (over both kinds).
+
+        ``kind``: ``"claim"`` (a statement measured by simulation or on data, one a wrong paper or
+        a wrong implementation could fail) or ``"formula"`` (a deterministic consistency check of a
+        closed form against an independent evaluation; :meth:`add_check`). ``reason``: why a row
+        failed without a measurement (e.g. a module that did not import). Each row also gets
+        ``status``: "passed", "failed" or (:meth:`skip_claim`) "skipped".
         """
+        return self._add_row(id, statement, measured, target, passed, paper, kind=kind, reason=reason)
+
+    def add_check(
+        self,
+        id: str,  # noqa: A002 - the claims.json key
+        statement: str,
+        measured: Any,
+        target: Any,
+        passed: Any,
+        paper: str | None = None,
+        *,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a formula-consistency check (``kind="formula"``): a closed form or ledger of the
+        kit against an independent evaluation (a hand-written formula, SciPy, another library).
+        These are true unless a formula is mis-coded; the report lists them apart from claims."""
+        return self._add_row(id, statement, measured, target, passed, paper, kind="formula", reason=reason)
+
+    def skip_claim(
+        self,
+        id: str,  # noqa: A002 - the claims.json key
+        statement: str,
+        reason: str,
+        *,
+        target: Any = None,
+        paper: str | None = None,
+        kind: str = "claim",
+    ) -> dict[str, Any]:
+        """Record a claim that this run could not check (its grid cell, data set or part is
+        absent): ``passed`` False, ``status`` "skipped", ``measured`` null and ``reason`` saying
+        why. A claim that depends on a cell is reported this way, never left out."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"claim {id!r}: a skipped claim needs a non-empty reason.")
+        return self._add_row(id, statement, None, target, False, paper, kind=kind, reason=reason,
+                             status="skipped")
+
+    def _add_row(self, id: Any, statement: Any, measured: Any, target: Any, passed: Any,  # noqa: A002
+                 paper: str | None, *, kind: str, reason: str | None,
+                 status: str | None = None) -> dict[str, Any]:
         if not isinstance(id, str) or not id.strip():
             raise ValueError("claim id must be a non-empty string, e.g. 'p000_dpse_beats_dpnose'.")
         if any(c["id"] == id for c in self.claims):
             raise ValueError(f"claim id {id!r} was already added in this run; use a distinct id.")
         if not isinstance(statement, str) or not statement.strip():
             raise ValueError(f"claim {id!r}: statement must be a non-empty string.")
+        if kind not in CLAIM_KINDS:
+            raise ValueError(f"claim {id!r}: kind must be one of {', '.join(CLAIM_KINDS)}, got {kind!r}.")
+        if reason is not None and not isinstance(reason, str):
+            raise ValueError(f"claim {id!r}: reason must be a string or None, got {type(reason).__name__}.")
         paper = self.paper if paper is None else normalize_paper(paper, f"claim {id!r} paper")
         try:
             ok = bool(passed)
@@ -286,6 +346,9 @@ class RunContext:
             "measured": store.to_jsonable(measured),
             "target": store.to_jsonable(target),
             "passed": ok,
+            "kind": kind,
+            "status": status or ("passed" if ok else "failed"),
+            "reason": reason,
         }
         self.claims.append(claim)
         store.atomic_write_json(self.workdir / "claims.json", self.claims)

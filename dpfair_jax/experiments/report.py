@@ -1,8 +1,16 @@
 """The Markdown report: ``<root>/report/REPORT.md`` from every run under ``<root>/runs/``.
 
-Order: a summary line, the table of all claims (pass/fail) first, modules that failed to import
-and runs that failed, then one section per experiment with its description, config, status and
-timing, privacy spent (with the neighbouring relation) and figures (linked relative to the report).
+Order: a summary line, the table of all claims (pass/fail/skip) first, then the table of formula
+checks, modules that failed to import and runs that failed, then one section per experiment with
+its description, config, status and timing, privacy spent (with the neighbouring relation) and
+figures (linked relative to the report).
+
+Claims and formula checks are kept apart: a claim is measured (by simulation or on data) and a
+wrong paper or a wrong implementation could fail it; a formula check is a deterministic comparison
+of the kit's closed forms with an independent evaluation, true unless a formula is mis-coded, so
+it is no evidence for a paper. A claim whose grid cell, data set or part was absent from a run is
+listed as skipped (with the reason) and counted apart from the failures. Rows written before
+``kind``/``status`` existed count as claims, passed or failed by ``passed``.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any
 
 from dpfair_jax.experiments import store
 
-__all__ = ["build_report", "collect_runs"]
+__all__ = ["build_report", "collect_runs", "row_kind", "row_status"]
 
 _PAPER_ORDER = ("000", "001", "002", "003", "004", "kit")
 
@@ -35,6 +43,44 @@ def _md(value: Any) -> str:
     else:
         text = str(value)
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def row_kind(row: Mapping[str, Any]) -> str:
+    """``"formula"`` for a formula-consistency check, else ``"claim"``."""
+    return "formula" if row.get("kind") == "formula" else "claim"
+
+
+def row_status(row: Mapping[str, Any]) -> str:
+    """``"passed"``, ``"failed"`` or ``"skipped"`` (older rows: from ``passed``)."""
+    status = row.get("status")
+    if status in ("passed", "failed", "skipped"):
+        return status
+    return "passed" if row.get("passed") else "failed"
+
+
+_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
+
+
+def _counts(rows: list[Mapping[str, Any]]) -> dict[str, int]:
+    out = {"passed": 0, "failed": 0, "skipped": 0}
+    for row in rows:
+        out[row_status(row)] += 1
+    return out
+
+
+def _table(lines: list[str], rows: list[tuple[dict, dict]]) -> None:
+    lines.append("| | id | paper | experiment | statement | measured | target |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for r, c in rows:
+        status = row_status(c)
+        measured = _md(c.get("measured"))
+        if c.get("reason"):
+            measured = (f"{status}: {_md(c.get('reason'))}" if c.get("measured") is None
+                        else f"{measured} ({_md(c.get('reason'))})")
+        lines.append(
+            f"| {_MARK[status]} | {_md(c.get('id'))} | {_md(c.get('paper'))} | [{r['name']}](#{_anchor(r['name'])}) "
+            f"| {_md(c.get('statement'))} | {measured} | {_md(c.get('target'))} |"
+        )
 
 
 def collect_runs(root: str | os.PathLike) -> list[dict[str, Any]]:
@@ -79,29 +125,34 @@ def build_report(
     root = store.results_root(root)
     report_dir = root / "report"
     runs = collect_runs(root)
-    claims = [(r, c) for r in runs for c in r["claims"]]
-    n_pass = sum(bool(c.get("passed")) for _, c in claims)
+    rows = [(r, c) for r in runs for c in r["claims"] if isinstance(c, dict)]
+    claims = [(r, c) for r, c in rows if row_kind(c) == "claim"]
+    checks = [(r, c) for r, c in rows if row_kind(c) == "formula"]
+    cc, fc = _counts([c for _, c in claims]), _counts([c for _, c in checks])
     failed_runs = [r for r in runs if r["meta"].get("status") not in ("complete", None)]
     missing_meta = [r for r in runs if not r["meta"]]
 
     lines: list[str] = [f"# {title}", ""]
     lines.append(
-        f"{len(claims)} claims checked in {len(runs)} experiment runs: **{n_pass} passed, "
-        f"{len(claims) - n_pass} failed**."
+        f"{len(claims)} claims in {len(runs)} experiment runs: **{cc['passed']} passed, "
+        f"{cc['failed']} failed, {cc['skipped']} skipped**; {len(checks)} formula checks: "
+        f"**{fc['passed']} passed, {fc['failed']} failed"
+        + (f", {fc['skipped']} skipped" if fc["skipped"] else "") + "**."
         + (f" {len(failed_runs)} run(s) did not complete." if failed_runs else "")
     )
     lines += ["", "## Claims", ""]
     if claims:
-        lines.append("| | id | paper | experiment | statement | measured | target |")
-        lines.append("|---|---|---|---|---|---|---|")
-        for r, c in claims:
-            mark = "PASS" if c.get("passed") else "FAIL"
-            lines.append(
-                f"| {mark} | {_md(c.get('id'))} | {_md(c.get('paper'))} | [{r['name']}](#{_anchor(r['name'])}) "
-                f"| {_md(c.get('statement'))} | {_md(c.get('measured'))} | {_md(c.get('target'))} |"
-            )
+        _table(lines, claims)
     else:
         lines.append("No claims recorded yet: run `dpfair reproduce --quick`.")
+    lines += ["", "## Formula checks", ""]
+    if checks:
+        lines += ["Deterministic consistency checks of the kit's closed forms and ledgers against independent "
+                  "evaluations (hand-written formulas, SciPy). They hold unless a formula is mis-coded and are "
+                  "not evidence for a paper's claims.", ""]
+        _table(lines, checks)
+    else:
+        lines.append("No formula checks recorded.")
     lines.append("")
 
     if import_errors:
@@ -141,10 +192,15 @@ def build_report(
         lines.append(f"<details><summary>config</summary>\n\n```json\n"
                      f"{_compact_json(r['config'])}\n```\n\n</details>")
         lines.append("")
-        n = len(r["claims"])
-        if n:
-            ok = sum(bool(c.get("passed")) for c in r["claims"])
-            lines.append(f"Claims: {ok}/{n} passed.")
+        own = [c for c in r["claims"] if isinstance(c, dict)]
+        own_claims = [c for c in own if row_kind(c) == "claim"]
+        own_checks = [c for c in own if row_kind(c) == "formula"]
+        if own:
+            a, b = _counts(own_claims), _counts(own_checks)
+            text = f"Claims: {a['passed']}/{len(own_claims)} passed"
+            text += f", {a['skipped']} skipped" if a["skipped"] else ""
+            text += f"; formula checks: {b['passed']}/{len(own_checks)} passed" if own_checks else ""
+            lines.append(text + ".")
             lines.append("")
         lines.append("Privacy spent:")
         lines.append("")

@@ -7,7 +7,9 @@ Layout of one run directory::
       <table>.csv     each saved table; floats written with 17 significant digits (exact round trip)
       <table>.pkl     the same table, lossless (dtypes and all); .parquet instead when pyarrow is present
       figures/*.png   figures
-      claims.json     [{"id", "paper", "statement", "measured", "target", "passed"}, ...]
+      claims.json     [{"id", "paper", "statement", "measured", "target", "passed",
+                        "kind", "status", "reason"}, ...]; kind "claim" or "formula" (a
+                        formula-consistency check), status "passed", "failed" or "skipped"
       privacy.json    {name: {"epsilon", "delta", "rho", "relation", "unit", ...}}
       meta.json       seed, package versions, devices, start/end/wall/compile time, status
       manifest.json   SHA-256 of every file above
