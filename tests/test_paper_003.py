@@ -115,6 +115,23 @@ def test_experiment_quick_smoke(tmp_path):
     claims = json.loads((run_dir / "claims.json").read_text())
     ids = {c["id"] for c in claims}
     assert {"thm9_identity", "strat_laplace_var", "mixture_converges", "reference_code_bug"} <= ids
+    by = {c["id"]: c for c in claims}
+    # every claim of every part has a row: left-out parts and absent cells are skipped, with a reason
+    from dpfair_jax.experiments import paper_003 as p3
+
+    want = {cid for part in ("theory", "mixture", "strata", "synthesis") for cid, _, _ in p3.part_claims(part, over)}
+    assert ids == want
+    for cid in ("strata_parity", "strata_global_error", "synthesis_parity", "synthesis_accuracy"):
+        assert by[cid]["status"] == "skipped" and "not in this config's parts" in by[cid]["reason"]
+    # no n >= 10000 in this grid: formerly an empty selection passed
+    assert by["mixture_1pct_k3"]["status"] == "skipped" and "n >= 10000" in by["mixture_1pct_k3"]["reason"]
+    # 2 x 1 x 2 x 4 = 16 draws cannot tell a 2x noise error: skipped, not passed
+    assert by["coinpress_scale"]["status"] == "skipped" and "2x" in by["coinpress_scale"]["reason"]
+    assert by["thm9_bounds"]["kind"] == "formula" and by["thm9_bounds"]["passed"]
+    assert by["thm9_bounds"]["measured"]["max_rel_err_vs_scipy"] <= 1e-6
+    ratio = by["strat_var_ratio_le_k"]  # measured by Monte Carlo of both estimators, not the closed form
+    assert ratio["kind"] == "claim" and ratio["passed"] and abs(ratio["measured"]["ratio"] - 4.355) < 4 * ratio[
+        "measured"]["se"]
     assert (run_dir / "mixture.csv").exists() and (run_dir / "figures" / "mixture.png").exists()
     privacy = json.loads((run_dir / "privacy.json").read_text())
     rec = privacy["coinpress_and_stratcoinpress_rho"]
@@ -148,6 +165,79 @@ def test_mixture_trial_add_remove_uses_noisy_weights():
     for v in out.values():
         assert np.isfinite(float(v))
     assert float(out["strat"]) < 0.1 and float(out["strat_add_remove"]) < 0.1
+
+
+def test_coinpress_scale_fails_a_2x_noise_error(monkeypatch):
+    """COINPRESS's error on unit data against the last step's noise std written out by hand: the
+    statistic is 1 within 4 SE for the kit, and a planted 2x noise std (the sensitivity factor
+    doubled) moves it to ~2, outside the window (the former [2e-4, 4e-3] window on the median
+    error passed both)."""
+    from dpfair_jax.algorithms import mean_estimation as me
+    from dpfair_jax.experiments import paper_003 as p3
+
+    rhos = me.coinpress_rhos(0.5)
+    # Biswas et al. with the reference constants: step-1 clip 6.4422 at r = 3, n = 10^4
+    g = math.sqrt(1 + 2 * math.sqrt(math.log(100)) + 2 * math.log(100))
+    c1 = min(math.sqrt(9 + 18 + g * g), 3 + g)
+    assert c1 == pytest.approx(6.4422, abs=1e-4)
+    r1 = g * math.sqrt(1e-4 + (2 * c1 / (1e4 * math.sqrt(0.25))) ** 2)
+    c2 = min(math.sqrt(r1 * r1 + 6 * r1 + g * g), r1 + g)
+    assert p3.coinpress_noise_std(1e4, rhos) == pytest.approx(2 * c2 / (1e4 * math.sqrt(0.75)), rel=1e-12)
+    cfg = dict(p3.QUICK, ns=[4000, 8000], chunk_size=64)
+    ok = p3._coinpress_calibration(cfg, rhos, 120)
+    assert ok["draws"] == 120 and ok["se"] < 1 / 12
+    assert abs(ok["T"] - 1.0) <= 4 * ok["se"], ok
+    factor = me._sensitivity_factor
+    monkeypatch.setattr(me, "_sensitivity_factor", lambda relation: 2.0 * factor(relation))
+    bad = p3._coinpress_calibration(cfg, rhos, 120)
+    assert bad["T"] > 1.0 + 4 * bad["se"] and bad["T"] == pytest.approx(2.0, abs=0.35), bad
+
+
+def test_strata_improvement_needs_significance():
+    """'Stratification can sometimes improve the global mean': a cell counts only when the paired
+    difference is significant after Bonferroni. Under the null (no cell better in expectation)
+    the former criterion (some cell with err_strat <= err_coinpress) passed; this one does not."""
+    import pandas as pd
+
+    from dpfair_jax.experiments import paper_003 as p3
+
+    rng = np.random.default_rng(0)
+    runs, cells = 16, 40
+
+    def frame(shift):
+        rows = []
+        for c in range(cells):
+            cp = np.abs(rng.normal(0.0, 1.0, runs)) + 1.0
+            st = cp - shift[c] + 0.3 * rng.normal(size=runs)
+            rows += [{"variable": "v", "strata": f"c{c}", "run": r, "err_coinpress": cp[r], "err_strat": st[r]}
+                     for r in range(runs)]
+        return pd.DataFrame(rows)
+
+    null = frame(np.zeros(cells))
+    assert (null.groupby("strata").err_strat.mean() <= null.groupby("strata").err_coinpress.mean()).any()
+    res = p3.strata_improvement_test(null)
+    assert res["num_significant"] == 0 and res["runs"] == runs and res["cells"] == cells
+    assert res["t_crit"] == pytest.approx(stats.t.ppf(1 - 0.05 / cells, runs - 1), abs=1e-3)
+    real = frame(np.where(np.arange(cells) == 7, 0.8, 0.0))
+    res = p3.strata_improvement_test(real)
+    assert res["num_significant"] == 1 and res["significant_cells"][0].startswith("v: c7")
+
+
+def test_missing_strata_data_is_skipped(tmp_path, monkeypatch):
+    from dpfair_jax.experiments import context, registry
+    from dpfair_jax.experiments import paper_003 as p3
+
+    def missing(config):
+        raise FileNotFoundError("no Adult CSV here")
+
+    monkeypatch.setattr(p3, "_strata_frame", missing)
+    registry.discover()
+    res = context.run_experiment(registry.get("paper_003"), size="quick", overrides={"parts": ["strata"]},
+                                 root=str(tmp_path))
+    by = {c["id"]: c for c in res.claims}
+    for cid in ("strata_parity", "strata_global_error"):
+        assert by[cid]["status"] == "skipped" and "no Adult CSV here" in by[cid]["reason"]
+    assert by["thm9_identity"]["status"] == "skipped"  # a part left out is skipped too
 
 
 @pytest.mark.slow
