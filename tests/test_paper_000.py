@@ -116,6 +116,16 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
     assert res.ok, res
     ids = {c["id"] for c in res.claims}
     assert {"fig6_smallest_group_reduction", "mc_sd_below_10pct", "table1_3_group1_higher"} <= ids
+    # claims whose grid cells this run lacks are skipped rows with a reason, never left out
+    by = {c["id"]: c for c in res.claims}
+    skipped = {cid for cid, c in by.items() if c["status"] == "skipped"}
+    assert skipped == {"fig2_small_gain_for_-10_-1", "kgroup_smallest_at_least_10pct", "fig3_all_regimes",
+                       "ablation_paper_scaling_gain", "real_law_smallest_group_gain",
+                       "real_law_gain_larger_for_smallest", "real_credit_smallest_group_gain",
+                       "real_credit_gain_larger_for_smallest"}
+    assert all(by[cid]["reason"] and by[cid]["passed"] is False for cid in skipped)
+    assert "(-10, -1)" in by["fig2_small_gain_for_-10_-1"]["reason"]
+    assert {cid for cid, _ in p.TWO_GROUP_CLAIMS} | {cid for cid, _, _ in p.KGROUP_CLAIMS} <= ids
     import json
 
     priv = json.loads((res.run_dir / "privacy.json").read_text())

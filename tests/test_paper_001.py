@@ -37,6 +37,20 @@ def test_output_perturbation_tiny(tmp_path):
     assert privacy["output_perturbation_eps1"]["relation"] == "replace_one"
 
 
+def test_missing_data_skips_every_claim(tmp_path, monkeypatch):
+    """A missing data set gives each of the experiment's claims a skipped row with the reason
+    (formerly one placeholder row named '<experiment>_skipped')."""
+    monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
+    for name in ("lens_mitigation", "lens_dpsgd"):
+        _, _, claims, _ = _run(name, tmp_path, dataset="parkinsons", path=str(tmp_path / "missing.csv"))
+        assert [c["id"] for c in claims] == [cid for cid, _ in P.CLAIMS[name]]
+        assert all(c["status"] == "skipped" and c["passed"] is False and c["reason"] for c in claims)
+    _, _, claims, _ = _run("lens_output_perturbation", tmp_path, datasets=["parkinsons"],
+                           path=str(tmp_path / "missing.csv"))
+    assert [c["id"] for c in claims] == [cid for cid, _ in P.CLAIMS["lens_output_perturbation"]]
+    assert all(c["status"] == "skipped" for c in claims)
+
+
 def test_load_dataset_group_normalization():
     (tr, _), _ = P.load_dataset("synthetic", synthetic={"n": 400, "d": 3}, normalization="group")
     x, s = np.asarray(tr.x), np.asarray(tr.s)

@@ -74,8 +74,9 @@ def test_parkinsons_skips_with_reason(tmp_path, monkeypatch):
     monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
     res = run_experiment(registry.get("fermi_parkinsons_dp"), size="quick",
                          overrides={"path": str(tmp_path / "missing.csv")}, root=tmp_path)
-    assert res.claims and "skipped" in res.claims[0]["id"]
-    assert "Parkinsons CSV" in res.claims[0]["statement"]
+    assert [c["id"] for c in res.claims] == ["fermi_parkinsons_dp_lower_violation_equal_error"]
+    row = res.claims[0]
+    assert row["status"] == "skipped" and row["passed"] is False and "Parkinsons CSV" in row["reason"]
 
 
 @pytest.mark.slow
