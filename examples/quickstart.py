@@ -10,12 +10,13 @@ from dpfair_jax import models, montecarlo
 from dpfair_jax.algorithms import dpsgd, fermi
 from dpfair_jax.data import synthetic
 from dpfair_jax.fairness import metrics
-from dpfair_jax.privacy import accounting
+from dpfair_jax.privacy import accounting, mechanisms
 
 key = jax.random.key(0)
 data = synthetic.two_group_classification(key, n=4000, d=8).data  # a Dataset: x, y, s
 
-# 1. DP-SGD: calibrate the noise for (epsilon, delta) = (1, 1e-5), train, state the spend.
+# 1. DP-SGD: calibrate the noise for (epsilon, delta) = (1, 1e-5), train, state the spend
+#    (Poisson sampling at q = batch / n, add/remove; delta includes the padding's truncation charge).
 n, batch, steps, delta = data.n, 256, 200, 1e-5
 z = accounting.calibrate_noise_multiplier(1.0, delta, batch / n, steps)
 model = models.logistic(input_dim=data.d)
@@ -27,19 +28,23 @@ pred = models.predict_label(model, params, data.x)
 print("accuracy", float(metrics.accuracy(pred, data.y)),
       "DP violation (eq. 10)", float(metrics.demographic_parity_pairwise(pred, data.s, 2)))
 
-# 2. DP-FERMI (paper 004): private w.r.t. the sensitive attribute, fairness weight lam = 1.
+# 2. DP-FERMI (paper 004), fairness weight lam = 1, on the default unit: every feature of a record
+#    is protected (Poisson sampling, add/remove), and the group frequencies come from a noisy
+#    histogram whose cost is part of the spend.
 config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=batch)
 z_theta, z_w = fermi.calibrate(config, n, epsilon=1.0, delta=delta)
 result = fermi.fit(jax.random.key(3), data,
                    fermi.FermiHparams(lam=1.0, noise_theta=z_theta, noise_w=z_w), config)
+print(fermi.privacy(config, n, z_theta, z_w, delta))
 print(fermi.evaluate(model, result.params, data))
 
 
-# 3. A Monte Carlo sweep: 200 trials x 4 noise scales of a Gaussian mean, one compiled program.
+# 3. A Monte Carlo sweep: 200 trials x 4 noise scales of a Gaussian mean, one compiled program
+#    (noise multiplier sigma on a clipped sum of sensitivity 1 under add/remove, divided by n = 1000).
 def trial(key, sigma):
     x = jax.random.normal(key, (1000,))
-    noisy_mean = jnp.mean(jnp.clip(x, -1, 1)) + sigma * jax.random.normal(jax.random.fold_in(key, 1)) / 1000
-    return {"abs_error": jnp.abs(noisy_mean)}
+    noisy_sum = mechanisms.gaussian_mechanism(jax.random.fold_in(key, 1), jnp.sum(jnp.clip(x, -1, 1)), sigma)
+    return {"abs_error": jnp.abs(noisy_sum / 1000)}
 
 
 res = montecarlo.sweep(trial, jax.random.key(4), {"sigma": jnp.array([0.5, 1.0, 2.0, 4.0])}, 200,
