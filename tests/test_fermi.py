@@ -70,29 +70,150 @@ def test_eps_inf_equals_nonprivate_two_timescale_gda(unit, fairness):
     assert float(jnp.sqrt(jnp.sum(W**2))) == pytest.approx(0.4, rel=1e-4)  # projection was active
 
 
-@pytest.mark.slow
-def test_ascent_alone_reaches_w_star_dp_and_eo():
+def _np_clip(g, c):
+    nrm = math.sqrt(float(np.sum(g * g)))
+    return (g, 0.0) if nrm <= c else (g * (c / nrm), 1.0)
+
+
+def _np_fermi(x, y, s, P, c, theta0, lam, lr_t, lr_w, clip_t, clip_w, radius, steps, unit):
+    """Full-batch, noise-free DP-FERMI (corrected variant) for a one-logit logistic model in
+    float64 NumPy, one example at a time. Gradients by hand: with p = sigmoid(z), F = [1-p, p],
+    dF/dz = p(1-p) [-1, 1]; task d/dz = p - y; quad = -sum_j (sum_r W_rj^2) F_j - 1 and
+    lin = 2 sum_j W_{s j} F_j / sqrt(P_s) (the s-dependent part), so d quad/dW_rj = -2 W_rj F_j
+    and d lin/dW_{s j} = 2 F_j / sqrt(P_s). All features: clip(grad of task + lam psi, C_t) in
+    theta and clip(lam grad_W psi, lam C_w); sensitive attribute: only lam lin is clipped (to
+    lam C_t, lam C_w), the task and lam quad enter exactly. Then theta -= lr_t / n sum,
+    W += lr_w / n sum, W projected on the Frobenius ball. Returns (theta [d + 1] with the
+    intercept last, W, clipped indicators [steps, n, 2])."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[0]
+    th = np.asarray(theta0, np.float64).copy()
+    W = np.zeros((P.shape[0], P.shape[1], 2))
+    clipped = np.zeros((steps, n, 2))
+    for t in range(steps):
+        g_th, g_W = np.zeros_like(th), np.zeros_like(W)
+        for i in range(n):
+            xa = np.r_[x[i], 1.0]
+            p = 1.0 / (1.0 + math.exp(-float(xa @ th)))
+            Fv, dF = np.array([1.0 - p, p]), p * (1.0 - p) * np.array([-1.0, 1.0])
+            Wc, inv = W[c[i]], 1.0 / math.sqrt(P[c[i], s[i]])
+            dquad_z, dlin_z = -(Wc**2).sum(0) @ dF, 2.0 * inv * Wc[s[i]] @ dF
+            dquad_W, dlin_W = np.zeros_like(W), np.zeros_like(W)
+            dquad_W[c[i]] = -2.0 * Wc * Fv[None]
+            dlin_W[c[i], s[i]] = 2.0 * inv * Fv
+            dtask_z = p - y[i]
+            if unit == "all_features":
+                a, clipped[t, i, 0] = _np_clip((dtask_z + lam * (dquad_z + dlin_z)) * xa, clip_t)
+                b, clipped[t, i, 1] = _np_clip(lam * (dquad_W + dlin_W), lam * clip_w)
+            else:
+                a, clipped[t, i, 0] = _np_clip(lam * dlin_z * xa, lam * clip_t)
+                b, clipped[t, i, 1] = _np_clip(lam * dlin_W, lam * clip_w)
+                a, b = a + (dtask_z + lam * dquad_z) * xa, b + lam * dquad_W
+            g_th, g_W = g_th + a, g_W + b
+        th = th - lr_t * g_th / n
+        W = W + lr_w * g_W / n
+        W = W * min(1.0, radius / math.sqrt(float(np.sum(W**2))))
+    return th, W, clipped
+
+
+def _clip_data(n=24, d=3, k=3, seed=21):
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, k, n)
+    s[:k] = np.arange(k)
+    x = rng.normal(size=(n, d)) + 0.8 * s[:, None]
+    y = (x[:, 0] + 0.5 * rng.normal(size=n) > 0.8).astype(int)
+    return make_dataset(x, y, s, num_groups=k, num_classes=2)
+
+
+_THETA0 = np.array([0.4, -0.3, 0.2, -0.1])  # w (d = 3), then b
+
+
+def _fit_against_numpy(ds, cfg, clip_t, clip_w, P, p_s=None, steps=3):
+    """Run fit (full Poisson batch: q = 1, zero noise, finite clips) and the NumPy loop; compare."""
+    lam, lr_t, lr_w, radius = 2.0, 0.5, 0.8, 0.8
+    hp = F.FermiHparams(lam=lam, lr_theta=lr_t, lr_w=lr_w, clip_theta=clip_t, clip_w=clip_w,
+                        noise_theta=0.0, noise_w=0.0, radius=radius)
+    params0 = {"w": jnp.asarray(_THETA0[:-1, None], jnp.float32), "b": jnp.asarray(_THETA0[-1:], jnp.float32)}
+    res = F.fit(jax.random.key(4), ds, hp, cfg, params0=params0, p_s=p_s)
+    x, y, s = (np.asarray(a) for a in (ds.x, ds.y, ds.s))
+    c = y if cfg.fairness == "eo" else np.zeros_like(s)
+    th, W, clipped = _np_fermi(x, y, s, P, c, _THETA0, lam, lr_t, lr_w, clip_t, clip_w, radius, steps,
+                               cfg.privacy_unit)
+    got = np.r_[np.asarray(res.params["w"]).ravel(), np.asarray(res.params["b"])]
+    np.testing.assert_allclose(got, th, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(res.W), W, rtol=1e-5, atol=1e-6)
+    # the reference exercised both sides of each clip, and the projection
+    assert 0.1 < clipped[..., 0].mean() < 0.9 and 0.1 < clipped[..., 1].mean() < 0.9, clipped.mean((0, 1))
+    assert float(np.sqrt(np.sum(W**2))) == pytest.approx(radius)
+    # the run's clipped fractions (mean over steps of the batch fraction) are the reference's
+    assert float(res.diagnostics["clipped_frac_theta"]) == pytest.approx(clipped[..., 0].mean(), abs=1e-6)
+    assert float(res.diagnostics["clipped_frac_w"]) == pytest.approx(clipped[..., 1].mean(), abs=1e-6)
+    return res
+
+
+@pytest.mark.parametrize("unit,fairness,clip_t,clip_w", [("all_features", "eo", 1.0, 2.0),
+                                                         ("sensitive_attribute", "dp", 0.1, 2.5)])
+def test_noise_free_steps_with_finite_clips_match_numpy_per_example_loop(unit, fairness, clip_t, clip_w):
+    """Three noise-free full-batch steps with finite clips (some examples clipped, some not, in
+    theta and in W; the W projection active) against a per-example NumPy loop with gradients
+    written by hand, under both units; exact frequencies passed as public values."""
+    ds = _clip_data()
+    k, n = ds.num_groups, ds.n
+    s, y = np.asarray(ds.s), np.asarray(ds.y)
+    if fairness == "dp":
+        P = (np.bincount(s, minlength=k) / n)[None]
+    else:
+        P = np.stack([np.bincount(s[y == j], minlength=k) / np.sum(y == j) for j in range(2)])
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=k, steps=3, batch_size=n, privacy_unit=unit,
+                        fairness=fairness, group_frequencies="public")
+    _fit_against_numpy(ds, cfg, clip_t, clip_w, P, p_s=jnp.asarray(P[0] if fairness == "dp" else P, jnp.float32))
+
+
+def test_noise_free_steps_on_the_default_noisy_frequencies_match_numpy():
+    """The default configuration (all features, Poisson, noisy frequencies): the run draws its
+    [labels x groups] histogram with the key folded with the count tag; the same draw, scaled by
+    hand (noise multiplier z times the add/remove sensitivity 1), clamped at 1 count and
+    normalized in NumPy gives the P of the NumPy loop, which must reproduce the run."""
+    ds = _clip_data()
+    k, n, z = ds.num_groups, ds.n, 2.0
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=k, steps=3, batch_size=n, count_noise_multiplier=z)
+    assert cfg.group_frequencies == "noisy" and cfg.relation() == "add_remove"
+    s, y = np.asarray(ds.s), np.asarray(ds.y)
+    exact = np.bincount(y * k + s, minlength=2 * k).astype(np.float64)
+    draw = np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(4), F._COUNT_KEY), (2 * k,)), np.float64)
+    counts = np.maximum(exact + z * 1.0 * draw, 1.0).reshape(2, k)
+    P = (counts.sum(0) / counts.sum())[None]
+    assert np.max(np.abs(P[0] - np.bincount(s, minlength=k) / n)) > 0.02  # the noise matters here
+    _fit_against_numpy(ds, cfg, 1.0, 2.0, P)
+
+
+@pytest.mark.parametrize("fairness", ["dp", "eo"])
+def test_ascent_alone_reaches_w_star_dp_and_eo(fairness):
+    """With theta frozen and exact public frequencies, full-batch ascent with step 1 on the
+    quadratic psi reaches the closed-form maximizer W* (DP: Lemma D.1; EO: one W* per label) and
+    psi at W* is the ERMI (the closed forms are pinned in test_ermi)."""
     ds = _data(n=90, k=3, seed=1)
-    for fairness in ("eo",):  # the DP closed form is pinned in test_ermi; EO ascent here
-        cfg = F.FermiConfig(model=M.logistic(init="lecun_normal"), num_groups=3, steps=300,
-                            batch_size=ds.n, fairness=fairness, projection="none")
-        hp = F.FermiHparams(lam=1.0, lr_theta=0.0 + 1e-30, lr_w=1.0, clip_theta=jnp.inf,
-                            clip_w=jnp.inf)
-        res = F.fit(jax.random.key(2), ds, hp, cfg)
-        probs = E.soft_predictions(cfg.model.apply(res.params, ds.x))
-        if fairness == "dp":
-            want = E.w_star(probs, ds.s, 3)[None]
-            target = E.ermi(probs, ds.s, 3)
-            P = E.group_frequencies(ds.s, 3)[None]
-            c = jnp.zeros_like(ds.s)
-        else:
-            want = E.w_star_eo(probs, ds.s, ds.y, 3, 2)
-            target = E.ermi_eo(probs, ds.s, ds.y, 3, 2)
-            P = E.conditional_group_frequencies(ds.s, ds.y, 3, 2)
-            c = ds.y
-        np.testing.assert_allclose(res.W, want, atol=1e-4)
-        val = jnp.mean(jax.vmap(E.psi)(probs, ds.s, res.W[c], P[c]))
-        assert float(val) == pytest.approx(float(target), abs=1e-5)
+    p_s = (E.group_frequencies(ds.s, 3) if fairness == "dp"
+           else E.conditional_group_frequencies(ds.s, ds.y, 3, 2))
+    cfg = F.FermiConfig(model=M.logistic(init="lecun_normal"), num_groups=3, steps=50,
+                        batch_size=ds.n, fairness=fairness, projection="none", group_frequencies="public")
+    hp = F.FermiHparams(lam=1.0, lr_theta=1e-30, lr_w=1.0, clip_theta=jnp.inf, clip_w=jnp.inf)
+    res = F.fit(jax.random.key(2), ds, hp, cfg, p_s=p_s)
+    probs = E.soft_predictions(cfg.model.apply(res.params, ds.x))
+    if fairness == "dp":
+        want = E.w_star(probs, ds.s, 3)[None]
+        target = E.ermi(probs, ds.s, 3)
+        P = p_s[None]
+        c = jnp.zeros_like(ds.s)
+    else:
+        want = E.w_star_eo(probs, ds.s, ds.y, 3, 2)
+        target = E.ermi_eo(probs, ds.s, ds.y, 3, 2)
+        P = p_s
+        c = ds.y
+    assert float(jnp.max(jnp.abs(want))) > 0.1  # a non-trivial maximizer
+    np.testing.assert_allclose(res.W, want, atol=1e-4)
+    val = jnp.mean(jax.vmap(E.psi)(probs, ds.s, res.W[c], P[c]))
+    assert float(val) == pytest.approx(float(target), abs=1e-5)
 
 
 def _one_step_noise(cfg, lam, z_t, z_w, c_t=0.7, c_w=1.3, lr_t=1.0, lr_w=1.0, reps=600):
@@ -207,6 +328,43 @@ def test_calibrate_and_privacy_round_trip(unit):
     assert F.calibrate(cfg, 2000, math.inf, 1e-5) == (0.0, 0.0)
     with pytest.raises(ValueError, match="epsilon"):
         F.calibrate(cfg, 2000, -1.0, 1e-5)
+
+
+def test_all_features_epsilon_matches_dp_accounting_called_directly():
+    """The default unit's spend against dp-accounting's own events: each of T steps is a
+    PoissonSampledDpEvent(q) of a ComposedDpEvent of the two Gaussians (z_theta, z_w) released on
+    that batch, composed T times and (default, noisy frequencies) with the GaussianDpEvent of the
+    histogram; RDP under add/remove. calibrate's multipliers spend the target on the same events."""
+    import dp_accounting as dpa
+    from dp_accounting import rdp
+
+    n, m, T, zt, zw, delta = 5000, 100, 300, 1.1, 1.7, 1e-5
+
+    def direct(z_theta, z_w, histogram):
+        step = dpa.PoissonSampledDpEvent(m / n, dpa.ComposedDpEvent([dpa.GaussianDpEvent(z_theta),
+                                                                     dpa.GaussianDpEvent(z_w)]))
+        events = [dpa.SelfComposedDpEvent(step, T)] + ([dpa.GaussianDpEvent(histogram)] if histogram else [])
+        acc = rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        return acc.compose(dpa.ComposedDpEvent(events)).get_epsilon(delta)
+
+    eps = {}
+    for freq in ("noisy", "public"):
+        cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m, group_frequencies=freq)
+        assert cfg.privacy_unit == "all_features" and cfg.sampling == "poisson"
+        hist = cfg.count_noise_multiplier if freq == "noisy" else None
+        spend = F.privacy(cfg, n, zt, zw, delta)
+        eps[freq] = spend.epsilon
+        assert spend.epsilon == pytest.approx(direct(zt, zw, hist), rel=1e-9)
+        assert spend.relation == "add_remove" and spend.unit == "example"
+        assert delta <= spend.delta < delta + 1e-10  # plus the padding's truncation delta
+    assert eps["noisy"] > eps["public"]
+    # both Gaussians count: the theta update alone (w noise -> huge) would claim much less
+    assert eps["public"] > 1.2 * direct(zt, 1e6, None)
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m)
+    zt2, zw2 = F.calibrate(cfg, n, 2.0, delta, w_relative=1.5)
+    assert zw2 == pytest.approx(1.5 * zt2)
+    assert direct(zt2, zw2, cfg.count_noise_multiplier) == pytest.approx(2.0, rel=1e-3)
+    assert direct(zt2, zw2, cfg.count_noise_multiplier) <= 2.0 * (1 + 1e-6)
 
 
 def test_theorem33_noise_matches_hand_computation():

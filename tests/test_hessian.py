@@ -73,7 +73,7 @@ def test_per_example_traces_and_uncertainty(logistic_problem):
     np.testing.assert_allclose(np.asarray(H.prediction_uncertainty(probs)), [0.0, 2 / 3], atol=1e-6)
 
 
-@pytest.mark.parametrize("out,activation", [(3, "tanh"), pytest.param(1, "tanh", marks=pytest.mark.slow),
+@pytest.mark.parametrize("out,activation", [(3, "tanh"), (1, "tanh"),  # (1, tanh): paper 001's model
                                             pytest.param(3, "sigmoid", marks=pytest.mark.slow)])
 def test_appendix_d_closed_forms_match_autodiff(out, activation):
     d, hdim, n = 4, 6, 12
@@ -94,6 +94,20 @@ def test_appendix_d_closed_forms_match_autodiff(out, activation):
     flat_out = lambda p1, xi, yi: loss({"layers": {0: params["layers"][0], 1: p1}}, xi, yi)  # noqa: E731
     auto_out = H.per_example_hessian_traces(flat_out, params["layers"][1], x, y)
     np.testing.assert_allclose(np.asarray(cf["output"]), np.asarray(auto_out), rtol=2e-3, atol=2e-5)
+    if out == 1:  # one logit, written out in NumPy: S = p (1 - p), r = p - y, a = tanh
+        xn = np.asarray(x, np.float64)
+        w2, b2 = (np.asarray(params["layers"][0][k], np.float64) for k in ("kernel", "bias"))
+        w1, b1 = (np.asarray(params["layers"][1][k], np.float64) for k in ("kernel", "bias"))
+        O = np.tanh(xn @ w2 + b2)
+        p = 1 / (1 + np.exp(-(O @ w1 + b1)[:, 0]))
+        S, r = p * (1 - p), p - np.asarray(y, np.float64)
+        a1, a2 = 1 - O**2, -2 * O * (1 - O**2)  # tanh', tanh''
+        gamma = a2 * w1[:, 0] * r[:, None] + a1**2 * w1[:, 0] ** 2 * S[:, None]
+        ref_out = S * (np.sum(O**2, 1) + 1)  # eq. 36 and its bias
+        ref_total = ref_out + (np.sum(xn**2, 1) + 1) * gamma.sum(1)  # eq. 37 and its bias
+        np.testing.assert_allclose(np.asarray(cf["output"]), ref_out, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(cf["total"]), ref_total, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(cf["uncertainty"]), 2 * S, rtol=1e-4)
     if out == 3:
         paper = H.appendix_d_traces(params, x, y, activation=activation, variant="paper")
         assert float(jnp.max(jnp.abs(paper["total"] - auto))) > 1e-3  # printed Gamma_j is not the trace

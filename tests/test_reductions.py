@@ -222,24 +222,59 @@ def test_frank_wolfe_constrained_linear_instance_near_lp_optimum():
     assert float(jnp.max(res.loss - eta)) <= alpha / 4
 
 
+def _lemma_a4(eps_round, T, delta_bar):
+    """Advanced composition (Lemma A.4, Dwork-Rothblum-Vadhan) written out:
+    eps_round sqrt(2 T ln(1/delta_bar)) + T eps_round (e^eps_round - 1)."""
+    return eps_round * math.sqrt(2 * T * math.log(1 / delta_bar)) + T * eps_round * (math.exp(eps_round) - 1)
+
+
+def test_algorithm2_ledger_literal_paper_budget_by_hand():
+    """Lines 5 and 7 of Alg. 2 as printed, pure oracle, eps = 1, delta = 1e-6, T = 40:
+    eps' = 1 / (2 sqrt(80 ln 1e6)) = 1 / (2 * 33.2452) = 0.0150398, whose first Lemma A.4 term
+    is exactly eps / 2 = 0.5 and whose second is 40 * 0.0150398 * (e^0.0150398 - 1)
+    = 40 * 0.0150398 * 0.0151535 = 0.0091162: total 0.5091162, delta 0 * 40 + 1e-6."""
+    b = R.algorithm2_budget(1.0, 1e-6, 40, n=1000, num_groups=3, oracle="pure", variant="paper")
+    assert b.round_epsilon == pytest.approx(0.0150398, abs=1e-7)
+    led = R.algorithm2_ledger(b)
+    assert led["epsilon"] == pytest.approx(0.5091162, abs=1e-7)
+    assert led["delta"] == 1e-6
+    assert led["per_round"]["oracle"][0] + led["per_round"]["weights"][0] == pytest.approx(0.0150398, abs=1e-7)
+    # approximate oracle, as printed: delta' = delta / (2T) = 1.25e-8 and eps' with ln(2/delta')
+    # (delta_bar = delta' / 2 = 6.25e-9); total delta = 40 * 1.25e-8 + 6.25e-9 = 5.0625e-7
+    b = R.algorithm2_budget(1.0, 1e-6, 40, n=1000, num_groups=3, oracle="approximate", variant="paper")
+    eps_r = 1.0 / (2 * math.sqrt(80 * math.log(2 / 1.25e-8)))
+    assert b.round_epsilon == pytest.approx(eps_r, rel=1e-12) and b.oracle_delta == pytest.approx(1.25e-8)
+    led = R.algorithm2_ledger(b)
+    assert led["delta"] == pytest.approx(5.0625e-7, rel=1e-12)
+    assert led["epsilon"] == pytest.approx(_lemma_a4(eps_r, 40, 6.25e-9), rel=1e-12)
+    assert led["epsilon"] < 1.0
+
+
 @pytest.mark.parametrize("oracle", ["pure", "approximate"])
 @pytest.mark.parametrize("privatize", [True, False])
-def test_algorithm2_ledger_equals_target(oracle, privatize):
-    eps, delta, T = 1.0, 1e-6, 40
-    b = R.algorithm2_budget(eps, delta, T, n=1000, num_groups=3, oracle=oracle, privatize_weights=privatize)
+def test_algorithm2_ledger_against_lemma_a4_by_hand(oracle, privatize):
+    """The default budget: the round's eps' (oracle + Laplace weights) composes by Lemma A.4,
+    written out here, to the target: delta_bar = delta (pure) or delta / 2 (approximate,
+    delta' = delta / (2T)); eps' is the largest such value (1e-6 more overshoots). Without
+    privatized weights line 10 reads the private losses without noise: no finite epsilon."""
+    eps, delta, T, n, K = 1.0, 1e-6, 40, 1000, 3
+    b = R.algorithm2_budget(eps, delta, T, n=n, num_groups=K, oracle=oracle, privatize_weights=privatize)
+    d_step, d_bar = (0.0, delta) if oracle == "pure" else (delta / (2 * T), delta / 2)
+    er = b.round_epsilon
+    assert b.oracle_delta == pytest.approx(d_step, rel=1e-12) and b.delta_bar == pytest.approx(d_bar, rel=1e-12)
+    assert _lemma_a4(er, T, d_bar) == pytest.approx(eps, rel=1e-9)
+    assert _lemma_a4(er * (1 + 1e-6), T, d_bar) > eps
     led = R.algorithm2_ledger(b)
+    assert led["delta"] == pytest.approx(T * d_step + d_bar, rel=1e-12)
     if privatize:
-        assert led["epsilon"] == pytest.approx(eps, rel=1e-9)
-    else:  # line 10 reads the private losses without noise: no finite epsilon (fails on the old ledger)
+        assert led["epsilon"] == pytest.approx(_lemma_a4(er, T, d_bar), rel=1e-12)
+        assert b.weight_epsilon == pytest.approx(0.25 * er, rel=1e-12)
+        assert b.oracle_epsilon == pytest.approx(0.75 * er, rel=1e-12)
+        assert b.laplace_scale == pytest.approx((K / n) / (0.25 * er), rel=1e-12)  # l1 sensitivity K/n
+    else:  # fails on the old ledger, which charged the oracle calls only
         assert led["epsilon"] == math.inf and "no finite guarantee" in led["notes"]
-        assert led["paper_epsilon"] == pytest.approx(eps, rel=1e-9)
-    assert led["delta"] == pytest.approx(delta, rel=1e-12)
-    assert b.oracle_epsilon + b.weight_epsilon == pytest.approx(b.round_epsilon)
-    if privatize:
-        assert b.laplace_scale == pytest.approx((3 / 1000) / b.weight_epsilon)
-    lit = R.algorithm2_budget(eps, delta, T, n=1000, num_groups=3, oracle=oracle, variant="paper")
-    led_lit = R.algorithm2_ledger(lit)
-    assert led_lit["epsilon"] <= eps and led_lit["delta"] <= delta * (1 + 1e-12)
+        assert led["paper_epsilon"] == pytest.approx(_lemma_a4(er, T, d_bar), rel=1e-12)
+        assert b.oracle_epsilon == er and b.laplace_scale == 0.0
 
 
 def test_private_cgoo_converges_with_large_budget_and_vmaps_over_budgets():
