@@ -543,7 +543,10 @@ def calibrate(
     ``epsilon = inf`` returns ``(0, 0)``.
 
     Privacy: as :func:`fit` for ``config.privacy_unit``; :func:`privacy` of the result is at most
-    ``epsilon`` (plus the Poisson padding's truncation delta, below 1e-10 by default).
+    ``epsilon``, with the Poisson padding's truncation probability added to ``delta`` (it grows with
+    ``e^epsilon``: with the default padding, mean + 8 standard deviations, it is below 1e-10 at
+    epsilon <= 3 on tabular sizes but can exceed a ``delta = 1/n^2`` at epsilon = 9, e.g. 3.7e-8 on
+    Adult; the recorded spend states it, and a larger ``config.max_batch_size`` lowers it).
     """
     from dpfair_jax.privacy import accounting as A
 
