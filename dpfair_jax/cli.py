@@ -111,10 +111,20 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 
 def _summary(result: Any) -> str:
-    n = len(result.claims)
-    ok = sum(c["passed"] for c in result.claims)
+    """One line per run: claims passed / failed / skipped, and formula checks passed, counted apart."""
+    from dpfair_jax.experiments.report import row_kind, row_status
+
+    claims = [c for c in result.claims if row_kind(c) == "claim"]
+    checks = [c for c in result.claims if row_kind(c) == "formula"]
+    status = [row_status(c) for c in claims]
+    done = len(claims) - status.count("skipped")
+    text = f"{status.count('passed')}/{done} claims passed"
+    if status.count("skipped"):
+        text += f", {status.count('skipped')} skipped"
+    if checks:
+        text += f"; {sum(row_status(c) == 'passed' for c in checks)}/{len(checks)} formula checks passed"
     wall = result.meta.get("wall_seconds", 0.0)
-    return f"{result.name}: {result.status} in {wall:.1f} s; {ok}/{n} claims passed; {result.run_dir}"
+    return f"{result.name}: {result.status} in {wall:.1f} s; {text}; {result.run_dir}"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -155,8 +165,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not result.ok:
         raise CliError(f"experiment {exp.name} failed: {result.error} "
                        f"(traceback in {result.run_dir / 'error.txt'})", 1)
+    from dpfair_jax.experiments.report import row_kind, row_status
+
+    marks = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
     for c in result.claims:
-        print(f"  {'PASS' if c['passed'] else 'FAIL'}  {c['id']}: measured {json.dumps(c['measured'])}, "
+        kind = " (formula check)" if row_kind(c) == "formula" else ""
+        print(f"  {marks[row_status(c)]}  {c['id']}{kind}: measured {json.dumps(c['measured'])}, "
               f"target {json.dumps(c['target'])}")
     print(_summary(result))
     return 0

@@ -219,3 +219,15 @@ def test_ctrl_c_then_rerun_resumes(tmp_path):
     meta = json.loads(meta_path.read_text())
     assert meta["status"] == "complete"
     assert meta["chunks"]["reused"] == saved and meta["chunks"]["computed"] == 64 - saved + 2
+
+
+def test_summary_counts_skipped_claims_and_formula_checks_apart():
+    from types import SimpleNamespace
+
+    from dpfair_jax import cli
+
+    rows = [{"passed": True, "status": "passed"}, {"passed": False, "status": "failed"},
+            {"passed": False, "status": "skipped"}, {"passed": True, "status": "passed", "kind": "formula"}]
+    res = SimpleNamespace(claims=rows, meta={"wall_seconds": 1.0}, name="x", status="complete", run_dir="d")
+    line = cli._summary(res)
+    assert "1/2 claims passed, 1 skipped; 1/1 formula checks passed" in line
