@@ -19,6 +19,7 @@ import pytest
 from dpfair_jax.experiments import context, kit, plots, registry, store
 from dpfair_jax.experiments.context import RunContext, run_experiment
 from dpfair_jax.experiments.registry import Experiment
+from dpfair_jax.privacy import accounting
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -471,7 +472,6 @@ def test_kit_accountant_rows_are_formula_checks(tmp_path):
 
 
 def test_record_privacy_spend_object(tmp_path):
-    accounting = pytest.importorskip("dpfair_jax.privacy.accounting")
     ctx = _ctx(tmp_path)
     spend = accounting.PrivacySpend(epsilon=2.0, delta=1e-6, rho=0.1, relation="replace_one",
                                     unit="sensitive_attribute")
