@@ -186,6 +186,29 @@ def test_audit(tmp_path, monkeypatch, capsys):
     assert "audit found failures" in _one_line_error(capsys.readouterr().err)
 
 
+# The interrupted run: the real CLI in a child process whose chunk cache holds the fourth chunk
+# back (after three saved chunks it signals readiness and sleeps), so SIGINT always lands mid-run.
+_PAUSED_RUN = textwrap.dedent("""
+    import pathlib, sys, time
+    from dpfair_jax import cli
+    from dpfair_jax.experiments import store
+
+    ready, argv = pathlib.Path(sys.argv[1]), sys.argv[2:]
+    save, saved = store.ChunkCache.save, []
+
+    def held_save(self, *args, **kwargs):
+        if len(saved) == 3:
+            ready.touch()
+            while True:
+                time.sleep(0.1)
+        saved.append(save(self, *args, **kwargs))
+        return saved[-1]
+
+    store.ChunkCache.save = held_save
+    sys.exit(cli.main(argv))
+""")
+
+
 @pytest.mark.slow
 def test_ctrl_c_then_rerun_resumes(tmp_path):
     import glob
@@ -193,32 +216,38 @@ def test_ctrl_c_then_rerun_resumes(tmp_path):
     import signal
     import time
 
-    args = [sys.executable, "-m", "dpfair_jax.cli", "run", "kit_accounting", "--quick", "--out", str(tmp_path),
-            "--set", "num_seeds=32", "--set", "seeds_per_chunk=1", "--set", "samples=64",
-            "--set", "sigmas=[1.0, 2.0]"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    args = ["run", "kit_accounting", "--quick", "--out", str(tmp_path), "--set", "num_seeds=32",
+            "--set", "seeds_per_chunk=1", "--set", "samples=64", "--set", "sigmas=[1.0, 2.0]"]
+    ready = tmp_path / "three_chunks_saved"
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSED_RUN, str(ready), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
     pattern = str(tmp_path / "runs" / "kit_accounting" / "chunks" / "*.json")
-    deadline = time.monotonic() + 120
-    while len(glob.glob(pattern)) < 3 and time.monotonic() < deadline and proc.poll() is None:
+    deadline = time.monotonic() + 300
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
+    if not ready.exists():
+        if proc.poll() is None:
+            proc.kill()  # never left holding its chunk
+        pytest.fail(f"the run did not reach its fourth chunk: {proc.communicate(timeout=60)[1]}")
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     meta_path = tmp_path / "runs" / "kit_accounting" / "meta.json"
-    if proc.returncode == 0:  # finished before the signal arrived: nothing to check
-        pytest.skip("the run finished before SIGINT")
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1].startswith("dpfair: interrupted; finished chunks are saved")
     assert "Traceback" not in err
     meta = json.loads(meta_path.read_text())
     assert meta["status"] == "interrupted"
-    saved = len(glob.glob(pattern))  # finished chunks (a sidecar is written after its data)
-    assert saved >= 3 and meta["chunks"]["computed"] >= saved - 1  # the signal may land between the two
-    again = subprocess.run(args + ["--no-progress"], capture_output=True, text=True, cwd=REPO, timeout=300,
-                           env=dict(os.environ))
+    assert len(glob.glob(pattern)) == 3 and meta["chunks"]["computed"] == 3
+    again = subprocess.run([sys.executable, "-m", "dpfair_jax.cli", *args, "--no-progress"], capture_output=True,
+                           text=True, cwd=REPO, timeout=300, env=dict(os.environ))
     assert again.returncode == 0, again.stderr
     meta = json.loads(meta_path.read_text())
     assert meta["status"] == "complete"
-    assert meta["chunks"]["reused"] == saved and meta["chunks"]["computed"] == 64 - saved + 2
+    assert meta["chunks"]["reused"] == 3 and meta["chunks"]["computed"] == 64 - 3 + 2
 
 
 def test_summary_counts_skipped_claims_and_formula_checks_apart():
