@@ -354,14 +354,20 @@ class RunContext:
         store.atomic_write_json(self.workdir / "claims.json", self.claims)
         return claim
 
-    def record_privacy(self, name: str, spend: Any) -> dict[str, Any]:
+    def record_privacy(self, name: str, spend: Any, *, not_covered: str | None = None) -> dict[str, Any]:
         """Record what the run spent under ``name`` in ``privacy.json``.
 
         ``spend`` is a ``PrivacySpend`` (anything with ``to_dict()``) or a dict with at least
         ``relation`` ("add_remove" or "replace_one") and one of ``epsilon``/``rho``.
+        ``not_covered`` names what the study computed from private data outside the spend (e.g.
+        standardization statistics); it is appended to the record's ``notes`` and kept under
+        ``not_covered``.
         """
         _check_name("privacy record", name)
         record = store.to_jsonable(spend)
+        if isinstance(record, dict) and not_covered:
+            record = dict(record, not_covered=str(not_covered))
+            record["notes"] = "; ".join(x for x in (record.get("notes") or "", f"NOT covered: {not_covered}") if x)
         if not isinstance(record, dict):
             raise ValueError(
                 f"record_privacy({name!r}, ...) needs a PrivacySpend or a dict, got {type(spend).__name__}."
