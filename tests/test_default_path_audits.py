@@ -114,6 +114,37 @@ def _audit_all(family: str, trials: int) -> list[dict]:
     return rows
 
 
+# Default-suite size per family: the smallest number of trials (per world) at which each listed
+# bug's 95% lower bound clears the claim with margin, measured as the bound's minimum over
+# disjoint key blocks of that size (dpsgd: clip_unscaled 2.85-3.50 at 1,000 against a claim of
+# 2.74, 3.45-4.16 at 2,000; group_weighted: realized_denominator 1.00-1.87 at 1,000 against 1.0,
+# 1.72-1.79 at 2,000; output_perturbation: noise 1.00-1.56 at 1,000, 1.62-1.65 at 2,000). Left to
+# test_quick_audit_rows_pass (slow, the suite's size): "noise_half" of dpsgd, dpsgd_mlp and
+# group_weighted and "clip_unscaled" of dpsgd_replace (not caught reliably at 4,000 trials),
+# and the dpsgd_mlp and mitigation families, whose programs take ~20 s to compile on this CPU
+# whatever the number of trials (their noise/clipping/stats_noise bugs are caught at 1,000).
+CHEAP = {
+    "dpsgd": (2000, ("noise", "clip_unscaled", "clipping")),
+    "dpsgd_replace": (2000, ("noise", "clipping")),
+    "group_weighted": (2000, ("noise", "clip_unscaled", "clipping", "realized_denominator")),
+    "output_perturbation": (2000, ("noise", "data_radius")),
+}
+
+
+@pytest.mark.parametrize("family", sorted(CHEAP))
+def test_audit_rows_at_a_cheap_size(family):
+    """All listed variants of the family in one compiled program (as the suite runs them): the
+    default's bound stays at or below its claim, each planted bug's is above it."""
+    from dpfair_jax.audit import mechanism_audits as MA
+
+    trials, bugs = CHEAP[family]
+    assert set(bugs) <= set(G.FAMILY_BUGS[family])
+    rows = MA.audit_family_variants(jax.random.key(16), family, (None,) + bugs, num_trials=trials)
+    for r in rows:
+        assert r["passed"], r
+    assert rows[0]["planted_bug"] == "none" and all(r["trials"] == trials for r in rows)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(G.FAMILY_BUGS))
 def test_quick_audit_rows_pass(family):
