@@ -57,7 +57,7 @@ def test_noisy_sufficient_statistics_scales():
     _std_within(xty, sxy)
 
 
-@pytest.mark.parametrize("relation,factor", [("add_remove", 1.0), ("replace_one", math.sqrt(2.0))])
+@pytest.mark.parametrize("relation,factor", [("add_remove", 1.0), ("replace_one", math.sqrt(2.0))], ids=["add_remove", "replace_one"])
 def test_noisy_histogram_scale(relation, factor):
     """Counts plus ``N(0, (z Delta)^2)`` per cell, ``Delta = 1`` (add/remove: one cell moves by 1)
     or ``sqrt 2`` (replace-one: one cell -1, another +1); weights select the rows counted."""
@@ -106,7 +106,8 @@ def test_group_weighted_private_mean_scale():
 # ------------------------------------------------------------------------------------------------
 # DP-FERMI: the noisy [labels x groups] histogram behind the default group frequencies
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("unit,factor", [("all_features", 1.0), ("sensitive_attribute", math.sqrt(2.0))])
+@pytest.mark.parametrize("unit,factor", [("all_features", 1.0), ("sensitive_attribute", math.sqrt(2.0))],
+                         ids=["all_features", "sensitive_attribute"])
 def test_fermi_noisy_frequencies_histogram_scale(unit, factor):
     """The default ``group_frequencies="noisy"``: ``P_S`` from the counts of ``(y, s)`` plus
     ``N(0, (z_c Delta)^2)`` per cell, ``Delta = 1`` under the all-features unit with Poisson

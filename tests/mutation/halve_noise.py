@@ -8,12 +8,15 @@ path's scale. The script copies the working tree (tracked and untracked, non-ign
 temporary directory, checks that the covering tests pass there unmutated, then for each mutation
 patches the copy, runs the covering tests with ``-x -q -p no:cacheprovider`` (the project's
 ``addopts`` keep ``-m 'not slow'``, so only default-suite tests count), records whether at least
-one failed, and restores the file. The result is a Markdown table.
+one failed, and restores the file. The result is a Markdown table; ``--out FILE`` writes it there,
+or, when FILE holds the markers :data:`BEGIN` and :data:`END`, between them (``docs/noise_paths.md``).
+Exit status 0 when every mutation is caught, 1 otherwise, 2 when a patch no longer applies (the
+line was edited: update :data:`MUTATIONS`), 3 when the covering tests fail unmutated.
 
 Usage (from the repository root)::
 
-    .venv/bin/python tests/mutation/halve_noise.py --out docs/noise_paths_table.md
-    .venv/bin/python tests/mutation/halve_noise.py --only fermi.all_features_poisson sgda.theta
+    .venv/bin/python tests/mutation/halve_noise.py --out docs/noise_paths.md
+    .venv/bin/python tests/mutation/halve_noise.py --only "fermi:" "sgda:"   # substrings of path names
     .venv/bin/python tests/mutation/halve_noise.py --check   # every patch applies, no tests run
     .venv/bin/python tests/mutation/halve_noise.py --list
 
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BEGIN = "<!-- begin: table written by tests/mutation/halve_noise.py -->"
+END = "<!-- end: table -->"
 NS = "tests/test_noise_scales.py"
 
 
@@ -417,9 +421,10 @@ def _pytest(tree: Path, tests: tuple[str, ...], python: str, timeout: float, sto
 
 
 def _first_failure(out: str) -> str:
+    """The first failing test's name (with its parameters), from the ``-ra`` summary."""
     for line in out.splitlines():
         if line.startswith(("FAILED ", "ERROR ")):
-            return line.split(" ", 1)[1].split("::", 1)[-1][:110]
+            return line.split(" ", 1)[1].split(" - ", 1)[0].split("::", 1)[-1]
     return ""
 
 
@@ -494,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     for m, lineno, status, first, dt in rows:
         mut = f"`{m.old.strip()}` -> `{m.new.strip()}`".replace("|", "\\|")
         cov = "<br>".join(short(t) for t in m.tests)
-        seen = f"{status} ({first}; {dt:.0f} s)" if first else f"{status} ({dt:.0f} s)"
+        seen = f"{status}: {first} ({dt:.0f} s)" if first else f"{status} ({dt:.0f} s)"
         md.append(f"| {m.path} | {m.file.removeprefix('dpfair_jax/')}:{lineno} | {mut} | {cov} | {seen} |")
     caught = sum(r[2] == "yes" for r in rows)
     md.append("")
@@ -504,6 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out_path = Path(args.out)
         out_path = out_path if out_path.is_absolute() else ROOT / out_path
+        old = out_path.read_text() if out_path.exists() else ""
+        if BEGIN in old and END in old:  # replace the generated section of a document in place
+            head, rest = old.split(BEGIN, 1)
+            text = head + BEGIN + "\n" + text + END + rest.split(END, 1)[1]
         out_path.write_text(text)
     return 0 if caught == len(rows) else 1
 
