@@ -93,6 +93,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.audit.games import check_family_bug
 
 __all__ = [
     "FAMILY_BUGS",
@@ -128,9 +129,7 @@ _UNCLIPPED = 1e4  # clip-norm multiplier of the "clipping" bug
 Builder = Callable[..., tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]]
 
 
-def _check_bug(family: str, bug: str | None) -> None:
-    if bug is not None:
-        V.check_choice("bug", bug, FAMILY_BUGS[family])
+_check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
 
 
 def _run_scales(bug: str | None, clip_norm: float, z: Any) -> tuple[float, Any]:

@@ -22,7 +22,7 @@ from dpfair_jax import _validation as V
 from dpfair_jax import montecarlo
 from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_scores
 
-__all__ = ["GameResult", "run_game", "audit_mechanism", "AUDIT_COLUMNS"]
+__all__ = ["GameResult", "run_game", "audit_mechanism", "check_family_bug", "AUDIT_COLUMNS"]
 
 AUDIT_COLUMNS = (
     "mechanism",
@@ -34,6 +34,12 @@ AUDIT_COLUMNS = (
     "trials",
     "passed",
 )
+
+
+def check_family_bug(family_bugs: dict[str, tuple[str, ...]], family: str, bug: str | None) -> None:
+    """Refuse a planted ``bug`` that ``family_bugs[family]`` does not name (``None`` = bug-free)."""
+    if bug is not None:
+        V.check_choice("bug", bug, family_bugs[family])
 
 
 class GameResult(NamedTuple):

@@ -46,6 +46,8 @@ Planted bugs (the audit must report a lower bound above the claimed epsilon):
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.audit.games import check_family_bug
 
 __all__ = [
     "FAMILY_BUGS",
@@ -76,9 +79,7 @@ SUITE_TRIALS = {"quick": {"stratified_coinpress": 100000, "mean_add_remove": 400
 _BUDGET_FACTOR = {None: 1.0, "noise": 100.0, "noise_half": 4.0, "noise_third": 9.0, "exact_counts": 1.0}
 
 
-def _check_bug(family: str, bug: str | None) -> None:
-    if bug is not None:
-        V.check_choice("bug", bug, FAMILY_BUGS[family])
+_check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
 
 
 def _check_common(rho: float, delta: float, canary_scale: float) -> np.ndarray:

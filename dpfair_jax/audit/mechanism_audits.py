@@ -30,6 +30,8 @@ bug's lower bound is above its claim (the audit has the power to see it).
 
 from __future__ import annotations
 
+import functools
+
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -46,7 +48,7 @@ from dpfair_jax.audit import (
     mean_estimation_games,
     reductions_games,
 )
-from dpfair_jax.audit.games import audit_mechanism
+from dpfair_jax.audit.games import audit_mechanism, check_family_bug
 
 __all__ = [
     "FAMILIES",
@@ -69,9 +71,7 @@ SUITE_TRIALS: dict[str, dict[str, int]] = {
 }
 
 
-def _check_bug(family: str, bug: str | None) -> None:
-    if bug is not None:
-        V.check_choice("bug", bug, FAMILY_BUGS[family])
+_check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
 
 
 def build(family: str, bug: str | None = None, **kwargs: Any):

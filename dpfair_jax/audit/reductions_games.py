@@ -52,6 +52,8 @@ Register with ``BUILDERS``, ``FAMILY_BUGS`` and ``SUITE_TRIALS`` (same contract 
 
 from __future__ import annotations
 
+import functools
+
 import math
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.audit.games import check_family_bug
 
 __all__ = [
     "FAMILY_BUGS",
@@ -83,9 +86,7 @@ _W = 1  # the group the public thresholds cap; the canary's group
 _SENS_BUG = 10  # "sensitivity": n passed 10x too large
 
 
-def _check_bug(family: str, bug: str | None) -> None:
-    if bug is not None:
-        V.check_choice("bug", bug, FAMILY_BUGS[family])
+_check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
 
 
 def _rows(values: np.ndarray, counts: tuple[int, int]) -> np.ndarray:
