@@ -81,9 +81,10 @@ def check_noise_multiplier(value: Any, name: str = "noise_multiplier") -> None:
     check_positive(name, value, allow_zero=True)
 
 
-def check_clip_norm(value: Any, name: str = "clip_norm") -> None:
-    """A clipping norm must be > 0 and finite."""
-    check_positive(name, value)
+def check_clip_norm(value: Any, name: str = "clip_norm", *, allow_inf: bool = False) -> None:
+    """A clipping norm must be > 0; finite unless ``allow_inf`` (``inf`` means "do not clip", whose
+    sensitivity is infinite: only a noiseless or explicitly non-private path may use it)."""
+    check_positive(name, value, allow_inf=allow_inf)
 
 
 def check_int(name: str, value: Any, *, minimum: int = 1) -> int:

@@ -1,1 +1,17 @@
-"""dpfair_jax.privacy."""
+"""dpfair_jax.privacy: sensitivities, clipping, noise, sampling and ledgers (the kit's one owner
+of privacy arithmetic)."""
+
+from .relations import (  # noqa: F401
+    ADD_REMOVE,
+    REPLACE_ONE,
+    NeighboringRelation,
+    Sensitivity,
+    as_relation,
+    bounded_sum_sensitivity,
+    clipped_sum_sensitivity,
+    count_sensitivity,
+    gram_sensitivity,
+    histogram_sensitivity,
+    relation_name,
+    replace_factor,
+)
