@@ -152,3 +152,91 @@ def test_validation_errors():
                                          sigma_xx=1.0, sigma_xy=1.0)
     with pytest.raises(ValueError, match="key"):
         mech.gaussian_mechanism(jax.random.key(0, impl="rbg"), jnp.zeros(3), 1.0)
+
+
+# --- raw primitives and sensitivity-aware adders ---------------------------------------------
+
+from dpfair_jax.privacy import relations as rel  # noqa: E402
+
+
+def test_raw_primitives_are_the_inline_draws_bitwise():
+    key = jax.random.key(7)
+    std = jnp.asarray([0.5, 2.0, 3.0])
+    np.testing.assert_array_equal(mech.gaussian_noise(key, (4, 3), std),
+                                  std * jax.random.normal(key, (4, 3), jnp.float32))
+    np.testing.assert_array_equal(mech.laplace_noise(key, (5,), 1.25),
+                                  1.25 * jax.random.laplace(key, (5,), jnp.float32))
+    # traced scales under jit and vmap
+    f = jax.jit(jax.vmap(lambda s: mech.gaussian_noise(key, (3,), s)))
+    np.testing.assert_array_equal(f(std), std[:, None] * jax.random.normal(key, (3,)))
+
+
+def test_raw_primitives_scale_statistics():
+    _std_within(mech.gaussian_noise(jax.random.key(8), (N,), 1.7), 1.7)
+    out = np.asarray(mech.laplace_noise(jax.random.key(9), (N,), 0.6), np.float64)
+    assert abs(np.abs(out).mean() - 0.6) < 3 * 0.6 / np.sqrt(N)
+
+
+@pytest.mark.parametrize("fn,arg", [(mech.gaussian_noise, -1.0), (mech.laplace_noise, float("nan"))])
+def test_raw_primitives_refuse_negative_scale(fn, arg):
+    with pytest.raises(ValueError, match="std|scale"):
+        fn(jax.random.key(0), (2,), arg)
+
+
+def test_raw_primitives_refuse_rbg_keys():
+    with pytest.raises(ValueError, match="threefry"):
+        mech.gaussian_noise(jax.random.key(0, impl="rbg"), (2,), 1.0)
+
+
+@pytest.mark.parametrize("relation,factor", [("add_remove", 1.0), ("replace_one", 2.0),
+                                             (rel.REPLACE_ONE, 2.0)])
+def test_add_gaussian_scales_with_the_relation(relation, factor):
+    key = jax.random.key(10)
+    x = jnp.full((N,), 4.0)
+    out = mech.add_gaussian(key, x, rel.clipped_sum_sensitivity(0.5), relation, 3.0)
+    std = 3.0 * 0.5 * factor
+    np.testing.assert_allclose(out, x + std * jax.random.normal(key, (N,)), rtol=1e-6)
+    _std_within(np.asarray(out) - 4.0, std)
+
+
+@pytest.mark.parametrize("relation,factor", [("add_remove", 1.0), ("replace_one", 2.0)])
+def test_add_laplace_scales_with_the_relation(relation, factor):
+    key = jax.random.key(11)
+    sens = rel.bounded_sum_sensitivity(-1.0, 1.0)  # 1 (add/remove), 2 (replace one)
+    out = np.asarray(mech.add_laplace(key, jnp.zeros(N), sens, relation, 0.5), np.float64)
+    b = factor / 0.5
+    assert abs(np.abs(out).mean() - b) < 3 * b / np.sqrt(N)
+
+
+def test_adders_infinite_sensitivity_only_noiseless():
+    inf_sens = rel.clipped_sum_sensitivity(float("inf"))
+    x = jnp.arange(3.0)
+    key = jax.random.key(0)
+    np.testing.assert_array_equal(mech.add_gaussian(key, x, inf_sens, "add_remove", 0.0), x)
+    np.testing.assert_array_equal(mech.add_laplace(key, x, inf_sens, "replace_one", float("inf")), x)
+    with pytest.raises(ValueError, match="infinite"):
+        mech.add_gaussian(key, x, inf_sens, "add_remove", 1.0)
+    with pytest.raises(ValueError, match="infinite"):
+        mech.add_laplace(key, x, inf_sens, "add_remove", 1.0)
+    with pytest.raises(ValueError, match="infinite"):
+        jax.jit(lambda z: mech.add_gaussian(key, x, inf_sens, "add_remove", z))(1.0)
+
+
+def test_adders_refuse_bad_arguments():
+    key, x = jax.random.key(0), jnp.zeros(2)
+    with pytest.raises(ValueError, match="Sensitivity"):
+        mech.add_gaussian(key, x, 1.0, "add_remove", 1.0)
+    with pytest.raises(ValueError, match="swap"):
+        mech.add_gaussian(key, x, rel.count_sensitivity(), "swap", 1.0)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        mech.add_gaussian(key, x, rel.count_sensitivity(), "add_remove", -1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        mech.add_laplace(key, x, rel.count_sensitivity(), "add_remove", 0.0)
+
+
+def test_histogram_sensitivity_from_relations():
+    assert mech.histogram_sensitivity("add_remove") == 1.0
+    assert mech.histogram_sensitivity("replace_one") == 2.0**0.5
+    assert mech.histogram_sensitivity(rel.REPLACE_ONE) == rel.histogram_sensitivity("l2").replace_one
+    with pytest.raises(ValueError, match="swap"):
+        mech.histogram_sensitivity("swap")

@@ -15,3 +15,11 @@ from .relations import (  # noqa: F401
     relation_name,
     replace_factor,
 )
+from .mechanisms import (  # noqa: F401
+    add_gaussian,
+    add_laplace,
+    gaussian_mechanism,
+    gaussian_noise,
+    laplace_mechanism,
+    laplace_noise,
+)

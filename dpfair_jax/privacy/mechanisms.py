@@ -5,9 +5,12 @@ Every function here is pure in ``(key, value, scale)``, jit- and vmap-able, and 
 scales are computed on the host by :mod:`dpfair_jax.privacy.accounting` (sigma = noise_multiplier x
 sensitivity); these functions only draw the noise.
 
-Public names: :func:`gaussian_mechanism`, :func:`laplace_mechanism`,
-:func:`noisy_sufficient_statistics`, :func:`noisy_histogram`, :func:`symmetric_gaussian_noise`,
-:func:`exponential_mechanism`, :func:`exponential_mechanism_probs`.
+Public names: :func:`gaussian_noise`, :func:`laplace_noise` (the raw draws every noisy release of
+the kit is built from), :func:`add_gaussian`, :func:`add_laplace` (a value plus noise scaled to its
+:class:`~dpfair_jax.privacy.relations.Sensitivity` under a neighbouring relation),
+:func:`gaussian_mechanism`, :func:`laplace_mechanism`, :func:`noisy_sufficient_statistics`,
+:func:`noisy_histogram`, :func:`symmetric_gaussian_noise`, :func:`exponential_mechanism`,
+:func:`exponential_mechanism_probs`.
 """
 
 from __future__ import annotations
@@ -16,11 +19,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy import relations as _rel
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
+    "gaussian_noise",
+    "laplace_noise",
+    "add_gaussian",
+    "add_laplace",
     "gaussian_mechanism",
     "laplace_mechanism",
     "symmetric_gaussian_noise",
@@ -49,6 +58,110 @@ def _tree_noise(key: jax.Array, tree: PyTree, sampler) -> PyTree:
 
 def _float_dtype(leaf: jax.Array):
     return leaf.dtype if jnp.issubdtype(leaf.dtype, jnp.floating) else jnp.float32
+
+
+def gaussian_noise(key: jax.Array, shape: tuple[int, ...], std: Any, dtype=jnp.float32) -> jax.Array:
+    """``std * N(0, I)`` of ``shape``: exactly ``std * jax.random.normal(key, shape, dtype)``.
+
+    ``std`` (>= 0) may be a traced scalar or an array broadcastable to ``shape`` (one std per
+    entry, e.g. per group or per grid point); the key is used as given (not split).
+
+    Privacy: added to a query of L2 sensitivity ``Delta``, this is the Gaussian mechanism with noise
+    multiplier ``std / Delta``: ``Delta^2 / (2 std^2)``-zCDP under the relation of ``Delta``.
+    """
+    _check_key(key)
+    v.check_positive("std", std, allow_zero=True)
+    return std * jax.random.normal(key, shape, dtype)
+
+
+def laplace_noise(key: jax.Array, shape: tuple[int, ...], scale: Any, dtype=jnp.float32) -> jax.Array:
+    """``scale * Laplace(0, 1)`` of ``shape``: exactly ``scale * jax.random.laplace(key, shape, dtype)``.
+
+    ``scale`` (>= 0) may be a traced scalar or an array broadcastable to ``shape``; the key is used
+    as given (not split).
+
+    Privacy: added to a query of L1 sensitivity ``Delta``, this is the Laplace mechanism:
+    ``Delta / scale``-DP (pure) under the relation of ``Delta``.
+    """
+    _check_key(key)
+    v.check_positive("scale", scale, allow_zero=True)
+    return scale * jax.random.laplace(key, shape, dtype)
+
+
+def _traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _sensitivity_under(sensitivity: Any, relation: Any) -> Any:
+    if not isinstance(sensitivity, _rel.Sensitivity):
+        raise ValueError("sensitivity must be a dpfair_jax.privacy.relations.Sensitivity (one value "
+                         f"per neighbouring relation), got {type(sensitivity).__name__}.")
+    return sensitivity.under(relation)
+
+
+def _refuse_infinite(name: str, sens: Any, noisy: Any) -> None:
+    """Refuse noise scaled to an infinite sensitivity (an unclipped query) unless the noise is
+    concretely off (``noisy`` is False everywhere)."""
+    if not np.any(np.isinf(np.asarray(sens, dtype=np.float64))):
+        return
+    if _traced(noisy) or np.any(np.asarray(noisy)):
+        raise ValueError(f"{name}: the sensitivity is infinite (an unclipped query, clip_norm=inf), "
+                         "which only a noiseless release may use; clip the rows or set the noise "
+                         "to zero.")
+
+
+def add_gaussian(key: jax.Array, value: jax.Array, sensitivity: _rel.Sensitivity, relation: Any,
+                 noise_multiplier: Any) -> jax.Array:
+    """``value + gaussian_noise(std)`` with ``std = noise_multiplier * sensitivity.under(relation)``.
+
+    ``value`` is one array (one release; the key is used as given); ``sensitivity`` its L2
+    sensitivity (:mod:`dpfair_jax.privacy.relations`). ``noise_multiplier`` (>= 0) may be traced
+    or an array broadcastable against ``value``. An infinite sensitivity is refused unless
+    ``noise_multiplier`` is concretely 0 (the noiseless path, where ``std = 0``).
+
+    Privacy: the Gaussian mechanism with noise multiplier ``z = noise_multiplier`` under
+    ``relation``: ``1 / (2 z^2)``-zCDP (``dp_accounting.GaussianDpEvent(z)``).
+    """
+    _check_key(key)
+    v.check_positive("noise_multiplier", noise_multiplier, allow_zero=True, allow_inf=True)
+    sens = _sensitivity_under(sensitivity, relation)
+    value = jnp.asarray(value)
+    dt = _float_dtype(value)
+    if _traced(noise_multiplier):
+        _refuse_infinite("add_gaussian", sens, noise_multiplier)
+        std = noise_multiplier * sens
+    else:
+        z = np.asarray(noise_multiplier, dtype=np.float64)
+        _refuse_infinite("add_gaussian", sens, z > 0)
+        with np.errstate(invalid="ignore"):  # inf * 0 where the noise is off
+            std = np.where(z > 0, z * np.asarray(sens, dtype=np.float64), 0.0)
+    return value.astype(dt) + gaussian_noise(key, value.shape, jnp.asarray(std, dt), dt)
+
+
+def add_laplace(key: jax.Array, value: jax.Array, sensitivity: _rel.Sensitivity, relation: Any,
+                epsilon: Any) -> jax.Array:
+    """``value + laplace_noise(scale)`` with ``scale = sensitivity.under(relation) / epsilon``.
+
+    ``value`` is one array (the key is used as given); ``sensitivity`` its L1 sensitivity.
+    ``epsilon > 0`` may be traced or an array broadcastable against ``value``; ``epsilon = inf``
+    (concrete) is the noiseless path (``scale = 0``), the only one an infinite sensitivity may use.
+
+    Privacy: the Laplace mechanism, ``epsilon``-DP (pure) under ``relation``.
+    """
+    _check_key(key)
+    v.check_epsilon(epsilon, allow_inf=True)
+    sens = _sensitivity_under(sensitivity, relation)
+    value = jnp.asarray(value)
+    dt = _float_dtype(value)
+    if _traced(epsilon):
+        _refuse_infinite("add_laplace", sens, epsilon)
+        scale = sens / epsilon
+    else:
+        eps = np.asarray(epsilon, dtype=np.float64)
+        _refuse_infinite("add_laplace", sens, np.isfinite(eps))
+        with np.errstate(invalid="ignore"):  # inf / inf where the noise is off
+            scale = np.where(np.isfinite(eps), np.asarray(sens, dtype=np.float64) / eps, 0.0)
+    return value.astype(dt) + laplace_noise(key, value.shape, jnp.asarray(scale, dt), dt)
 
 
 def gaussian_mechanism(key: jax.Array, value_tree: PyTree, std: Any) -> PyTree:
@@ -146,11 +259,12 @@ def noisy_sufficient_statistics(
     return xtx_noisy, xty_noisy
 
 
-def histogram_sensitivity(relation: str) -> float:
-    """L2 sensitivity of a histogram of counts: ``1`` under add/remove-one (one cell moves by 1),
-    ``sqrt(2)`` under replace-one / substitution of one record's cell (one cell -1, another +1)."""
-    v.check_choice("relation", relation, ("add_remove", "replace_one"))
-    return 1.0 if relation == "add_remove" else 2.0**0.5
+def histogram_sensitivity(relation: Any) -> float:
+    """L2 sensitivity of a histogram of counts under ``relation`` (a name or
+    :class:`~dpfair_jax.privacy.relations.NeighboringRelation`): ``1`` under add/remove-one (one
+    cell moves by 1), ``sqrt(2)`` under replace-one (one cell -1, another +1); the value of
+    ``relations.histogram_sensitivity("l2")``."""
+    return _rel.histogram_sensitivity("l2").under(relation)
 
 
 @full_precision
