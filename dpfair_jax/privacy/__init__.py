@@ -23,3 +23,4 @@ from .mechanisms import (  # noqa: F401
     laplace_mechanism,
     laplace_noise,
 )
+from .selection import RandomStopping, SelectionResult, calibrate_for_selection, random_stopping_search, select_nonprivate, selection_epsilon  # noqa: F401
