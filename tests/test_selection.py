@@ -36,10 +36,10 @@ def test_gamma_matches_dp_accounting():
 
 @pytest.mark.parametrize("law", [LAWS[0], LAWS[2], LAWS[4]], ids=["log", "geometric", "poisson"])
 def test_draws_follow_the_law(law):
-    """Chi-square goodness of fit of 1500 draws (fixed keys); the p-value of a correct sampler is
+    """Chi-square goodness of fit of 600 draws (fixed keys); the p-value of a correct sampler is
     uniform, so the test fails a correct sampler with probability 1e-3 for a random key and never for
     these fixed keys."""
-    keys = jax.random.split(jax.random.key(7), 1500)
+    keys = jax.random.split(jax.random.key(7), 600)
     draws = np.array([S.draw_num_runs(k, law) for k in keys])
     edges = [0, 1, 2, 3, 4, 6, 9, 14, 10**9]
     counts = np.array([((draws >= a) & (draws < b)).sum() for a, b in zip(edges[:-1], edges[1:])])
@@ -53,7 +53,7 @@ def test_draws_follow_the_law(law):
 def _theorem2_epsilon(sigma: float, law: S.RandomStopping, delta: float) -> float:
     """Papernot-Steinke Thm 2 applied to the Gaussian mechanism's RDP ``a / (2 sigma^2)``, then the
     monotonicity of RDP in the order and dp-accounting's RDP -> (eps, delta) conversion."""
-    orders = np.concatenate([np.linspace(1.01, 10, 100), np.arange(11, 256), [512.0, 1024.0]])
+    orders = np.asarray(S.ORDERS)
     rdp = orders / (2 * sigma**2)
     g, eta = law.gamma, law.shape
     c = (1 + eta) * np.min((1 - 1 / orders) * rdp + math.log(1 / g) / orders)
@@ -75,9 +75,9 @@ def test_calibration_is_tight():
     law = S.RandomStopping(10.0, 0.0)
     make = lambda z: dp_accounting.SelfComposedDpEvent(  # noqa: E731
         dp_accounting.PoissonSampledDpEvent(0.02, dp_accounting.GaussianDpEvent(z)), 200)
-    z = S.calibrate_for_selection(make, law, 2.0, 1e-5)
+    z = S.calibrate_for_selection(make, law, 2.0, 1e-5, rtol=1e-2)
     assert S.selection_epsilon(make(z), law, 1e-5) <= 2.0
-    assert S.selection_epsilon(make(z / 1.003), law, 1e-5) > 2.0
+    assert S.selection_epsilon(make(z / 1.02), law, 1e-5) > 2.0
     assert S.selection_epsilon(make(z), None, 1e-5) < 2.0  # selection costs something
 
 

@@ -158,10 +158,13 @@ def repeat_and_select_event(event: dp_accounting.DpEvent, law: RandomStopping) -
     return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(law.mean), float(law.shape))
 
 
+#: Renyi orders of the selection accountant (dp-accounting's default grid, extended).
+ORDERS: tuple[float, ...] = tuple([1.0 + x / 20.0 for x in range(1, 180)] + list(range(10, 64))
+                                  + [80.0, 128.0, 256.0, 512.0, 1024.0])
+
+
 def _rdp_accountant(relation: Any) -> dp_accounting.rdp.RdpAccountant:
-    rel = as_relation(relation)
-    orders = np.concatenate([np.linspace(1.01, 10, 100), np.arange(11, 256), [512.0, 1024.0]])
-    return dp_accounting.rdp.RdpAccountant(list(orders), rel)
+    return dp_accounting.rdp.RdpAccountant(list(ORDERS), as_relation(relation))
 
 
 def selection_epsilon(event: dp_accounting.DpEvent, law: RandomStopping | None, delta: float, *,
