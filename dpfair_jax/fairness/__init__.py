@@ -20,7 +20,20 @@ from dpfair_jax.fairness.metrics import (
     parity_error,
 )
 
+from dpfair_jax.fairness.frontier import (
+    area_between,
+    frontier_curve,
+    frontier_table,
+    plot_frontiers,
+    violation_at_error,
+)
+
 __all__ = [
+    "area_between",
+    "frontier_curve",
+    "frontier_table",
+    "plot_frontiers",
+    "violation_at_error",
     "ExcessiveRisk",
     "accuracy",
     "classification_summary",

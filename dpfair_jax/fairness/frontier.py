@@ -1,0 +1,249 @@
+"""Error-fairness tradeoff frontiers with intervals.
+
+A private fair-learning method traces, as its knob (``lam``) grows, a curve of (test error,
+fairness violation) points. Comparing methods by one grid point each confounds the knob's scale with
+the method; comparing *frontiers* does not. For each method and epsilon this module gives
+
+* ``frontier_table``: per knob value, the mean error and mean violation over replicates (seeds or
+  splits) with Student-t intervals;
+* ``violation_at_error``: the frontier read at fixed error levels, i.e. the smallest mean violation
+  among knob values whose mean error is at most the level (the quantity "violation at equal
+  error"), with a bootstrap interval over replicates;
+* ``area_between``: the area between two methods' frontiers over a common error range (positive when
+  the first method has more violation), with a bootstrap interval;
+* ``plot_frontiers``: one panel per epsilon, each method's frontier with both intervals.
+
+The frontier at error level ``e`` is ``F(e) = min { vbar_k : ebar_k <= e }`` over knob values ``k``
+(``+inf`` when no knob value reaches ``e``): a non-increasing step function, so the comparisons do
+not depend on how the knob is spaced. Replicates of one method are resampled jointly across its knob
+values (the same seed or split is one replicate); different methods are resampled independently.
+These are analysis functions on released, already private results (no privacy cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = [
+    "frontier_table",
+    "frontier_curve",
+    "violation_at_error",
+    "area_between",
+    "plot_frontiers",
+]
+
+
+def _check_columns(df: pd.DataFrame, cols: Sequence[str]) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"expected a pandas DataFrame, got {type(df).__name__}.")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"columns {missing} are missing; the table has {list(df.columns)}.")
+    if df.empty:
+        raise ValueError("the table is empty.")
+    for c in cols[-2:]:
+        vals = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+        if not np.all(np.isfinite(vals)):
+            raise ValueError(f"column {c!r} has non-finite values; drop or fix those rows first.")
+
+
+def frontier_table(df: pd.DataFrame, *, by: Sequence[str] = ("method", "epsilon"), knob: str = "lam",
+                   error: str = "error", violation: str = "violation", confidence: float = 0.95
+                   ) -> pd.DataFrame:
+    """Mean error and mean violation per ``by`` group and knob value, with t-intervals.
+
+    Returns one row per (``by``..., ``knob``) with ``n``, ``error_mean``, ``error_lo``,
+    ``error_hi``, ``violation_mean``, ``violation_lo``, ``violation_hi`` (intervals clipped to the
+    valid range ``[0, 1]`` for the error and ``[0, inf)`` for the violation).
+    """
+    by = list(by)
+    _check_columns(df, by + [knob, error, violation])
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
+    g = df.groupby(by + [knob], sort=True)
+    out = g.agg(n=(error, "size"), error_mean=(error, "mean"), error_sd=(error, "std"),
+                violation_mean=(violation, "mean"), violation_sd=(violation, "std")).reset_index()
+    n = out["n"].to_numpy(float)
+    t = np.where(n > 1, stats.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)), np.nan)
+    for col, lo_clip, hi_clip in (("error", 0.0, 1.0), ("violation", 0.0, np.inf)):
+        half = t * out[f"{col}_sd"].fillna(0.0).to_numpy(float) / np.sqrt(n)
+        mean = out[f"{col}_mean"].to_numpy(float)
+        out[f"{col}_lo"] = np.clip(mean - half, lo_clip, hi_clip)
+        out[f"{col}_hi"] = np.clip(mean + half, lo_clip, hi_clip)
+    return out.drop(columns=["error_sd", "violation_sd"])
+
+
+def frontier_curve(mean_error: Any, mean_violation: Any, levels: Any) -> np.ndarray:
+    """``F(e) = min {mean_violation_k : mean_error_k <= e}`` at each level (``inf`` if none).
+
+    ``mean_error``/``mean_violation`` have shape ``(..., K)`` (knob values last); the result has
+    shape ``(..., L)`` for ``L`` levels.
+    """
+    e = np.asarray(mean_error, float)[..., None, :]
+    v = np.asarray(mean_violation, float)[..., None, :]
+    lv = np.asarray(levels, float)[:, None]
+    return np.where(e <= lv, v, np.inf).min(axis=-1)
+
+
+def _replicate_matrix(df: pd.DataFrame, knob: str, replicate: str, col: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(knob values, values[knob, replicate])`` for one method and epsilon."""
+    wide = df.pivot_table(index=knob, columns=replicate, values=col, aggfunc="mean")
+    if wide.isna().any().any():
+        raise ValueError(f"every knob value needs every replicate ({replicate!r}) for {col!r}; "
+                         "some are missing.")
+    return wide.index.to_numpy(float), wide.to_numpy(float)
+
+
+def _boot_means(rng: np.random.Generator, mat: np.ndarray, reps: int) -> np.ndarray:
+    """Bootstrap means over replicates (columns), the same resample for every knob row."""
+    r = mat.shape[1]
+    idx = rng.integers(0, r, size=(reps, r))
+    return mat[:, idx].mean(axis=-1).T  # (reps, knob)
+
+
+def _group(df: pd.DataFrame, method_col: str, eps_col: str, method: Any, epsilon: Any) -> pd.DataFrame:
+    sub = df[(df[method_col] == method) & np.isclose(df[eps_col].astype(float), float(epsilon))]
+    if sub.empty:
+        raise ValueError(f"no rows for {method_col}={method!r}, {eps_col}={epsilon!r}.")
+    return sub
+
+
+def violation_at_error(df: pd.DataFrame, levels: Sequence[float], *, method: str = "method",
+                       epsilon: str = "epsilon", knob: str = "lam", error: str = "error",
+                       violation: str = "violation", replicate: str = "seed", confidence: float = 0.95,
+                       bootstrap: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The frontier of each (method, epsilon) read at each error level, with a bootstrap interval.
+
+    Returns rows (method, epsilon, level, violation, lo, hi, reached) where ``reached`` is the
+    fraction of bootstrap resamples in which some knob value's mean error is within the level (the
+    frontier at a level below every knob value's error is ``inf``: that method cannot reach it).
+    """
+    _check_columns(df, [method, epsilon, knob, replicate, error, violation])
+    levels = np.asarray(levels, float)
+    if levels.ndim != 1 or levels.size == 0 or not np.all(np.isfinite(levels)):
+        raise ValueError(f"levels must be a non-empty 1-D array of finite numbers, got {levels!r}.")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (m, eps), sub in df.groupby([method, epsilon], sort=True):
+        _, emat = _replicate_matrix(sub, knob, replicate, error)
+        _, vmat = _replicate_matrix(sub, knob, replicate, violation)
+        point = frontier_curve(emat.mean(1), vmat.mean(1), levels)
+        state = rng.bit_generator.state
+        be = _boot_means(rng, emat, bootstrap)
+        rng.bit_generator.state = state  # the same resamples for error and violation
+        bv = _boot_means(rng, vmat, bootstrap)
+        boot = frontier_curve(be, bv, levels)  # (reps, L)
+        finite = np.isfinite(boot)
+        q = (1 - confidence) / 2
+        with np.errstate(invalid="ignore"):
+            lo = np.quantile(boot, q, axis=0)
+            hi = np.quantile(boot, 1 - q, axis=0)
+        for j, lvl in enumerate(levels):
+            rows.append({method: m, epsilon: eps, "level": float(lvl), "violation": float(point[j]),
+                         "lo": float(lo[j]), "hi": float(hi[j]), "reached": float(finite[:, j].mean())})
+    return pd.DataFrame(rows)
+
+
+def area_between(df: pd.DataFrame, first: str, second: str, epsilon_value: float, *,
+                 error_range: tuple[float, float] | None = None, method: str = "method",
+                 epsilon: str = "epsilon", knob: str = "lam", error: str = "error",
+                 violation: str = "violation", replicate: str = "seed", confidence: float = 0.95,
+                 bootstrap: int = 2000, grid: int = 256, seed: int = 0) -> dict[str, float]:
+    """Area between two frontiers, ``integral (F_first(e) - F_second(e)) de`` over ``error_range``.
+
+    The default range runs from the largest of the two methods' smallest mean errors (where both
+    frontiers are finite) to the smallest of their largest mean errors. Positive means ``first``
+    has more violation at equal error. Returns ``{"area", "lo", "hi", "error_lo", "error_hi",
+    "finite_fraction"}``; the bootstrap interval resamples each method's replicates independently
+    and, in resamples where a frontier is not finite over the whole range, counts the area as
+    ``+inf`` or ``-inf`` (so the interval stays honest when a method cannot reach part of the range).
+    """
+    _check_columns(df, [method, epsilon, knob, replicate, error, violation])
+    subs = [_group(df, method, epsilon, m, epsilon_value) for m in (first, second)]
+    mats = [(_replicate_matrix(s, knob, replicate, error)[1], _replicate_matrix(s, knob, replicate,
+                                                                                violation)[1])
+            for s in subs]
+    if error_range is None:
+        lo_e = max(float(e.mean(1).min()) for e, _ in mats)
+        hi_e = min(float(e.mean(1).max()) for e, _ in mats)
+        if hi_e <= lo_e:
+            raise ValueError(f"the frontiers of {first!r} and {second!r} share no error range; pass "
+                             "error_range=(lo, hi).")
+    else:
+        lo_e, hi_e = map(float, error_range)
+        if not lo_e < hi_e:
+            raise ValueError(f"error_range must be (lo, hi) with lo < hi, got {error_range!r}.")
+    levels = np.linspace(lo_e, hi_e, grid)
+
+    def area(curves: list[np.ndarray]) -> np.ndarray:
+        a_inf, b_inf = (np.isinf(c).any(-1) for c in curves)
+        with np.errstate(invalid="ignore"):
+            diff = np.where(np.isfinite(curves[0]) & np.isfinite(curves[1]), curves[0] - curves[1], 0.0)
+        val = np.trapezoid(diff, levels, axis=-1)
+        return np.where(a_inf & ~b_inf, np.inf,
+                        np.where(b_inf & ~a_inf, -np.inf, np.where(a_inf & b_inf, np.nan, val)))
+
+    point = float(area([frontier_curve(e.mean(1), v.mean(1), levels) for e, v in mats]))
+    rng = np.random.default_rng(seed)
+    boots = []
+    for e, v in mats:
+        state = rng.bit_generator.state
+        be = _boot_means(rng, e, bootstrap)
+        rng.bit_generator.state = state
+        bv = _boot_means(rng, v, bootstrap)
+        boots.append(frontier_curve(be, bv, levels))
+    b = area(boots)
+    q = (1 - confidence) / 2
+    return {"area": point, "lo": float(np.nanquantile(b, q)), "hi": float(np.nanquantile(b, 1 - q)),
+            "error_lo": lo_e, "error_hi": hi_e, "finite_fraction": float(np.isfinite(b).mean())}
+
+
+def plot_frontiers(table: pd.DataFrame, *, method: str = "method", epsilon: str = "epsilon",
+                   knob: str = "lam", violation_label: str = "fairness violation",
+                   error_label: str = "test error", unit: str | None = None, title: str | None = None,
+                   confidence: float = 0.95):
+    """One panel per epsilon: each method's (mean error, mean violation) points joined in knob
+    order, with t-intervals in both directions, from :func:`frontier_table`'s output.
+
+    ``unit`` (e.g. "example-level" or "sensitive-attribute") is written in every panel title so a
+    figure never hides which privacy unit it compares. Returns the matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    need = [method, epsilon, knob, "error_mean", "error_lo", "error_hi", "violation_mean",
+            "violation_lo", "violation_hi"]
+    missing = [c for c in need if c not in table.columns]
+    if missing:
+        raise ValueError(f"plot_frontiers takes frontier_table's output; missing columns {missing}.")
+    eps_values = sorted(table[epsilon].astype(float).unique(), key=lambda x: (np.isinf(x), x))
+    methods = sorted(table[method].unique())
+    fig, axes = plt.subplots(1, len(eps_values), figsize=(4.2 * len(eps_values), 3.6), squeeze=False,
+                             sharey=True, constrained_layout=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, eps in zip(axes[0], eps_values):
+        for i, m in enumerate(methods):
+            sub = table[(table[method] == m) & np.isclose(table[epsilon].astype(float), eps)]
+            if sub.empty:
+                continue
+            sub = sub.sort_values(knob)
+            x, y = sub["error_mean"].to_numpy(), sub["violation_mean"].to_numpy()
+            xerr = np.vstack([x - sub["error_lo"].to_numpy(), sub["error_hi"].to_numpy() - x])
+            yerr = np.vstack([y - sub["violation_lo"].to_numpy(), sub["violation_hi"].to_numpy() - y])
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, marker="o", ms=3.5, lw=1.2, capsize=2,
+                        color=colors[i % len(colors)], label=f"{m} ({knob} {sub[knob].min():g}"
+                        f"..{sub[knob].max():g})")
+        head = "non-private" if np.isinf(eps) else f"epsilon = {eps:g}"
+        ax.set_title(head if unit is None else f"{head}, {unit} unit", fontsize=10)
+        ax.set_xlabel(f"{error_label} (mean, {confidence:.0%} CI)")
+        ax.set_ylim(bottom=0.0)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"{violation_label} (mean, {confidence:.0%} CI)")
+    axes[0][-1].legend(fontsize=8, loc="upper right", title="method (knob range)", title_fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig

@@ -1,0 +1,98 @@
+"""Tradeoff frontiers (dpfair_jax.fairness.frontier) against brute force and closed forms."""
+
+import itertools
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpfair_jax.fairness import frontier as F
+
+
+def _table(methods: dict, seeds: int, noise: float, rng) -> pd.DataFrame:
+    """Rows (method, epsilon, lam, seed, error, violation) around exact (error, violation) curves."""
+    rows = []
+    for m, pts in methods.items():
+        for (lam, (e, v)), s in itertools.product(enumerate(pts), range(seeds)):
+            rows.append({"method": m, "epsilon": 1.0, "lam": float(lam), "seed": s,
+                         "error": e + noise * rng.standard_normal(),
+                         "violation": v + noise * rng.standard_normal()})
+    return pd.DataFrame(rows)
+
+
+def test_frontier_curve_matches_brute_force():
+    rng = np.random.default_rng(0)
+    e, v = rng.uniform(0, 1, 7), rng.uniform(0, 1, 7)
+    levels = np.linspace(-0.1, 1.1, 25)
+    got = F.frontier_curve(e, v, levels)
+    want = [min([vi for ei, vi in zip(e, v) if ei <= lv], default=np.inf) for lv in levels]
+    np.testing.assert_array_equal(got, want)
+    assert np.all(np.diff(got[np.isfinite(got)]) <= 0)  # non-increasing
+
+
+def test_frontier_table_means_and_t_intervals():
+    rng = np.random.default_rng(1)
+    df = _table({"a": [(0.2, 0.10), (0.25, 0.05)]}, seeds=5, noise=0.01, rng=rng)
+    tab = F.frontier_table(df)
+    sub = df[df.lam == 0.0]
+    row = tab[tab.lam == 0.0].iloc[0]
+    half = stats.t.ppf(0.975, 4) * sub.error.std() / np.sqrt(5)
+    assert row.error_mean == pytest.approx(sub.error.mean())
+    assert row.error_hi - row.error_mean == pytest.approx(half)
+    assert row.n == 5 and (tab.violation_lo >= 0).all()
+
+
+def test_violation_at_error_and_reach():
+    rng = np.random.default_rng(2)
+    df = _table({"a": [(0.20, 0.10), (0.30, 0.02)]}, seeds=40, noise=0.002, rng=rng)
+    out = F.violation_at_error(df, [0.1, 0.25, 0.35], bootstrap=400)
+    assert np.isinf(out.violation[0]) and out.reached[0] == 0.0  # level below every point
+    assert out.violation[1] == pytest.approx(0.10, abs=0.003) and out.reached[1] == 1.0
+    assert out.violation[2] == pytest.approx(0.02, abs=0.003)
+    assert out.lo[2] <= out.violation[2] <= out.hi[2]
+
+
+def test_area_between_known_step_frontiers():
+    """a: violation 0.10 on [0.2, 0.3), 0.05 from 0.3; b: 0.04 on [0.2, 0.3), 0.03 from 0.3. Over
+    [0.2, 0.4] the exact area is 0.1*0.06 + 0.1*0.02 = 0.008 (up to the grid's step placement)."""
+    rng = np.random.default_rng(3)
+    df = _table({"a": [(0.2, 0.10), (0.3, 0.05)], "b": [(0.2, 0.04), (0.3, 0.03)]}, seeds=60,
+                noise=0.001, rng=rng)
+    res = F.area_between(df, "a", "b", 1.0, error_range=(0.2 + 1e-3, 0.4), bootstrap=400, grid=2001)
+    assert res["area"] == pytest.approx(0.008, rel=0.03)
+    assert res["lo"] <= res["area"] <= res["hi"] and res["finite_fraction"] == 1.0
+    flipped = F.area_between(df, "b", "a", 1.0, error_range=(0.2 + 1e-3, 0.4), bootstrap=50, grid=2001)
+    assert flipped["area"] == pytest.approx(-res["area"])
+
+
+def test_interval_shrinks_with_replicates():
+    widths = []
+    for seeds in (10, 160):
+        df = _table({"a": [(0.2, 0.10), (0.3, 0.05)], "b": [(0.2, 0.04), (0.3, 0.03)]}, seeds=seeds,
+                    noise=0.01, rng=np.random.default_rng(seeds))
+        r = F.area_between(df, "a", "b", 1.0, error_range=(0.25, 0.4), bootstrap=400)
+        widths.append(r["hi"] - r["lo"])
+    assert widths[1] < widths[0] / 2.5  # ~ 1/sqrt(16) = 1/4
+
+
+def test_bad_tables_are_refused():
+    with pytest.raises(ValueError, match="missing"):
+        F.frontier_table(pd.DataFrame({"method": ["a"], "epsilon": [1.0]}))
+    df = _table({"a": [(0.2, 0.1)]}, 2, 0.0, np.random.default_rng(0))
+    df.loc[0, "error"] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        F.frontier_table(df)
+
+
+def test_plot_names_the_unit_and_every_series():
+    df = _table({"dpfermi": [(0.2, 0.10), (0.3, 0.05)], "dpsgd": [(0.19, 0.12)]}, 3, 0.01,
+                np.random.default_rng(4))
+    fig = F.plot_frontiers(F.frontier_table(df), unit="example-level")
+    ax = fig.axes[0]
+    assert "example-level" in ax.get_title()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(lb.startswith("dpfermi") for lb in labels) and any(lb.startswith("dpsgd") for lb in labels)
