@@ -1,15 +1,17 @@
 """Datasets: the ``Dataset`` pytree, synthetic generators, real tabular loaders, preprocessing.
 
-- ``dataset``: ``Dataset``, ``DatasetInfo``, ``make_dataset``.
+- ``dataset``: ``Dataset``, ``DatasetInfo``, ``make_dataset``, ``dataset_from_frame`` (a DataFrame
+  with named target, group and feature columns).
 - ``synthetic``: generators of papers 000, 001 and 003 (pure functions of a key).
 - ``tabular``: ``load(name, ...) -> (train, test)``, ``available()``, ``describe``, ``load_frame``,
   ``adult_strata`` (the real datasets, read offline).
+- ``catalog``: ``load_dataset(name, ...)``, the named data sets with the papers' group attribute.
 - ``preprocessing``: splits, one-hot encoding, (per-group) standardization, row-norm bounding,
   group-size subsampling.
 """
 
 from dpfair_jax.data import preprocessing, synthetic, tabular
-from dpfair_jax.data.dataset import Dataset, DatasetInfo, make_dataset
+from dpfair_jax.data.dataset import Dataset, DatasetInfo, dataset_from_frame, make_dataset
 from dpfair_jax.data.preprocessing import (
     bound_row_norms,
     group_standardize,
@@ -20,15 +22,18 @@ from dpfair_jax.data.preprocessing import (
 )
 from dpfair_jax.data.synthetic import gaussian_mixture, ols_mixture, two_group_classification
 from dpfair_jax.data.tabular import adult_strata, available, describe, load, load_frame
+from dpfair_jax.data.catalog import load_dataset
 
 __all__ = [
     "Dataset",
     "DatasetInfo",
     "make_dataset",
+    "dataset_from_frame",
     "preprocessing",
     "synthetic",
     "tabular",
     "load",
+    "load_dataset",
     "load_frame",
     "available",
     "describe",

@@ -88,6 +88,26 @@ class Dataset:
     def replace(self, **changes) -> "Dataset":
         return dataclasses.replace(self, **changes)
 
+    def __repr__(self) -> str:
+        """One line: sizes, groups (with their sizes when concrete), classes, task and source."""
+        try:
+            n, d = (int(k) for k in self.x.shape[-2:])
+        except (AttributeError, TypeError, ValueError):
+            return f"Dataset(x={type(self.x).__name__}, num_groups={self.num_groups})"
+        groups = f"{self.num_groups}"
+        if not isinstance(self.s, jax.core.Tracer) and np.ndim(self.s) == 1:
+            try:
+                sizes = self.group_sizes().astype(int)
+                names = self.info.group_names if len(self.info.group_names) == self.num_groups else None
+                parts = [f"{nm}={sz}" for nm, sz in zip(names, sizes)] if names else [str(z) for z in sizes]
+                groups += " [" + ", ".join(parts[:6]) + (", ..." if len(parts) > 6 else "") + "]"
+            except (TypeError, ValueError):  # abstract values
+                pass
+        task = "regression" if self.is_regression else f"{self.num_classes} classes"
+        src = f", source={self.info.source!r}" if self.info.source else ""
+        masked = ", masked" if self.mask is not None else ""
+        return f"Dataset(n={n}, d={d}, groups={groups}, {task}{masked}{src})"
+
     def validate(self, *, min_group_size: int = 1) -> "Dataset":
         """Host-side checks: shapes, finiteness, label and group ranges, non-empty groups."""
         v.check_shape("x", self.x, ndim=2)
@@ -113,6 +133,96 @@ class Dataset:
         return self
 
 
+def _frame_columns(frame, names, what: str) -> None:
+    missing = [c for c in names if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} column(s) {missing} not in the DataFrame (columns: {list(frame.columns)}).")
+
+
+def dataset_from_frame(
+    frame,
+    *,
+    target: str,
+    group: str,
+    features: list[str] | None = None,
+    positive: Any = None,
+    num_classes: int | None = None,
+    source: str = "",
+    min_group_size: int = 1,
+) -> Dataset:
+    """A validated ``Dataset`` from a pandas DataFrame with named target, group and features.
+
+    Numeric feature columns are kept as they are; other columns are one-hot encoded with names
+    ``"column=value"`` (categories in sorted order). ``group`` values become group ids in sorted
+    order (``info.group_names``). A target with two values becomes 0/1 (``positive`` names the value
+    mapped to 1; default: the larger one in sorted order), other integer targets stay class ids, and
+    float targets are a regression (``num_classes=0``). Missing values are an error naming the
+    column. ``features`` defaults to every column but the target and the group.
+
+    Note: the encoding reads the categories present in ``frame``; encode a test split with the same
+    categories by building both splits from one frame (e.g. split the Dataset afterwards).
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"frame must be a pandas DataFrame, got {type(frame).__name__}.")
+    _frame_columns(frame, [target], "target")
+    _frame_columns(frame, [group], "group")
+    if features is None:
+        features = [c for c in frame.columns if c not in (target, group)]
+    features = list(features)
+    _frame_columns(frame, features, "feature")
+    if not features:
+        raise ValueError("no feature columns: pass features=[...].")
+    if target in features or group in features:
+        raise ValueError("the target and the group column must not be listed as features.")
+    for col in [target, group] + features:
+        if frame[col].isna().any():
+            raise ValueError(f"column {col!r} has {int(frame[col].isna().sum())} missing value(s); "
+                             "drop or impute them first.")
+    blocks, names = [], []
+    for col in features:
+        values = frame[col]
+        if pd.api.types.is_bool_dtype(values) or pd.api.types.is_numeric_dtype(values):
+            blocks.append(values.to_numpy(np.float64)[:, None])
+            names.append(str(col))
+        else:
+            cats = sorted(values.astype(str).unique())
+            blocks.append((values.astype(str).to_numpy()[:, None] == np.asarray(cats)[None, :]).astype(float))
+            names.extend(f"{col}={c}" for c in cats)
+    x = np.concatenate(blocks, axis=1)
+    if not np.all(np.isfinite(x)):
+        bad = [names[j] for j in np.nonzero(~np.all(np.isfinite(x), axis=0))[0]]
+        raise ValueError(f"feature column(s) {bad[:5]} hold non-finite values.")
+    g_values = frame[group]
+    g_names = sorted(g_values.astype(str).unique())
+    s = np.searchsorted(np.asarray(g_names), g_values.astype(str).to_numpy()).astype(np.int32)
+    t = frame[target]
+    label_names: tuple[str, ...] = ()
+    uniq = sorted(t.unique(), key=lambda u: (str(type(u)), u))
+    if num_classes == 0 or (num_classes is None and pd.api.types.is_float_dtype(t) and len(uniq) > 2):
+        y, k = t.to_numpy(np.float32), 0
+    elif len(uniq) == 2 and num_classes in (None, 2):
+        pos = uniq[1] if positive is None else positive
+        if pos not in uniq:
+            raise ValueError(f"positive={positive!r} is not a value of {target!r} ({uniq}).")
+        y = (t == pos).to_numpy(np.int32)
+        k = 2
+        label_names = (str([u for u in uniq if u != pos][0]), str(pos))
+    else:
+        if not pd.api.types.is_integer_dtype(t):
+            codes = {u: i for i, u in enumerate(uniq)}
+            y = t.map(codes).to_numpy(np.int32)
+            label_names = tuple(str(u) for u in uniq)
+        else:
+            y = t.to_numpy(np.int32)
+        k = int(num_classes) if num_classes is not None else int(y.max()) + 1
+    info = DatasetInfo(feature_names=tuple(names), group_names=tuple(g_names), label_names=label_names,
+                       task="classification" if k else "regression", source=source)
+    return make_dataset(x, y, s, num_groups=len(g_names), num_classes=k, info=info,
+                        min_group_size=min_group_size)
+
+
 def make_dataset(
     x,
     y,
@@ -128,8 +238,16 @@ def make_dataset(
     """Build a validated ``Dataset`` from array-likes (float32 features, int32 groups).
 
     ``num_groups`` defaults to ``max(s) + 1``; ``num_classes`` defaults to ``max(y) + 1`` for
-    integer ``y`` and 0 (regression) for float ``y``.
+    integer ``y`` and 0 (regression) for float ``y``. When ``x`` is a pandas DataFrame its column
+    names become ``info.feature_names`` (unless ``info`` names them); for a DataFrame with target and
+    group columns, use :func:`dataset_from_frame`.
     """
+    frame_names: tuple[str, ...] = ()
+    if hasattr(x, "columns") and hasattr(x, "to_numpy"):
+        frame_names = tuple(str(c) for c in x.columns)
+        if info is not None and not info.feature_names:
+            info = dataclasses.replace(info, feature_names=frame_names)
+        x = x.to_numpy()
     x = np.asarray(x)
     y = np.asarray(y)
     s = np.asarray(s)
@@ -150,7 +268,8 @@ def make_dataset(
         num_groups=int(num_groups),
         num_classes=int(num_classes),
         mask=None if mask is None else jnp.asarray(mask, dtype=jnp.float32),
-        info=info or DatasetInfo(task="classification" if num_classes else "regression"),
+        info=info or DatasetInfo(feature_names=frame_names,
+                                 task="classification" if num_classes else "regression"),
     )
     if validate:
         # Validate on the host copies (cheap, and before anything is traced).
