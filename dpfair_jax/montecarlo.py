@@ -36,9 +36,14 @@ independent draws per grid point are wanted.
 Only threefry2x32 keys are accepted: with ``rbg`` keys, splitting and ``vmap`` can repeat
 randomness across trials.
 
-Multi-host: pass a mesh over ``jax.devices()`` of all processes; the outputs are then global arrays
-sharded on the item axis (gather them with ``jax.experimental.multihost_utils.process_allgather``
-before ``SweepResult.to_frame``).
+Several processes (``jax.distributed``; ``python -m dpfair_jax.launch`` on one machine, see
+``docs/multihost.md``): every process calls ``run_trials``/``sweep`` with the same arguments and a
+mesh over the devices of all processes (``trial_mesh()``). The key, the grid and ``data`` are
+replicated (each process passes its own identical copy); the item axis is sharded, each process
+computing its devices' items. The outputs are global arrays; ``gather(result)`` returns host-local
+NumPy arrays on every process (``multihost_utils.process_allgather``; call it on every process),
+bitwise equal to the one-process result for the same chunk shape. ``is_primary()`` says whether this
+process should write files.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ __all__ = [
     "SweepResult",
     "Plan",
     "estimate_trial_memory",
+    "gather",
+    "is_primary",
     "plan_chunks",
     "run_trials",
     "summarize",
@@ -144,6 +151,32 @@ def trial_mesh(devices: Any = None, axis_name: str = "trials") -> Mesh:
     if not devs:
         raise ValueError("devices is empty; pass at least one device or None for all devices.")
     return Mesh(np.asarray(devs), (axis_name,))
+
+
+def is_primary() -> bool:
+    """True on process 0 of a ``jax.distributed`` job (and in a single process): the one that writes."""
+    return jax.process_index() == 0
+
+
+def gather(result: Any) -> Any:
+    """Host-local NumPy copy of a ``run_trials`` pytree or a ``SweepResult``, on every process.
+
+    Leaves that span devices of other processes (outputs over a multi-process mesh) are gathered
+    with one ``jax.experimental.multihost_utils.process_allgather`` call, a collective: every
+    process must call ``gather`` on the same structure. Other leaves are copied as they are.
+    """
+    if isinstance(result, SweepResult):
+        return dataclasses.replace(result, values=gather(result.values))
+    leaves, treedef = jax.tree.flatten(result)
+    remote = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array) and not x.is_fully_addressable]
+    out = [x if i in remote else np.asarray(x) for i, x in enumerate(leaves)]
+    if remote:
+        from jax.experimental import multihost_utils
+
+        got = multihost_utils.process_allgather([leaves[i] for i in remote], tiled=True)
+        for i, x in zip(remote, got):
+            out[i] = np.asarray(x)
+    return jax.tree.unflatten(treedef, out)
 
 
 # ------------------------------------------------------------------------------------------- engine
