@@ -11,8 +11,10 @@ shape then loads the executable instead of compiling it.
 ``with`` block, so benchmarks can report compile time apart from run time and tests can assert
 "one compile per study shape".
 
-CLI wiring: ``dpfair ... --compile-cache DIR`` should call ``enable(DIR)`` before any JAX work;
-without the flag, ``enable_from_env()`` reads ``DPFAIR_COMPILE_CACHE``.
+CLI wiring: the ``dpfair`` commands call :func:`configure` before any JAX work: ``--compile-cache
+DIR`` wins, then ``$DPFAIR_COMPILE_CACHE`` (``off`` disables the cache), then the user-level default
+:func:`default_dir` (``$XDG_CACHE_HOME/dpfair_jax/xla``, else ``~/.cache/dpfair_jax/xla``), so a
+second quick reproduction loads its programs instead of compiling them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import jax
 import jax.monitoring
 
 __all__ = ["ENV_VAR", "enable", "disable", "enable_from_env", "is_enabled", "CompileStats",
-           "track_compiles"]
+           "track_compiles", "default_dir", "configure"]
 
 ENV_VAR = "DPFAIR_COMPILE_CACHE"
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -99,6 +101,37 @@ def enable_from_env(var: str = ENV_VAR) -> Path | None:
     """:func:`enable` the directory named by environment variable ``var`` if it is set and non-empty."""
     path = os.environ.get(var, "").strip()
     return enable(path) if path else None
+
+
+_OFF = ("off", "0", "none", "false", "no")
+
+
+def default_dir() -> Path:
+    """The user-level cache folder: ``$XDG_CACHE_HOME/dpfair_jax/xla`` or ``~/.cache/dpfair_jax/xla``."""
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".cache") / "dpfair_jax" / "xla"
+
+
+def configure(path: str | os.PathLike | None = None, var: str = ENV_VAR) -> Path | None:
+    """Turn the persistent cache on the way the CLI does: ``path`` if given; else ``$var`` (``off``,
+    ``0`` or ``none`` leave it off); else :func:`default_dir`. Returns the folder, or None when off.
+    A default folder that cannot be created leaves the cache off (with a warning) instead of failing.
+    """
+    if path is not None and str(path).strip():
+        return enable(path)
+    env = os.environ.get(var, "").strip()
+    if env.lower() in _OFF:
+        return None
+    if env:
+        return enable(env)
+    try:
+        return enable(default_dir())
+    except OSError as err:
+        import warnings
+
+        warnings.warn(f"persistent compilation cache off: cannot use {default_dir()} ({err}); "
+                      f"set {var}=DIR or {var}=off.", stacklevel=2)
+        return None
 
 
 @dataclasses.dataclass
