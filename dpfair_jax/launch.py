@@ -25,7 +25,7 @@ Failure behaviour: a process that cannot join the coordinator prints which one a
 status 1 at the initialization timeout (``--init-timeout``, default 60 s). The launcher polls its children; when
 one exits with a non-zero status or is killed, it prints which one, sends SIGINT to the others,
 SIGKILL after ``--grace`` seconds (default 3), and exits with that status (128 + signal number
-for a signal). Ctrl-C is passed on to the children. ``--timeout`` bounds the whole run. On a
+for a signal). Ctrl-C is passed on to the children; a child whose launcher dies exits itself. ``--timeout`` bounds the whole run. On a
 cluster, a dead peer is detected by JAX's coordination service after the heartbeat timeout
 (``DPFAIR_HEARTBEAT_TIMEOUT``, default 30 s), which ends the other processes with an error.
 """
@@ -63,6 +63,7 @@ ENV_INIT_TIMEOUT = "DPFAIR_INIT_TIMEOUT"
 ENV_HEARTBEAT_TIMEOUT = "DPFAIR_HEARTBEAT_TIMEOUT"
 ENV_SHUTDOWN_TIMEOUT = "DPFAIR_SHUTDOWN_TIMEOUT"
 ENV_DISTRIBUTED = "DPFAIR_DISTRIBUTED"
+ENV_LAUNCHER_PID = "DPFAIR_LAUNCHER_PID"
 
 DEFAULT_INIT_TIMEOUT = 60
 DEFAULT_HEARTBEAT_TIMEOUT = 30
@@ -151,6 +152,20 @@ def _watchdog(seconds: float, message: str) -> Iterator[None]:
         done.set()
 
 
+def _exit_with_launcher(launcher_pid: int, who: str, every: float = 0.5) -> None:
+    """End this process (status 1) when the launcher is gone, so no process is left behind."""
+
+    def watch() -> None:
+        while os.getppid() == launcher_pid:
+            time.sleep(every)
+        print(f"dpfair_jax.launch: {who}: the launcher (pid {launcher_pid}) is gone; exiting",
+              file=sys.stderr, flush=True)
+        os._exit(1)
+
+    if os.getppid() == launcher_pid:
+        threading.Thread(target=watch, name="dpfair-launcher-watch", daemon=True).start()
+
+
 def initialize(env: Mapping[str, str] | None = None) -> Distributed:
     """Join the launcher's or the cluster's processes (call before any other JAX call); idempotent.
 
@@ -175,6 +190,8 @@ def initialize(env: Mapping[str, str] | None = None) -> Distributed:
         with _watchdog(limit, f"process {i} of {n} could not join the coordinator at {address} within {limit} s "
                               "(did every process start? is the address reachable?)"):
             jax.distributed.initialize(coordinator_address=address, num_processes=n, process_id=i, **timeouts)
+        if env.get(ENV_LAUNCHER_PID, "").isdigit():
+            _exit_with_launcher(int(env[ENV_LAUNCHER_PID]), f"process {i} of {n}")
         return Distributed(jax.process_index(), jax.process_count(), "launcher")
     if _on_cluster(env):
         timeouts = _timeouts(env)
@@ -209,22 +226,12 @@ def child_env(process_id: int, processes: int, address: str, devices_per_process
         ENV_PROCESS_ID: str(process_id),
         ENV_INIT_TIMEOUT: str(init_timeout),
         ENV_HEARTBEAT_TIMEOUT: str(heartbeat_timeout),
+        ENV_LAUNCHER_PID: str(os.getpid()),
         "XLA_FLAGS": " ".join(flags),
         "JAX_PLATFORMS": "cpu",
     })
     env.pop(ENV_DISTRIBUTED, None)
     return env
-
-
-def _die_with_parent() -> None:
-    """In the child (Linux): SIGKILL when the launcher dies, so no process is left behind."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def _describe(code: int) -> str:
@@ -290,7 +297,6 @@ def launch(args: Sequence[str], processes: int, *, devices_per_process: int = 1,
                 [exe, *args],
                 env=child_env(i, processes, address, devices_per_process, env, init_timeout, heartbeat_timeout),
                 start_new_session=True,  # Ctrl-C reaches the children once, through forward()
-                preexec_fn=_die_with_parent,
             ))
         start = time.monotonic()
         while True:
