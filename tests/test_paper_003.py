@@ -12,6 +12,9 @@ from scipy import special, stats
 
 from dpfair_jax.analysis import stratification_theory as th
 from dpfair_jax.data import synthetic
+from dpfair_jax.studies import stratification
+
+from _studies import load_study
 
 N_ACS = 196967
 
@@ -100,7 +103,7 @@ def test_fit_symmetric_dirichlet_alpha():
 
 
 def test_experiment_quick_smoke(tmp_path):
-    from dpfair_jax.experiments import context, registry
+    from dpfair_jax.runner import context, registry
 
     registry.discover()
     exp = registry.get("paper_003")
@@ -117,7 +120,7 @@ def test_experiment_quick_smoke(tmp_path):
     assert {"thm9_identity", "strat_laplace_var", "mixture_converges", "reference_code_bug"} <= ids
     by = {c["id"]: c for c in claims}
     # every claim of every part has a row: left-out parts and absent cells are skipped, with a reason
-    from dpfair_jax.experiments import paper_003 as p3
+    p3 = load_study("paper_003")
 
     want = {cid for part in ("theory", "mixture", "strata", "synthesis") for cid, _, _ in p3.part_claims(part, over)}
     assert ids == want
@@ -157,10 +160,10 @@ def test_mixture_trial_add_remove_uses_noisy_weights():
     """Under add/remove the StratCOINPRESS column equals the add/remove column's construction
     (noisy counts as weights, renormalized over the active strata) and never the exact sizes."""
     from dpfair_jax.algorithms import mean_estimation as me
-    from dpfair_jax.experiments import paper_003 as p3
+    p3 = load_study("paper_003")
 
     rhos = jnp.asarray(me.coinpress_rhos(0.5), jnp.float32)
-    out = jax.jit(lambda k: p3.mixture_trial(k, 3000.0, 3, 1.0, n_max=3000, k_max=4, rhos=rhos,
+    out = jax.jit(lambda k: stratification.mixture_trial(k, 3000.0, 3, 1.0, n_max=3000, k_max=4, rhos=rhos,
                                              relation="add_remove"))(jax.random.key(0))
     for v in out.values():
         assert np.isfinite(float(v))
@@ -173,7 +176,7 @@ def test_coinpress_scale_fails_a_2x_noise_error(monkeypatch):
     doubled) moves it to ~2, outside the window (the former [2e-4, 4e-3] window on the median
     error passed both)."""
     from dpfair_jax.algorithms import mean_estimation as me
-    from dpfair_jax.experiments import paper_003 as p3
+    p3 = load_study("paper_003")
 
     rhos = me.coinpress_rhos(0.5)
     # Biswas et al. with the reference constants: step-1 clip 6.4422 at r = 3, n = 10^4
@@ -187,8 +190,10 @@ def test_coinpress_scale_fails_a_2x_noise_error(monkeypatch):
     ok = p3._coinpress_calibration(cfg, rhos, 120)
     assert ok["draws"] == 120 and ok["se"] < 1 / 12
     assert abs(ok["T"] - 1.0) <= 4 * ok["se"], ok
-    factor = me._sensitivity_factor
-    monkeypatch.setattr(me, "_sensitivity_factor", lambda relation: 2.0 * factor(relation))
+    from dpfair_jax.privacy import relations
+
+    factor = relations.replace_factor  # the clipped sum's relation factor COINPRESS scales by
+    monkeypatch.setattr(relations, "replace_factor", lambda relation: 2.0 * factor(relation))
     bad = p3._coinpress_calibration(cfg, rhos, 120)
     assert bad["T"] > 1.0 + 4 * bad["se"] and bad["T"] == pytest.approx(2.0, abs=0.35), bad
 
@@ -199,7 +204,7 @@ def test_strata_improvement_needs_significance():
     the former criterion (some cell with err_strat <= err_coinpress) passed; this one does not."""
     import pandas as pd
 
-    from dpfair_jax.experiments import paper_003 as p3
+    p3 = load_study("paper_003")
 
     rng = np.random.default_rng(0)
     runs, cells = 16, 40
@@ -224,8 +229,8 @@ def test_strata_improvement_needs_significance():
 
 
 def test_missing_strata_data_is_skipped(tmp_path, monkeypatch):
-    from dpfair_jax.experiments import context, registry
-    from dpfair_jax.experiments import paper_003 as p3
+    from dpfair_jax.runner import context, registry
+    p3 = load_study("paper_003")
 
     def missing(config):
         raise FileNotFoundError("no Adult CSV here")

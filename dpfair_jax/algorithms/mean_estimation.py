@@ -49,6 +49,8 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
+from dpfair_jax.privacy import relations as rel
+from dpfair_jax.privacy.mechanisms import gaussian_noise, laplace_noise
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
@@ -128,8 +130,9 @@ def _check_data(x: Any, s: Any = None, num_groups: int = 1) -> None:
         v.check_group_ids(s, num_groups, "s")
 
 
-def _check_relation(relation: str) -> str:
-    return v.check_choice("relation", relation, RELATIONS)
+def _check_relation(relation: Any) -> str:
+    """The relation's record name (``"add_remove"``/``"replace_one"``); "swap" is refused."""
+    return rel.relation_name(relation)
 
 
 def _check_gamma(gamma: Any) -> None:
@@ -150,11 +153,6 @@ def _check_weights(weights: Any, num_groups: int) -> None:
         raise ValueError("weights sum to 0; pass public group weights with a positive sum.")
 
 
-def _sensitivity_factor(relation: str) -> float:
-    """Sensitivity of a sum of values in a ball of radius C, in units of C."""
-    return 2.0 if relation == "replace_one" else 1.0
-
-
 def resolve_count_rho(relation: str, budget_rho: Any, count_rho: Any = None) -> Any:
     """The count budget a run actually spends on its group sizes.
 
@@ -167,7 +165,7 @@ def resolve_count_rho(relation: str, budget_rho: Any, count_rho: Any = None) -> 
     Privacy: the returned budget is what the noisy counts cost (``count_rho``-zCDP, Gaussian,
     sensitivity 1 under add/remove, ``sqrt 2`` under replace-one), charged on top of ``budget_rho``.
     """
-    _check_relation(relation)
+    relation = _check_relation(relation)
     if count_rho is not None:
         return count_rho
     if relation == "add_remove":
@@ -206,7 +204,7 @@ def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
     ``sqrt 2`` under replace-one (a record may move between strata: two counts change by 1).
     """
     v.check_threefry_key(key)
-    _check_relation(relation)
+    relation = _check_relation(relation)
     v.check_rho(count_rho, "count_rho")
     v.check_int("num_groups", num_groups, minimum=1)
     v.check_group_ids(s, num_groups, "s")
@@ -214,9 +212,9 @@ def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
 
 
 def _noisy_counts(key, s, num_groups, count_rho, relation):
-    delta = 1.0 if relation == "add_remove" else math.sqrt(2.0)
+    delta = rel.histogram_sensitivity("l2").under(relation)  # 1 (add/remove), sqrt 2 (replace one)
     sigma = delta / jnp.sqrt(2.0 * jnp.asarray(count_rho, jnp.float32))
-    return _counts(s, num_groups) + sigma * jax.random.normal(key, (num_groups,), jnp.float32)
+    return _counts(s, num_groups) + gaussian_noise(key, (num_groups,), sigma)
 
 
 def _sizes_and_weights(key, s, num_groups, weights, count_rho, relation):
@@ -226,8 +224,7 @@ def _sizes_and_weights(key, s, num_groups, weights, count_rho, relation):
         sizes = exact
         present = exact > 0
     else:
-        sizes = _noisy_counts(key, s, num_groups, count_rho, "add_remove" if relation == "add_remove"
-                              else "replace_one")
+        sizes = _noisy_counts(key, s, num_groups, count_rho, relation)
         present = sizes >= 1.0
         sizes = jnp.where(present, sizes, 0.0)
     if weights is None:
@@ -271,20 +268,22 @@ def _laplace_core(key, x, s, num_groups, R, gamma, epsilon, weights, relation, v
     sums = jax.ops.segment_sum(xc, s, num_segments=num_groups)
     d = x.shape[1]
     # L1 sensitivity of the clipped sum: d * width (replace-one) or d * max|value| (add/remove).
-    sens = d * _sensitivity_factor(relation) * hw
+    sens = d * rel.replace_factor(relation) * hw
     scale = sens / jnp.asarray(epsilon, jnp.float32)
-    noise = scale[:, None] * jax.random.laplace(key, sums.shape, jnp.float32)
+    noise = laplace_noise(key, sums.shape, scale[:, None])
     means = jnp.where(present[:, None], (sums + noise) / den[:, None], 0.0)
     return StratifiedEstimate(_recombine(means, w), means, w, sizes, present, hw)
 
 
-def _common_checks(key, x, s, num_groups, weights, relation, count_rho):
+def _common_checks(key, x, s, num_groups, weights, relation, count_rho) -> str:
+    """Validate the shared arguments; returns the relation's record name."""
     v.check_threefry_key(key)
     _check_data(x, s, num_groups)
-    _check_relation(relation)
+    relation = _check_relation(relation)
     _check_weights(weights, num_groups)
     if count_rho is not None:
         v.check_rho(count_rho, "count_rho")
+    return relation
 
 
 def _laplace_budget(epsilon: Any) -> Any:
@@ -314,7 +313,7 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
     Add/remove, or ``count_rho`` given: ``(epsilon^2 / 2 + count_rho)``-zCDP (the Laplace releases
     as ``epsilon^2/2``-zCDP, plus the Gaussian counts); :func:`laplace_privacy` gives the spend.
     """
-    _common_checks(key, x, s, num_groups, weights, relation, count_rho)
+    relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_epsilon(epsilon)
     v.check_positive("R", R, allow_zero=True)
     _check_gamma(gamma)
@@ -362,8 +361,8 @@ def _gaussian_core(key, x, s, num_groups, center, C, rho, weights, relation, cou
     c = jnp.broadcast_to(jnp.asarray(center, jnp.float32), (num_groups, x.shape[1]))
     Cg = jnp.broadcast_to(jnp.asarray(C, jnp.float32), (num_groups,))
     sums = _centered_clipped_sums(x, s, num_groups, c, Cg)
-    sigma = _sensitivity_factor(relation) * Cg / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))
-    noisy = sums + sigma[:, None] * jax.random.normal(key, sums.shape, jnp.float32)
+    sigma = rel.replace_factor(relation) * Cg / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))
+    noisy = sums + gaussian_noise(key, sums.shape, sigma[:, None])
     means = jnp.where(present[:, None], c + noisy / den[:, None], c)
     return StratifiedEstimate(_recombine(means, w), means, w, sizes, present, Cg)
 
@@ -396,7 +395,7 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
     (parallel composition). Add/remove, or ``count_rho`` given: ``(rho + count_rho)``-zCDP
     (:func:`gaussian_privacy`).
     """
-    _common_checks(key, x, s, num_groups, weights, relation, count_rho)
+    relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_rho(rho)
     v.check_clip_norm(clip, "clip")
     v.check_finite("center", center)
@@ -465,7 +464,7 @@ def _coinpress_core(key, x, s, num_groups, center, radius, rhos, weights, relati
     den = jnp.maximum(sizes, 1.0)
     c0 = jnp.broadcast_to(jnp.asarray(center, jnp.float32), (num_groups, d))
     r0 = jnp.broadcast_to(jnp.asarray(radius, jnp.float32), (num_groups,))
-    factor = _sensitivity_factor(relation)
+    factor = rel.replace_factor(relation)
     t = rhos.shape[0]
     keys = jax.random.split(key, t)
 
@@ -480,7 +479,7 @@ def _coinpress_core(key, x, s, num_groups, center, radius, rhos, weights, relati
         proj = diff * scale[:, None]
         sums = jax.ops.segment_sum(proj, s, num_segments=num_groups)
         sigma_sum = factor * C / jnp.sqrt(2.0 * rho_t)  # noise std on the centred clipped sum
-        noise = sigma_sum[:, None] * jax.random.normal(k_t, sums.shape, jnp.float32)
+        noise = gaussian_noise(k_t, sums.shape, sigma_sum[:, None])
         c_new = jnp.where(present[:, None], c + (sums + noise) / den[:, None], c)
         sigma_mean = sigma_sum / den  # the reference's sigma = (2C/n)/sqrt(2 rho)
         r_new = jnp.where(present, jnp.sqrt(1.0 / den + sigma_mean ** 2) * gamma, r)
@@ -529,7 +528,7 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
     overall (parallel composition over disjoint strata). Add/remove, or ``count_rho`` given:
     ``(sum(rhos) + count_rho)``-zCDP. :func:`stratified_privacy` reports either.
     """
-    _common_checks(key, x, s, num_groups, weights, relation, count_rho)
+    relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     _check_coinpress(center, radius, rhos, clip_mode, beta)
     rhos = jnp.asarray(rhos, jnp.float32)
     count_rho = resolve_count_rho(relation, jnp.sum(rhos), count_rho)
@@ -598,7 +597,7 @@ def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: floa
     and, by default, under add/remove (:func:`resolve_count_rho`). Its total is global COINPRESS's
     ``sum(rhos)`` plus the count budget."""
     v.check_int("num_groups", num_groups, minimum=1)
-    _check_relation(relation)
+    relation = _check_relation(relation)
     r = np.asarray(rhos, np.float64).ravel()
     v.check_rho(r, "rhos")
     ledger = acc.ZcdpLedger()
@@ -616,7 +615,7 @@ def stratified_privacy(rhos: Sequence[float], num_groups: int, delta: float, *,
     """:class:`~dpfair_jax.privacy.accounting.PrivacySpend` of a (stratified) COINPRESS run under
     ``relation`` (zCDP -> (eps, delta), CKS): ``sum(rhos)`` plus the count budget that the run
     spends (the add/remove default included)."""
-    _check_relation(relation)
+    relation = _check_relation(relation)
     ledger = stratified_ledger(rhos, num_groups, count_rho=count_rho, relation=relation)
     c = ledger.charges.get("group_counts")
     notes = f"parallel composition over {num_groups} disjoint strata; " + _sizes_note(relation, c)
@@ -628,7 +627,7 @@ def gaussian_privacy(rho: float, delta: float, *, num_groups: int = 1,
                      ) -> acc.PrivacySpend:
     """Spend of :func:`gaussian_mean` / :func:`stratified_gaussian_mean`: ``rho`` (parallel over
     ``num_groups`` strata) plus the count budget the run spends (:func:`resolve_count_rho`)."""
-    _check_relation(relation)
+    relation = _check_relation(relation)
     v.check_int("num_groups", num_groups, minimum=1)
     v.check_rho(rho)
     ledger = acc.ZcdpLedger()
@@ -649,7 +648,7 @@ def laplace_privacy(epsilon: float, delta: float, *, num_groups: int = 1,
     recorded). With noisy counts (add/remove, or ``count_rho`` given): ``epsilon^2/2 + count_rho``
     zCDP, converted at ``delta`` (CKS).
     """
-    _check_relation(relation)
+    relation = _check_relation(relation)
     v.check_int("num_groups", num_groups, minimum=1)
     v.check_epsilon(epsilon)
     budget = 0.5 * float(epsilon) ** 2
@@ -701,7 +700,7 @@ def reference_code_stratified_mean(key: jax.Array, x: Any, s: Any, num_groups: i
         norm = jnp.sqrt(jnp.sum(diff * diff, axis=1))
         xs = c + diff * jnp.where(norm > C, C / jnp.where(norm > 0, norm, 1.0), 1.0)[:, None]
         sigma = (2.0 * C / n) / jnp.sqrt(2.0 * jnp.asarray(rhos, jnp.float32)[t])
-        c = (m @ xs) / n + sigma * jax.random.normal(k_t, (d,), jnp.float32)
+        c = (m @ xs) / n + gaussian_noise(k_t, (d,), sigma)
         r = jnp.sqrt(1.0 / n + sigma ** 2) * gamma
     counts = jax.ops.segment_sum(m, s, num_segments=num_groups)
     sums = jax.ops.segment_sum(xs * m[:, None], s, num_segments=num_groups)

@@ -34,6 +34,7 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as _acc
+from dpfair_jax.privacy.mechanisms import gaussian_noise
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["OutputPerturbation", "LOSSES", "augment", "minimize", "lipschitz_constant", "sensitivity",
@@ -155,9 +156,13 @@ def noise_std(epsilon: float, delta: float, sens: float) -> float:
 
 
 def perturb(key: jax.Array, theta_star: jax.Array, std: Any) -> jax.Array:
-    """``theta* + N(0, std^2 I)`` (pure; vmap over keys and a traced ``std``)."""
-    return theta_star + jnp.asarray(std, theta_star.dtype) * jax.random.normal(
-        key, theta_star.shape, theta_star.dtype)
+    """``theta* + N(0, std^2 I)`` (pure; vmap over keys and a traced ``std``).
+
+    Privacy: with ``std = noise_std(epsilon, delta, Delta)`` and ``Delta`` the sensitivity of
+    ``theta*`` (:func:`sensitivity`), (epsilon, delta)-DP under replace-one neighbours.
+    """
+    return theta_star + gaussian_noise(key, theta_star.shape, jnp.asarray(std, theta_star.dtype),
+                                       theta_star.dtype)
 
 
 def _check_rows(x, radius):
@@ -251,7 +256,7 @@ def _mc_core(key, theta_star, std, x_aug, y, s, *, num_groups, loss, num_draws, 
     z = x_aug @ theta_star
 
     def one(k):
-        noise = jax.random.normal(k, theta_star.shape, theta_star.dtype) * std
+        noise = gaussian_noise(k, theta_star.shape, std, theta_star.dtype)
         delta = x_aug @ noise
         inc = _loss_increase(z, delta, y, loss)
         if antithetic:

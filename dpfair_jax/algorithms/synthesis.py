@@ -37,7 +37,8 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
-from dpfair_jax.privacy.mechanisms import symmetric_gaussian_noise
+from dpfair_jax.privacy import relations as rel
+from dpfair_jax.privacy.mechanisms import gaussian_noise, symmetric_gaussian_noise
 
 __all__ = [
     "CategoricalTable",
@@ -248,7 +249,11 @@ def _stratum_counts(s: Any, num_groups: int, *, key: jax.Array | None = None,
             raise ValueError("key is required with count_rho (noisy counts).")
         v.check_threefry_key(key)
         v.check_rho(count_rho, "count_rho")
-        c = c + np.asarray(jax.random.normal(key, (num_groups,)), np.float64) / math.sqrt(2 * count_rho)
+        # sigma = Delta / sqrt(2 count_rho), Delta = 1: one count moves by 1 under add/remove; the
+        # unit draw is scaled on the host in float64
+        sens = rel.histogram_sensitivity("l2").under("add_remove")
+        z = np.asarray(gaussian_noise(key, (num_groups,), 1.0), np.float64) * sens
+        c = c + z / math.sqrt(2 * count_rho)
         c = np.maximum(c, 0.0)
     return c
 

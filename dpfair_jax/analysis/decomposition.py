@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.mechanisms import gaussian_noise
 
 __all__ = ["Decomposition", "theorem2_decomposition", "one_step_change_mc", "theorem3_condition",
            "group_gradient_norms", "VARIANTS"]
@@ -188,7 +189,7 @@ def _step_mc(key, loss_fn, params, x, y, s, learning_rate, clip_norm, noise_mult
         g = jax.vmap(jax.grad(f), in_axes=(None, 0, 0))(flat, x[idx], y[idx])
         gbar, _ = _clip_rows(g, c)
         step = jnp.mean(gbar, axis=0)
-        noise = std * jax.random.normal(kn, flat.shape, dt)
+        noise = gaussian_noise(kn, flat.shape, std, dt)
         plus = group_loss(flat - learning_rate * (step + noise))
         minus = group_loss(flat - learning_rate * (step - noise))
         return 0.5 * (plus + minus) - base

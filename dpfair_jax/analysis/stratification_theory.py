@@ -23,6 +23,7 @@ import numpy as np
 from scipy import optimize, special
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.relations import replace_factor
 
 __all__ = [
     "laplace_halfwidth",
@@ -49,10 +50,6 @@ def _gamma(gamma: Any) -> np.ndarray:
     if np.any(~np.isfinite(g)) or np.any(g <= 0) or np.any(g >= 1):
         raise ValueError(f"gamma must lie in (0, 1), got {gamma!r}.")
     return g
-
-
-def _factor(relation: str) -> float:
-    return 2.0 if v.check_choice("relation", relation, ("replace_one", "add_remove")) == "replace_one" else 1.0
 
 
 def laplace_halfwidth(n: Any, R: Any, gamma: Any) -> np.ndarray:
@@ -82,7 +79,7 @@ def prop8_bound(n: Any, k: Any, R: Any, gamma: Any, epsilon: Any) -> np.ndarray:
 def global_laplace_noise_variance(n: Any, R: Any, gamma: Any, epsilon: Any, *,
                                   relation: str = "replace_one") -> np.ndarray:
     """Variance of ``Lap(Delta (R+s) / (n eps))``: ``2 (Delta (R+s) / (n eps))^2`` (Delta = 2 or 1)."""
-    b = _factor(relation) * laplace_halfwidth(n, R, gamma) / (_pos("n", n) * _pos("epsilon", epsilon))
+    b = replace_factor(relation) * laplace_halfwidth(n, R, gamma) / (_pos("n", n) * _pos("epsilon", epsilon))
     return 2.0 * b * b
 
 
@@ -97,7 +94,7 @@ def stratified_laplace_noise_variance(sizes: Any, R: Any, gamma: Any, epsilon: A
     n = sizes.sum()
     present = sizes > 0
     hw = laplace_halfwidth(sizes[present], R, gamma)
-    b = _factor(relation) * hw / (n * _pos("epsilon", epsilon))
+    b = replace_factor(relation) * hw / (n * _pos("epsilon", epsilon))
     return float(np.sum(2.0 * b * b))
 
 
@@ -107,7 +104,7 @@ def stratified_gaussian_noise_variance(n: Any, clips: Any, rho: Any, *,
     ``sum_g (Delta C_g / n)^2 / (2 rho)`` over the present groups (``clips [k]``), ``k`` times the
     global variance for equal clips."""
     c = _pos("clips", clips).ravel()
-    return float(np.sum((_factor(relation) * c / _pos("n", n)) ** 2) / (2.0 * _pos("rho", rho)))
+    return float(np.sum((replace_factor(relation) * c / _pos("n", n)) ** 2) / (2.0 * _pos("rho", rho)))
 
 
 def dirichlet_expected_log_sizes(n: Any, k: Any, alpha: Any) -> np.ndarray:
