@@ -2,14 +2,17 @@
 
 Usage::
 
-    dpfair list
-    dpfair run NAME [--quick] [--set key=value ...] [--out DIR] [--fresh]
-    dpfair reproduce [--quick] [--only PAPER] [--out DIR] [--fresh]
-    dpfair report [--out DIR]
+    dpfair list [--experiments DIR]
+    dpfair run NAME [--quick] [--set key=value ...] [--out DIR] [--fresh] [--experiments DIR]
+    dpfair reproduce [--quick] [--only PAPER] [--out DIR] [--fresh] [--experiments DIR]
+    dpfair report [--out DIR] [--experiments DIR]
     dpfair bench [--quick] [--dir benchmarks]
     dpfair audit [--quick] [--out DIR]
 
-Results go to ``--out``, else ``$DPFAIR_RESULTS``, else ``./results``. An interrupted ``run`` or
+Studies are found in ``--experiments DIR``, else ``$DPFAIR_EXPERIMENTS``, else ``./experiments``
+(or the ``experiments/`` folder of the repository root above the current directory): one folder per
+study (see :mod:`dpfair_jax.runner.registry`). Results go to ``--out``, else ``$DPFAIR_RESULTS``,
+else ``./results``. An interrupted ``run`` or
 ``reproduce`` resumes where it stopped when run again (finished sweep chunks are kept); ``--fresh``
 discards them. Bad input exits with status 2 and a one-line message; a failed experiment or
 benchmark with status 1; Ctrl-C with 130.
@@ -52,6 +55,12 @@ def _add_out(p: argparse.ArgumentParser) -> None:
                    help="results root (default: $DPFAIR_RESULTS or ./results)")
 
 
+def _add_experiments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experiments", default=None, metavar="DIR",
+                   help="folder of study folders (default: $DPFAIR_EXPERIMENTS, ./experiments or the "
+                        "repository root's experiments/)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dpfair`` argument parser."""
     parser = _Parser(prog=PROG, description="dpfair_jax: differentially private and fair ML experiments.")
@@ -60,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    sub.add_parser("list", help="list experiments with their paper and description")
+    p = sub.add_parser("list", help="list experiments with their paper and description")
+    _add_experiments(p)
 
     p = sub.add_parser("run", help="run one experiment")
     p.add_argument("name", metavar="NAME")
@@ -70,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="discard saved chunks of an earlier run")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_out(p)
+    _add_experiments(p)
 
     p = sub.add_parser("reproduce", help="run every experiment, then write the report")
     p.add_argument("--quick", action="store_true", help="use the quick configs (default: full)")
@@ -77,9 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="discard saved chunks of earlier runs")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_out(p)
+    _add_experiments(p)
 
     p = sub.add_parser("report", help="write report/REPORT.md under the results root")
     _add_out(p)
+    p.add_argument("--experiments", default=None, metavar="DIR",
+                   help="also load the studies of DIR and list those that fail to import in the report")
 
     p = sub.add_parser("bench", help="run benchmarks/*.py and tabulate benchmarks/results/*.json")
     p.add_argument("--quick", action="store_true", help="pass --quick to every benchmark script")
@@ -97,10 +111,24 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------
 
 
-def _discover():
-    from dpfair_jax.experiments import registry
+def _study_folders(args: argparse.Namespace) -> list[Path]:
+    """The study folders of ``--experiments DIR`` (else the default experiments directory)."""
+    from dpfair_jax.runner import registry
 
-    found = registry.discover()
+    root = registry.find_experiments_dir(getattr(args, "experiments", None))
+    if root is None:
+        raise CliError("no experiments folder found: run from the repository root (it holds experiments/), "
+                       f"pass --experiments DIR or set ${registry.ENV_EXPERIMENTS}", 2)
+    try:
+        return registry.study_folders(root)
+    except ValueError as err:
+        raise CliError(str(err), 2) from None
+
+
+def _discover(args: argparse.Namespace):
+    from dpfair_jax.runner import registry
+
+    found = registry.discover(_study_folders(args))
     for mod, err in found.errors.items():
         print(f"{PROG}: warning: could not import {mod}: {err}", file=sys.stderr)
     return found
@@ -112,7 +140,7 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 def _summary(result: Any) -> str:
     """One line per run: claims passed / failed / skipped, and formula checks passed, counted apart."""
-    from dpfair_jax.experiments.report import row_kind, row_status
+    from dpfair_jax.runner.report import row_kind, row_status
 
     claims = [c for c in result.claims if row_kind(c) == "claim"]
     checks = [c for c in result.claims if row_kind(c) == "formula"]
@@ -128,7 +156,7 @@ def _summary(result: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    found = _discover()
+    found = _discover(args)
     exps = found.experiments
     if not exps:
         print("no experiments registered")
@@ -140,13 +168,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dpfair_jax.experiments import context, registry
+    from dpfair_jax.runner import context, registry
 
     try:
         overrides = registry.parse_overrides(args.overrides)
     except ValueError as err:
         raise CliError(str(err)) from None
-    found = _discover()
+    found = _discover(args)
     try:
         exp = registry.get(args.name)
     except ValueError as err:
@@ -165,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not result.ok:
         raise CliError(f"experiment {exp.name} failed: {result.error} "
                        f"(traceback in {result.run_dir / 'error.txt'})", 1)
-    from dpfair_jax.experiments.report import row_kind, row_status
+    from dpfair_jax.runner.report import row_kind, row_status
 
     marks = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
     for c in result.claims:
@@ -177,15 +205,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from dpfair_jax.experiments import context, registry, report
+    from dpfair_jax.runner import context, registry, report
 
+    found = _discover(args)
     only = None
     if args.only is not None:
-        try:
+        try:  # the papers of the discovered studies are valid here
             only = registry.normalize_paper(args.only, "--only")
         except ValueError as err:
             raise CliError(str(err)) from None
-    found = _discover()
     exps = [e for e in found.experiments if only is None or e.paper == only]
     if not exps:
         raise CliError(f"no experiments registered{'' if only is None else f' for paper {only}'}", 1)
@@ -221,12 +249,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from dpfair_jax.experiments import report, store
+    from dpfair_jax.runner import report, store
 
     root = store.results_root(args.out)
     if not (root / "runs").is_dir():
         raise CliError(f"no runs under {root}; run 'dpfair reproduce --quick' first (or pass --out)", 1)
-    print(report.build_report(root))
+    errors = _discover(args).errors if args.experiments is not None else None
+    print(report.build_report(root, import_errors=errors))
     return 0
 
 
@@ -269,7 +298,7 @@ def _cell(value: Any) -> str:
 def write_bench_table(rows: list[dict[str, Any]], path: str | os.PathLike, *,
                       source: str = "`dpfair bench` from `benchmarks/results/*.json`") -> str:
     """Write the Markdown table of ``rows`` (columns :data:`BENCH_COLUMNS`) to ``path``; return it."""
-    from dpfair_jax.experiments import store
+    from dpfair_jax.runner import store
 
     lines = ["# Benchmark results", "",
              f"Collected by {source}. `ratio` compares the kit "
@@ -309,7 +338,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from dpfair_jax.experiments import store
+    from dpfair_jax.runner import store
 
     try:
         module = importlib.import_module("dpfair_jax.audit")

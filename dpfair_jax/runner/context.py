@@ -1,6 +1,6 @@
 """``RunContext``: what an experiment's ``run(config, ctx)`` writes through, and ``run_experiment``.
 
-The context owns one run directory (see :mod:`dpfair_jax.experiments.store`) and offers:
+The context owns one run directory (see :mod:`dpfair_jax.runner.store`) and offers:
 
 - :meth:`RunContext.map_chunks` — a resumable sweep: each finished chunk is written at once
   (atomically, with a SHA-256 sidecar); a restart after Ctrl-C or SIGKILL computes only the
@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dpfair_jax.experiments import store
-from dpfair_jax.experiments.registry import Experiment, normalize_paper, resolve_config
+from dpfair_jax.runner import store
+from dpfair_jax.runner.registry import Experiment, normalize_paper, resolve_config
 
 __all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "CLAIM_KINDS",
            "CLAIM_STATUSES"]

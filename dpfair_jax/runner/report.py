@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpfair_jax.experiments import store
+from dpfair_jax.runner import store
 
 __all__ = ["build_report", "collect_runs", "row_kind", "row_status"]
 
