@@ -5,7 +5,7 @@ rows), 6 slope pairs x 20 budgets (+ the rho = inf column) x 1000 trials, each t
 data and running 5 methods (DPSE, DPNoSE pooled, equal split, and the two fairness variants) for
 T = 50 full-batch clipped noisy gradient steps. Implementations (float32, same algorithm):
 
-(a) ``paper_000.two_group_study``: one jitted program per ratio (``montecarlo.run_trials``: chunks
+(a) ``studies.allocation.two_group_study``: one jitted program per ratio (``montecarlo.run_trials``: chunks
     of trials by ``lax.map`` of ``vmap``; budgets and methods vmapped inside the trial). A trial's
     data are shared by its budgets and methods, so the exact clipped-sum table
     (``budget_tailoring.prepare``) is built once per trial and every descent step is a binary
@@ -123,7 +123,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ratios", type=int, nargs="+", default=None)
     ap.add_argument("--trials", type=int, default=None, help="trials per ratio timed for (a)")
     ap.add_argument("--chunk-size", type=int, default=None,
-                    help="trials per vmapped chunk in (a) (default: paper_000.trial_chunk_size)")
+                    help="trials per vmapped chunk in (a) (default: allocation.trial_chunk_size)")
     ap.add_argument("--loop-points", type=int, default=None)
     ap.add_argument("--loop-trials", type=int, default=None)
     ap.add_argument("--numpy-points", type=int, default=None)
@@ -136,9 +136,12 @@ def main(argv=None) -> None:
     import jax.numpy as jnp
     import numpy as np
 
-    from dpfair_jax.experiments import paper_000 as p
+    from dpfair_jax.runner import registry
+    from dpfair_jax.studies import allocation as p
 
-    settings = dict(p.FULL)
+    # the paper's full grid, from the study's config; the timed functions are the library's
+    registry.load_study(Path(__file__).resolve().parents[1] / "experiments" / "paper_000")
+    settings = dict(registry.get("paper_000").configs["full"])
     ratios = args.ratios or ([20, 100] if args.quick else [5, 20, 50, 100])
     trials = args.trials or (16 if args.quick else 100)
     loop_points = args.loop_points or (42 if args.quick else 210)

@@ -1,7 +1,7 @@
 """Audit games for paper 002's private reductions, on the configuration its experiments run.
 
-Both games drive the public entry points with what ``dpfair_jax.experiments.paper_002`` passes
-them: ``f = sum`` of the itemized group losses, ``g`` = :func:`~dpfair_jax.experiments.paper_002.
+Both games drive the public entry points with what paper 002's experiments pass
+them: ``f = sum`` of the itemized group losses, ``g`` = :func:`~dpfair_jax.studies.bgl.
 bgl_problem`'s bounded group loss (log-sum-exp temperature 200) with its thresholds ``eta`` derived
 from a disjoint PUBLIC split, ``G = penalty_weight(alpha = 0.05, K, sqrt K)``, the private ``n``
 public (replace-one), the loss matrix built by :func:`~dpfair_jax.algorithms.reductions.group_losses`
@@ -100,7 +100,7 @@ def _groups(counts: tuple[int, int]) -> np.ndarray:
 
 def _problem(L: np.ndarray, s: np.ndarray, slack: float, temperature: float):
     """``bgl_problem`` on a loss matrix and its group sizes (as the experiments call it)."""
-    from dpfair_jax.experiments.paper_002 import bgl_problem
+    from dpfair_jax.studies.bgl import bgl_problem
 
     sizes = np.bincount(s, minlength=_K).astype(float)
     prob, eta, worst, _ = bgl_problem(np.asarray(L, np.float64), sizes, slack, temperature)
