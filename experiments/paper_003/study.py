@@ -37,7 +37,7 @@ is recorded as skipped with the reason (never left out of ``claims.json``).
   ``smartnoise-synth`` is installed and ``synthesizer="mst"``), downstream classifier accuracy,
   parity error of column means (Def. 10) and demographic parity of the classifier.
 
-Departures (see ``docs/paper_003.md``): results are private (the public code stores non-private
+Departures (see ``README.md`` in this folder): results are private (the public code stores non-private
 group means as StratCOINPRESS results); the private half is a Bernoulli(1/2) split (size
 Binomial(n, 1/2)) rather than an exact half; strata dropped for being small (<= 0.001 n) are
 decided on the public half, not the private one; COINPRESS on real variables runs on values
@@ -59,43 +59,14 @@ import numpy as np
 from dpfair_jax import montecarlo as mc
 from dpfair_jax.algorithms import mean_estimation as me
 from dpfair_jax.analysis import stratification_theory as th
-from dpfair_jax.experiments.registry import Experiment, register
+from dpfair_jax.runner import Experiment, register
+from dpfair_jax.studies.stratification import mixture_trial
 
-__all__ = ["mixture_trial", "run_theory", "run_mixture", "run_strata", "run_synthesis", "run",
-           "coinpress_noise_std", "strata_improvement_test", "part_claims", "EXPERIMENT"]
+from . import figures
+from .config import FULL, QUICK
 
-QUICK: dict[str, Any] = {
-    "seed": 0,
-    "parts": ["theory", "mixture", "strata", "synthesis"],
-    # theory
-    "thm9_n": 196967, "thm9_ks": [3, 6, 9, 12], "thm9_alphas": [0.13, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0],
-    "thm9_draws": 20000,
-    "tail_draws": 200000,
-    "var_sizes": [7000, 2000, 800, 150, 50], "var_draws": 4000,
-    "prop8_n": 8000, "prop8_ks": [1, 2, 4, 8, 16, 32], "prop8_draws": 2000,
-    "R": 3.0, "gamma": 0.05, "epsilon": 1.0,
-    # mixture (Fig. 3)
-    "ns": [4000, 12000, 20000], "ks": [3, 12], "alphas": [0.3, 1.0, 10.0], "runs": 20,
-    "rho": 0.5, "rho_split": [0.25, 0.75], "center": 0.0, "radius": 3.0, "chunk_size": 256,
-    "relation": "replace_one",
-    # strata (Fig. 2)
-    "variables": ["hours-per-week", "education-num", "age"],
-    "strata_columns": ["sex", "race", "age_bucket", "marital-status", "native_us"],
-    "variable_prior": {"hours-per-week": [40.0, 80.0, 12.0], "education-num": [10.0, 12.0, 2.5],
-                       "age": [40.0, 60.0, 13.0]},
-    "scale_mode": "public_scale", "strata_runs": 16, "min_stratum_fraction": 0.001,
-    "adult_path": None, "acs_path": None,
-    # synthesis (Figs. 4, 5, 7)
-    "synthesizer": "marginal", "synth_epsilons": [0.5, 5.0], "synth_delta": 1e-9,
-    "synth_variants": ["vanilla", "sex", "race", "sex_race"], "synth_seeds": 1,
-    "synth_rows": 8000, "classifier_trees": 10,
-}
-FULL: dict[str, Any] = dict(QUICK, thm9_draws=50000, tail_draws=2000000, var_draws=40000,
-                            prop8_draws=40000, ns=[4000, 8000, 12000, 16000, 20000], ks=[3, 6, 12],
-                            alphas=[0.3, 0.5, 0.7, 1.0, 3.0, 10.0], runs=50, strata_runs=50,
-                            synth_epsilons=[0.1, 0.5, 1.0, 5.0], synth_seeds=3, synth_rows=0,
-                            classifier_trees=100)
-
+__all__ = ["run_theory", "run_mixture", "run_strata", "run_synthesis", "run",
+           "coinpress_noise_std", "strata_improvement_test", "part_claims", "EXPERIMENT", "QUICK", "FULL"]
 
 # ------------------------------------------------------------------------------------------------
 # theory
@@ -266,105 +237,13 @@ def run_theory(config: dict, ctx: Any):
                       passed=bool(max(ratios) <= 1.05))
     df = pd.DataFrame(rows)
     ctx.save_table(df, "theory")
-    _plot_theory(df, ctx)
+    figures.theory(df, ctx)
     return df
-
-
-def _plot_theory(df, ctx):
-    from dpfair_jax.experiments.plots import new_figure
-
-    fig, axes = new_figure(2)
-    thm = df[df.check == "thm9"]
-    for k, g in thm.groupby("k"):
-        axes[0].plot(g["alpha"], g["theory"], "-", label=f"k={k} theory")
-        axes[0].errorbar(g["alpha"], g["measured"], yerr=3 * g["se"], fmt="o", ms=3)
-    axes[0].set_xscale("log")
-    axes[0].set_xlabel("alpha")
-    axes[0].set_ylabel("E sum log|G_i|")
-    axes[0].legend(fontsize=6)
-    p8 = df[df.check == "prop8"]
-    for g_, g in p8.groupby("gamma_q"):
-        axes[1].plot(g["k"], g["normalized"], "o-", label=f"gamma={g_}")
-    axes[1].set_xscale("log")
-    axes[1].set_xlabel("k (equal groups)")
-    axes[1].set_ylabel("quantile / Prop. 8 scale")
-    axes[1].legend(fontsize=6)
-    ctx.save_figure(fig, "theory")
 
 
 # ------------------------------------------------------------------------------------------------
 # mixture (Fig. 3)
 # ------------------------------------------------------------------------------------------------
-def mixture_trial(key: jax.Array, n_tot: Any, k: Any, alpha: Any, *, n_max: int, k_max: int,
-                  rhos: Any, center: float = 0.0, radius: float = 3.0,
-                  relation: str = "replace_one") -> dict[str, jax.Array]:
-    """One run of the Fig. 3 study at traced ``(n_tot, k, alpha)`` (rows padded to ``n_max``, groups
-    to ``k_max``): the reference generator (``safe_dir_draw``, rounded sizes, ``mu_i ~ N(0, 1)``,
-    unit variance), a Bernoulli(1/2) private/public split, and the absolute errors against the
-    private half's mean of COINPRESS, StratCOINPRESS (exact private-half sizes as weights under
-    ``relation="replace_one"``, where they are public by the relation; the noisy counts under
-    ``"add_remove"``), Pub-StratCOINPRESS, StratCOINPRESS under add/remove with its default noisy
-    counts (``strat_add_remove``, always computed) and the public code's non-private stratified
-    mean."""
-    kd, km, kx, ks, k1, k2, k3 = jax.random.split(key, 7)
-    n_tot = jnp.asarray(n_tot, jnp.float32)
-    active = jnp.arange(k_max) < k
-    L = jax.random.loggamma(kd, jnp.full((k_max,), alpha, jnp.float32))
-    L = jnp.where(active, L, -jnp.inf)
-    p = jnp.exp(L - jax.nn.logsumexp(L))
-    real = n_tot * p
-    small = (real < 1.0) & active
-    fixed = real + small - jnp.sum(small) * jax.nn.one_hot(jnp.argmax(real), k_max)
-    floors = jnp.floor(fixed)
-    frac = jnp.where(active, fixed - floors, -1.0)
-    rank = jnp.argsort(jnp.argsort(-frac))
-    counts = (floors + (rank < n_tot - jnp.sum(floors))).astype(jnp.int32)
-    gid = jnp.searchsorted(jnp.cumsum(counts), jnp.arange(n_max), side="right",
-                           method="compare_all").astype(jnp.int32)
-    valid = gid < k_max
-    means = jax.random.normal(km, (k_max,))
-    x = means[jnp.minimum(gid, k_max - 1)] + jax.random.normal(kx, (n_max,))
-    priv = valid & ((jax.random.bits(ks, (n_max,), jnp.uint8) & 1) == 1)  # 1/4 of the threefry work
-    pub = valid & ~priv
-    s_priv = jnp.where(priv, gid, k_max)  # k_max = "not in the private half"
-    pad0 = jnp.zeros((1,), jnp.float32)
-    c_priv = jax.ops.segment_sum(priv.astype(jnp.float32), s_priv, num_segments=k_max + 1)
-    c_pub = jax.ops.segment_sum(pub.astype(jnp.float32), jnp.where(pub, gid, k_max), num_segments=k_max + 1)
-    w_exact = jnp.concatenate([c_priv[:k_max], pad0])
-    w_pub = jnp.concatenate([c_pub[:k_max], pad0])
-    emp = jnp.sum(jnp.where(priv, x, 0.0)) / jnp.maximum(jnp.sum(priv), 1.0)
-    opts = dict(center=center, radius=radius, rhos=rhos, relation=relation)
-    glob = me.stratified_coinpress(k1, x, jnp.where(priv, 0, 1).astype(jnp.int32), 2,
-                                   weights=jnp.array([1.0, 0.0]), **opts).estimate[0]
-    # replace-one: the exact private-half sizes are public by the relation (the paper's weights);
-    # add/remove: the estimator's noisy counts are the weights (exact sizes would be released).
-    # Noisy weights are renormalized over the k active strata (k is public; the padding group and
-    # the strata beyond k are empty by construction).
-    act = jnp.concatenate([active, jnp.zeros((1,), bool)])
-
-    def noisy_weight_estimate(out):
-        w = jnp.where(act, out.weights, 0.0)
-        return (w / jnp.maximum(jnp.sum(w), 1e-12)) @ out.group_means[:, 0]
-
-    st = me.stratified_coinpress(k2, x, s_priv, k_max + 1,
-                                 weights=w_exact if relation == "replace_one" else None, **opts)
-    st_est = st.estimate[0] if relation == "replace_one" else noisy_weight_estimate(st)
-    wp = jnp.where(st.present, w_pub, 0.0)
-    pub_est = (wp / jnp.maximum(jnp.sum(wp), 1e-12)) @ st.group_means[:, 0]
-    # StratCOINPRESS under add/remove on its default path: noisy counts (count_rho = 0.1 sum(rhos))
-    # as denominators and weights
-    ar = me.stratified_coinpress(jax.random.fold_in(k2, 1), x, s_priv, k_max + 1, center=center,
-                                 radius=radius, rhos=rhos, relation="add_remove")
-    ar_est = noisy_weight_estimate(ar)
-    ref = me.reference_code_stratified_mean(k3, x, s_priv, k_max + 1, center=center, radius=radius,
-                                            rhos=rhos, mask=priv)
-    min_size = jnp.min(jnp.where(active, c_priv[:k_max], jnp.inf))
-    return {"coinpress": jnp.abs(glob - emp), "strat": jnp.abs(st_est - emp),
-            "pub_strat": jnp.abs(pub_est - emp), "strat_add_remove": jnp.abs(ar_est - emp),
-            "reference_code": jnp.abs(ref - emp),
-            "n_private": jnp.sum(priv).astype(jnp.float32), "min_group": min_size}
-
-
 def coinpress_noise_std(n: Any, rhos: Any, radius: float = 3.0, relation: str = "replace_one",
                        beta: float = 0.01) -> np.ndarray:
     """Std of the last COINPRESS step's Gaussian noise on the mean, written out from Biswas et al.
@@ -465,7 +344,7 @@ def run_mixture(config: dict, ctx: Any):
                        me.stratified_privacy(rhos, k_rec, 1e-6, relation="add_remove"))
     calib = _coinpress_calibration(config, rhos, len(ns) * len(ks) * len(config["alphas"]) * int(config["runs"]))
     _claims_mixture(df, ctx, config, calib)
-    _plot_mixture(df, ctx, config)
+    figures.mixture(df, ctx, config)
     return df
 
 
@@ -531,28 +410,6 @@ def _claims_mixture(df, ctx, config, calib):
                   "compiled program in seconds (process CPU time incl. compile; wall time depends on "
                   "the machine's load)", measured=f"{cpu:.1f} s CPU ({secs:.1f} s wall)",
                   target="< 60 s CPU", passed=bool(cpu < 60))
-
-
-def _plot_mixture(df, ctx, config):
-    from dpfair_jax.experiments.plots import new_figure
-
-    agg = df.groupby(["n_tot", "k", "alpha"]).mean(numeric_only=True).reset_index()
-    fig, axes = new_figure(3)
-    a0, k0 = min(config["alphas"]), min(config["ks"])
-    n_mid = sorted(agg.n_tot.unique())[len(agg.n_tot.unique()) // 2]
-    for ax, (x, sel) in zip(axes, (("n_tot", (agg.alpha == np.float32(a0)) & (agg.k == k0)),
-                                   ("k", (agg.alpha == np.float32(a0)) & (agg.n_tot == n_mid)),
-                                   ("alpha", (agg.k == k0) & (agg.n_tot == n_mid)))):
-        sub = agg[sel].sort_values(x)
-        for m in ("coinpress", "strat", "pub_strat", "strat_add_remove", "reference_code"):
-            ax.plot(sub[x], sub[m], "o-", label=m, ms=3)
-        ax.set_yscale("log")
-        ax.set_xlabel(x)
-        if x == "alpha":
-            ax.set_xscale("log")
-    axes[0].set_ylabel("|estimate - private mean|")
-    axes[0].legend(fontsize=6)
-    ctx.save_figure(fig, "mixture")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -689,7 +546,7 @@ def run_strata(config: dict, ctx: Any):
                       measured={k: v for k, v in sig.items() if k != "significant_cells"}
                       | {"significant_cells": sig["significant_cells"][:5]},
                       target=">= 1 significant cell", passed=bool(sig["num_significant"] >= 1))
-    _plot_strata(agg, ctx, variables)
+    figures.strata(agg, ctx, variables)
     return df
 
 
@@ -720,28 +577,6 @@ def strata_improvement_test(df, level: float = 0.05) -> dict[str, Any]:
             "significant_cells": [f"{r.variable}: {r.strata} (t={r.t:.1f})" for r in sig.itertuples()]}
 
 
-def _plot_strata(agg, ctx, variables):
-    from dpfair_jax.experiments.plots import new_figure
-
-    fig, axes = new_figure(len(variables), 2)
-    axes = np.asarray(axes).reshape(2, len(variables))
-    for j, var in enumerate(variables):
-        sub = agg[agg.variable == var].sort_values("k")
-        for m in ("coinpress", "strat", "pub_strat"):
-            axes[0, j].plot(sub.k, sub["err_" + m], "o", ms=3, label=m)
-        for m in ("coinpress", "strat"):
-            axes[1, j].plot(sub.k, sub["parity_" + m], "o", ms=3, label=m)
-        axes[0, j].set_title(var, fontsize=8)
-        for ax in axes[:, j]:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-        axes[1, j].set_xlabel("number of strata")
-    axes[0, 0].set_ylabel("global |error|")
-    axes[1, 0].set_ylabel("parity error")
-    axes[0, 0].legend(fontsize=6)
-    ctx.save_figure(fig, "strata")
-
-
 # ------------------------------------------------------------------------------------------------
 # synthesis (Figs. 4, 5, 7)
 # ------------------------------------------------------------------------------------------------
@@ -767,7 +602,7 @@ def run_synthesis(config: dict, ctx: Any):
     if "vanilla" not in piv.columns or not strat_cols:
         _skip_part(ctx, "synthesis", config, f"needs 'vanilla' and a stratified variant, the config has "
                    f"{list(config['synth_variants'])}")
-        _plot_synthesis(agg, ctx)
+        figures.synthesis(agg, ctx)
         for eps in config["synth_epsilons"]:
             ctx.record_privacy(f"synth_eps_{eps:g}", syn.synthesis_privacy(float(eps), float(config["synth_delta"])))
         return df
@@ -780,25 +615,10 @@ def run_synthesis(config: dict, ctx: Any):
     ctx.add_claim("synthesis_accuracy", "Fig. 4: stratification costs little downstream accuracy "
                   "(largest accuracy drop vs vanilla over epsilon)", measured=round(drop, 4),
                   target="<= 0.05", passed=bool(drop <= 0.05))
-    _plot_synthesis(agg, ctx)
+    figures.synthesis(agg, ctx)
     for eps in config["synth_epsilons"]:
         ctx.record_privacy(f"synth_eps_{eps:g}", syn.synthesis_privacy(float(eps), float(config["synth_delta"])))
     return df
-
-
-def _plot_synthesis(agg, ctx):
-    from dpfair_jax.experiments.plots import new_figure
-
-    fig, axes = new_figure(3)
-    for var, g in agg.groupby("variant"):
-        g = g.sort_values("epsilon")
-        for ax, m in zip(axes, ("accuracy", "parity_error", "dp_ratio")):
-            ax.plot(g.epsilon, g[m], "o-", ms=3, label=var)
-            ax.set_xscale("log")
-            ax.set_xlabel("epsilon")
-            ax.set_title(m, fontsize=8)
-    axes[0].legend(fontsize=6)
-    ctx.save_figure(fig, "synthesis")
 
 
 # ------------------------------------------------------------------------------------------------

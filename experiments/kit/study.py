@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpfair_jax.experiments.registry import Experiment, register
+from dpfair_jax.runner import Experiment, register
+
+from .config import CONFIGS
 
 __all__ = ["ACCOUNTING_CHECKS", "exact_gaussian_epsilon", "run_kit_accounting"]
 
@@ -97,7 +99,7 @@ def _noise_claim(ctx: Any, fn: Any, sigmas: list[float], num_seeds: int, per_chu
     import numpy as np
     import pandas as pd
 
-    from dpfair_jax.experiments import plots
+    from dpfair_jax.runner import plots
 
     base = jax.random.key(ctx.seed)
     compiled = {}
@@ -146,7 +148,7 @@ def run_kit_accounting(config: dict[str, Any], ctx: Any) -> None:
     import numpy as np
     import pandas as pd
 
-    from dpfair_jax.experiments import plots
+    from dpfair_jax.runner import plots
 
     sigmas = [float(s) for s in config["sigmas"]]
     num_seeds, per_chunk = int(config["num_seeds"]), int(config["seeds_per_chunk"])
@@ -228,11 +230,6 @@ register(Experiment(
     name="kit_accounting",
     paper="kit",
     description="Gaussian noise scale by Monte Carlo, and the kit's accountants against the exact Gaussian curve",
-    configs={
-        "quick": {"seed": 0, "sigmas": [0.5, 1.0, 2.0, 4.0, 8.0], "num_seeds": 32, "seeds_per_chunk": 16,
-                  "samples": 4096, "delta": 1e-5},
-        "full": {"seed": 0, "sigmas": [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0],
-                 "num_seeds": 256, "seeds_per_chunk": 64, "samples": 65536, "delta": 1e-5},
-    },
+    configs=CONFIGS["kit_accounting"],
     run=run_kit_accounting,
 ))

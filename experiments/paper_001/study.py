@@ -29,13 +29,17 @@ When a data set is missing, every claim of the experiment is recorded as skipped
 from __future__ import annotations
 
 import math
-import os
+
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.experiments.registry import Experiment, register
+from dpfair_jax.data import load_dataset
+from dpfair_jax.runner import Experiment, register
 
-__all__ = ["load_dataset", "run_output_perturbation", "run_dpsgd", "run_mitigation", "CLAIMS", "EXPERIMENTS"]
+from . import figures
+from .config import CONFIGS
+
+__all__ = ["run_output_perturbation", "run_dpsgd", "run_mitigation", "CLAIMS", "EXPERIMENTS"]
 
 PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
 
@@ -77,53 +81,6 @@ _PREPROCESSING = ("the features were standardized (globally or per group) with t
 def _skip_all(ctx, experiment: str, reason: str) -> None:
     for cid, statement in CLAIMS[experiment]:
         ctx.skip_claim(cid, statement, reason)
-_GROUPS = {"adult": "race_binary", "credit": "sex", "german": "sex", "parkinsons": "sex"}
-
-
-# ------------------------------------------------------------------------------------------------
-# data
-# ------------------------------------------------------------------------------------------------
-def load_dataset(name: str, *, seed: int = 0, max_rows: int | None = None, synthetic: dict | None = None,
-                 path: str | None = None, normalization: str = "standard"):
-    """``(train, test)`` or ``(None, reason)``. ``normalization``: "standard" | "group" (Cor 2)."""
-    import jax
-
-    from dpfair_jax.data import preprocessing as P
-    from dpfair_jax.data import synthetic as S
-    from dpfair_jax.data import tabular
-
-    if name == "synthetic":
-        cfg = dict(n=2000, ratio=0.5, d=8, norms=[1.0, 3.0], margins=[1.5, 0.4], label_noise=0.05)
-        cfg.update(synthetic or {})
-        n = int(cfg.pop("n"))
-        full = S.two_group_classification(jax.random.key(seed), 2 * n, **cfg).data
-        idx = np.random.default_rng(seed).permutation(full.n)
-        train, test = full.take(idx[:n]), full.take(idx[n:])
-        train, test = P.standardize(train, test) if normalization == "standard" else (train, test)
-    else:
-        if name == "parkinsons":
-            path = path or tabular.default_parkinsons_path()
-            if not path or not os.path.exists(path):
-                return None, f"Parkinsons CSV not given (config path= or ${PARKINSONS_ENV}); skipped."
-        try:
-            train, test = tabular.load(name, groups=_GROUPS.get(name), seed=seed, path=path,
-                                       standardize=False if normalization == "group" else "all")
-        except (ImportError, FileNotFoundError) as err:
-            return None, f"{name} not available ({err}); skipped."
-    if max_rows is not None and train.n > max_rows:
-        idx = np.sort(np.random.default_rng(seed + 1).permutation(train.n)[:max_rows])
-        train = train.take(idx)
-    if normalization == "group":
-        train, test = P.group_standardize(train, test)
-    return (train, test), ""
-
-
-def _fig(nrows: int, ncols: int, w: float = 4.0, h: float = 3.2):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(w * ncols, h * nrows))
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
 
 
 # ------------------------------------------------------------------------------------------------
@@ -152,11 +109,12 @@ def _op_dataset(name: str, data, config: dict, seed: int) -> pd.DataFrame:
     sens = OP.sensitivity(data.n, reg, OP.lipschitz_constant(radius, reg=reg))
     eps = np.asarray(config["epsilons"], float)
     stds = jnp.asarray([OP.noise_std(e, delta, sens) for e in eps], jnp.float32)
-    def mc_fn(sd, th, xx, yy, ss):  # data as arguments (closing over them makes XLA constant-fold)
-        return OP._mc_core(jax.random.key(seed + 7), th, sd, xx, yy, ss, num_groups=data.num_groups,
-                           loss="logistic", num_draws=int(config["num_draws"]), antithetic=True, chunk=256)
-
-    mc = jax.jit(jax.vmap(mc_fn, in_axes=(0, None, None, None, None)))(stds, theta, xa, data.y, data.s)
+    # vmap over the noise stds of one compiled Monte Carlo program; the data enter it as arguments
+    # (excessive_risk_mc is jitted inside: no outer jit, so they are not baked in as constants)
+    key = jax.random.key(seed + 7)
+    mc = jax.vmap(lambda sd: OP.excessive_risk_mc(key, theta, sd, data, loss="logistic",
+                                                  num_draws=int(config["num_draws"]), antithetic=True,
+                                                  chunk=256))(stds)
     rows = []
     for i, e in enumerate(eps):
         pred = OP.theorem1_prediction(stds[i], ex.trace, ex_pop.trace)
@@ -228,7 +186,7 @@ def run_output_perturbation(config: dict, ctx) -> pd.DataFrame | None:
     df = pd.concat(frames, ignore_index=True)
     ctx.save_table(pd.DataFrame(cor2), "corollary2")
     names = list(df["dataset"].unique())
-    fig, axes = _fig(1, len(names))
+    fig, axes = figures.grid(1, len(names))
     for ax, nm in zip(axes[0], names):
         d = df[df["dataset"] == nm]
         for a, g in d.groupby("group"):
@@ -466,7 +424,7 @@ def run_dpsgd(config: dict, ctx) -> pd.DataFrame | None:
     ctx.save_table(pd.DataFrame({"abs_logit": dist, "trace": np.asarray(cf["total"]),
                                  "uncertainty": np.asarray(cf["uncertainty"]), "group": np.asarray(train.s)}),
                    "trace_vs_boundary")
-    _plot_dpsgd(ctx, df, dec_df, ratio_df, dist, np.asarray(cf["total"]), float(config["clip_norm"]))
+    figures.dpsgd(ctx, df, dec_df, ratio_df, dist, np.asarray(cf["total"]), float(config["clip_norm"]))
     # claims
     last = df[df["checkpoint"] == df["checkpoint"].max()]
     main = last[last["clip_norm"] == float(config["clip_norm"])]
@@ -507,46 +465,6 @@ def _losses(model, p, data):
     from dpfair_jax import models as M
 
     return M.binary_logistic_loss(model.apply(p, data.x), data.y)
-
-
-def _plot_dpsgd(ctx, df, dec_df, ratio_df, dist, trace, main_c):
-    fig, axes = _fig(1, 5)
-    ax = axes[0][0]
-    for (nm, a), g in df[df["clip_norm"] == main_c].groupby(["normalization", "group"]):
-        ax.errorbar(g["epsilon"], g["risk"], yerr=2 * g["risk_se"], marker="o", ls="-" if nm == "standard" else "--",
-                    label=f"{nm}, group {a}")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("excessive risk")
-    ax.set_title("Fig 9: normalization")
-    ax.legend(fontsize=7)
-    ax = axes[0][1]
-    last = df[(df["checkpoint"] == df["checkpoint"].max()) & (df["normalization"] == "standard")]
-    for a, g in last.groupby("group"):
-        ax.plot(g["clip_norm"], g["grad_norm"], "o-", label=f"group {a} ||g_a||")
-        ax.plot(g["clip_norm"], g["risk"], "s--", label=f"group {a} risk")
-    ax.set_xscale("log")
-    ax.set_xlabel("clip norm C")
-    ax.set_title("gradient norm / risk vs C")
-    ax.legend(fontsize=7)
-    ax = axes[0][2]
-    for a, g in dec_df.groupby("group"):
-        ax.plot(g["epsilon"], g["r_clip"], "o-", label=f"R_clip group {a}")
-        ax.plot(g["epsilon"], g["psi_term"], "x:", label=f"eta^2/2 psi group {a}")
-    ax.set_xlabel("epsilon")
-    ax.set_title("Fig 10: R_clip vs psi")
-    ax.legend(fontsize=7)
-    ax = axes[0][3]
-    for a, g in ratio_df.groupby("group"):
-        ax.errorbar(g["ratio"], g["risk"], yerr=2 * g["risk_se"], marker="o", label=f"group {a}")
-    ax.set_xlabel("p_1 / p_0")
-    ax.set_title("Fig 11: group size ratio")
-    ax.legend(fontsize=7)
-    ax = axes[0][4]
-    ax.scatter(dist, trace, s=3, alpha=0.4)
-    ax.set_xlabel("|logit| (distance to boundary)")
-    ax.set_ylabel("Tr H_x")
-    ax.set_title("trace vs boundary")
-    ctx.save_figure(fig, "dpsgd_studies")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -610,7 +528,7 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
                          gap=float(gap.mean()), gap_se=float(gap.std(ddof=1) / math.sqrt(seeds)),
                          test_accuracy=float(accs[:, gi].mean())))
     df = pd.DataFrame(rows)
-    fig, axes = _fig(1, 2)
+    fig, axes = figures.grid(1, 2)
     piv = df.pivot(index="gamma1", columns="gamma2", values="gap")
     im = axes[0][0].imshow(piv.to_numpy(), origin="lower")
     axes[0][0].set_xticks(range(len(gammas)), [f"{g:g}" for g in gammas])
@@ -644,31 +562,13 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
 # ------------------------------------------------------------------------------------------------
 # registration
 # ------------------------------------------------------------------------------------------------
-_OP_FULL = {"datasets": ["synthetic", "adult", "credit", "german", "parkinsons"],
-            "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0], "delta": 1e-5, "reg": 1.0, "radius": 5.0,
-            "num_draws": 10000, "probes": 200, "thm1_min_epsilon": 0.5, "max_rows": None, "synthetic": None, "path": None, "seed": 0}
-_OP_QUICK = dict(_OP_FULL, datasets=["synthetic", "german"], epsilons=[0.1, 0.5, 1.0, 5.0], num_draws=300,
-                 probes=50, max_rows=2000, synthetic={"n": 1000})
-_SGD_FULL = {"dataset": "adult", "hidden": 10, "batch_size": 32, "learning_rate": 1e-4, "clip_norm": 0.1,
-             "clip_norms": [0.01, 0.1, 1.0], "noise_multiplier": 5.0, "seeds": 100, "checkpoints": 10,
-             "steps_per_checkpoint": 1000, "delta": 1e-5, "decomposition_rows": 1024, "ratios": [0.25, 0.5, 1.0],
-             "max_rows": None, "synthetic": None, "path": None, "seed": 0}
-_SGD_QUICK = dict(_SGD_FULL, dataset="synthetic", hidden=8, learning_rate=0.05, seeds=6, checkpoints=3,
-                  steps_per_checkpoint=50, decomposition_rows=128, synthetic={"n": 1000, "d": 5})
-_MIT_FULL = {"dataset": "adult", "hidden": 10, "batch_size": 32, "learning_rate": 1e-4, "clip_norm": 0.1,
-             "noise_multiplier": 5.0, "stats_noise_multiplier": 10.0, "gammas": [0.0, 0.1, 1.0, 10.0],
-             "seeds": 100, "steps": 10000, "delta": 1e-5, "max_rows": None, "synthetic": None, "path": None,
-             "seed": 0}
-_MIT_QUICK = dict(_MIT_FULL, dataset="synthetic", hidden=4, learning_rate=0.05, seeds=4, steps=100,
-                  synthetic={"n": 800, "d": 4})
-
 EXPERIMENTS = [
     register(Experiment("lens_output_perturbation", "001",
                         "Output perturbation: group excessive risk vs epsilon, Theorem 1, Corollary 2 (Fig 8)",
-                        {"quick": _OP_QUICK, "full": _OP_FULL}, run_output_perturbation)),
+                        CONFIGS["lens_output_perturbation"], run_output_perturbation)),
     register(Experiment("lens_dpsgd", "001",
                         "DP-SGD: normalization (Fig 9), gradient norms vs C, R_clip vs psi (Fig 10), group "
-                        "size (Fig 11), trace vs boundary", {"quick": _SGD_QUICK, "full": _SGD_FULL}, run_dpsgd)),
+                        "size (Fig 11), trace vs boundary", CONFIGS["lens_dpsgd"], run_dpsgd)),
     register(Experiment("lens_mitigation", "001", "gamma1/gamma2 mitigation grid (Fig 12, reconstruction)",
-                        {"quick": _MIT_QUICK, "full": _MIT_FULL}, run_mitigation)),
+                        CONFIGS["lens_mitigation"], run_mitigation)),
 ]

@@ -32,189 +32,25 @@ from __future__ import annotations
 
 import math
 import os
-import time
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.experiments.registry import Experiment, register
+from dpfair_jax.runner import Experiment, plots, register
+from dpfair_jax.studies.tradeoff import equal_error_table, plot_tradeoff, tradeoff_study
 
-__all__ = ["run_tradeoff", "tradeoff_study", "equal_error_table", "run_sgda_convergence",
-           "run_cnn_synthetic", "EXPERIMENTS"]
+from .config import CONFIGS
+
+__all__ = ["run_tradeoff", "run_sgda_convergence", "run_cnn_synthetic", "EXPERIMENTS"]
 
 PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
 
 
-_PREPROCESSING = ("the tabular loader standardizes the features with the training split's moments, "
-                  "computed from the private data without noise (docs/trust.md); the spend covers "
-                  "training only")
-
 # ------------------------------------------------------------------------------------------------
-# the study: seeds x lambda x epsilon as one program per method
+# the tradeoff study: seeds x lambda x epsilon as one program per method (dpfair_jax.studies.tradeoff)
 # ------------------------------------------------------------------------------------------------
-def _method_fns(method: str):
-    from dpfair_jax.algorithms import fermi as F
-    from dpfair_jax.algorithms import pfld
-
-    if method == "dpfermi":
-        return F.FermiConfig, F.fit
-    if method == "pfld":
-        return pfld.config, pfld.fit
-    raise ValueError(f"unknown method {method!r}; use 'dpfermi' or 'pfld'.")
-
-
-def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsilons, seeds: int,
-                   epochs: int, batch_size: int, delta: float, hp: dict, seed: int = 0,
-                   seed_block: int | None = None, unit: str = "all_features",
-                   map_chunks=None, ctx=None) -> pd.DataFrame:
-    """Run ``method`` over seeds x lams x epsilons; one row per (epsilon, lambda, seed).
-
-    ``hp``: lr_theta, lr_w, clip_theta, clip_w, radius (shared by the grid). ``map_chunks`` (e.g.
-    ``ctx.map_chunks``) makes the seed blocks resumable. ``unit``: the privacy unit of every method
-    of the study (the lambda = 0 point is DP-SGD under ``"all_features"``, and a non-private model
-    that ignores ``s`` under ``"sensitive_attribute"``).
-    """
-    from dpfair_jax import montecarlo as MC
-    from dpfair_jax.algorithms import fermi as F
-
-    make_cfg, fit = _method_fns(method)
-    n = train.n
-    steps = epochs * math.ceil(n / batch_size)
-    cfg = make_cfg(model=model, num_groups=train.num_groups, num_classes=max(train.num_classes, 2),
-                   steps=steps, batch_size=batch_size, fairness=fairness, privacy_unit=unit)
-    cfg.validate(n)
-    F._check_data(train, cfg)
-    eps = [float(e) for e in epsilons]
-    zs = [F.calibrate(cfg, n, e, delta) for e in eps]
-    if ctx is not None:
-        for e, (zt, zw) in zip(eps, zs):
-            if math.isfinite(e):
-                ctx.record_privacy(f"{method}_{fairness}_eps{e:g}", F.privacy(cfg, n, zt, zw, delta),
-                                   not_covered=_PREPROCESSING)
-    lam_g, eps_g = np.meshgrid(np.asarray(lams, float), np.arange(len(eps)), indexing="ij")
-    lam_g, eps_i = lam_g.ravel(), eps_g.ravel()
-    zt_g = np.asarray([zs[i][0] for i in eps_i], np.float32)
-    zw_g = np.asarray([zs[i][1] for i in eps_i], np.float32)
-    lam_a, zt_a, zw_a = (jnp.asarray(a, jnp.float32) for a in (lam_g, zt_g, zw_g))
-    G = lam_a.shape[0]
-    base = F.FermiHparams(lr_theta=hp["lr_theta"], lr_w=hp["lr_w"], clip_theta=hp["clip_theta"],
-                          clip_w=hp["clip_w"], radius=hp["radius"])
-    num_classes = cfg.num_classes
-
-    def one_seed(key):
-        bkey = jax.random.fold_in(key, 7)
-
-        def point(g, lam, zt, zw):
-            h = base._replace(lam=lam, noise_theta=zt, noise_w=zw)
-            r = fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey, validate=False)
-            out = F.evaluate(cfg.model, r.params, test, num_classes)
-            out["truncated_steps"] = r.diagnostics["truncated_steps"]
-            return out
-
-        return jax.vmap(point)(jnp.arange(G), lam_a, zt_a, zw_a)
-
-    block = seeds if seed_block is None else max(1, min(seed_block, seeds))
-    starts = list(range(0, seeds, block))
-
-    def compute(chunk: dict) -> pd.DataFrame:
-        s0, s1 = chunk["seed_start"], min(chunk["seed_start"] + block, seeds)
-        t0 = time.perf_counter()
-        key = jax.random.fold_in(jax.random.key(seed), s0)
-        res = MC.run_trials(one_seed, key, s1 - s0)
-        res = jax.tree_util.tree_map(np.asarray, jax.block_until_ready(res))
-        rows = []
-        for si in range(s1 - s0):
-            for g in range(G):
-                row = {"method": method, "fairness": fairness, "unit": unit, "epsilon": eps[eps_i[g]],
-                       "lam": float(lam_g[g]), "seed": s0 + si}
-                row.update({k: float(v[si, g]) for k, v in res.items()})
-                rows.append(row)
-        if ctx is not None:
-            ctx.log(f"{method}/{fairness}: seeds {s0}-{s1 - 1} x {G} grid points, {steps} steps: "
-                    f"{time.perf_counter() - t0:.1f} s")
-        return pd.DataFrame(rows)
-
-    chunks = [{"method": method, "fairness": fairness, "seed_start": s} for s in starts]
-    if map_chunks is None:
-        return pd.concat([compute(c) for c in chunks], ignore_index=True)
-    return map_chunks(chunks, compute, desc=f"{method}_{fairness}")
-
-
-def baseline_name(unit: str) -> str:
-    """Name of the lambda = 0 point: DP-SGD when every feature is protected (the task loss is
-    clipped and noised); under the sensitive-attribute unit nothing is noised at lambda = 0 and ``s``
-    is unused, so it is a non-private model, never "DP-SGD"."""
-    return "dpsgd" if unit == "all_features" else "nonprivate_s_unused"
-
-
-def equal_error_table(df: pd.DataFrame, metric: str, error_slack: float) -> pd.DataFrame:
-    """Per epsilon and method: the lowest mean ``metric`` among grid points whose mean error is at
-    most ``e0 + error_slack`` (``e0``: mean error of lambda = 0). The lambda = 0 point is named by
-    :func:`baseline_name` of the study's unit (all methods of a study share one unit)."""
-    units = sorted(df["unit"].unique()) if "unit" in df else ["all_features"]
-    if len(units) != 1:
-        raise ValueError(f"a comparison needs one privacy unit for every method, got {units}.")
-    base = baseline_name(units[0])
-    mean = df.groupby(["epsilon", "method", "lam"], as_index=False)[["error", metric]].mean()
-    rows = []
-    for e, sub in mean.groupby("epsilon"):
-        zero = sub[sub["lam"] == 0]
-        e0 = float(zero["error"].mean())
-        rows.append({"epsilon": e, "method": base, "best_violation": float(zero[metric].mean()),
-                     "error": e0, "budget": e0 + error_slack})
-        for meth, part in sub.groupby("method"):
-            ok = part[part["error"] <= e0 + error_slack]
-            best = ok.loc[ok[metric].idxmin()] if len(ok) else None
-            rows.append({"epsilon": e, "method": meth,
-                         "best_violation": float("nan") if best is None else float(best[metric]),
-                         "error": float("nan") if best is None else float(best["error"]),
-                         "lam": float("nan") if best is None else float(best["lam"]),
-                         "budget": e0 + error_slack})
-    return pd.DataFrame(rows)
-
-
-def _plot_tradeoff(df: pd.DataFrame, metric: str, title: str):
-    import matplotlib
-
-    from dpfair_jax.experiments import plots
-
-    eps_levels = sorted(df["epsilon"].unique())
-    fig, axes = plots.new_figure(ncols=len(eps_levels))
-    stats = df.groupby(["epsilon", "method", "lam"])[["error", metric]].agg(["mean", "sem", "count"])
-    with matplotlib.rc_context(plots.STYLE):
-        for ax, e in zip(np.atleast_1d(axes), eps_levels):
-            for j, meth in enumerate(sorted(df["method"].unique())):
-                try:
-                    s = stats.loc[(e, meth)]
-                except KeyError:
-                    continue
-                s = s.sort_index()
-                xm, ym = s[("error", "mean")].to_numpy(), s[(metric, "mean")].to_numpy()
-                k = s[("error", "count")].to_numpy()
-                from scipy import stats as st
-
-                tq = st.t.ppf(0.975, np.maximum(k - 1, 1))
-                xe = np.nan_to_num(s[("error", "sem")].to_numpy()) * tq
-                ye = np.nan_to_num(s[(metric, "sem")].to_numpy()) * tq
-                label = {"dpfermi": "DP-FERMI", "pfld": "PF-LD"}.get(meth, meth)
-                ax.errorbar(xm, ym, xerr=xe, yerr=ye, marker="os"[j % 2], label=label, capsize=2)
-                ax.fill_between(xm, ym - ye, ym + ye, alpha=0.15)
-                if meth == "dpfermi":
-                    unit = df["unit"].iloc[0] if "unit" in df else "all_features"
-                    lab = ("DP-SGD (lam=0)" if unit == "all_features"
-                           else "lam=0: non-private, s unused")
-                    ax.plot(xm[:1], ym[:1], "k*", markersize=9, label=lab)
-            ax.set_title(f"eps = {e:g}")
-            ax.set_xlabel("test misclassification error")
-            ax.set_ylabel(metric.replace("_", " "))
-            ax.legend(fontsize=7)
-        fig.suptitle(title)
-    return fig
-
-
 def _dataset(config: dict):
     from dpfair_jax.data import tabular
 
@@ -269,7 +105,7 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
     df.insert(0, "dataset", config["dataset"])
     ctx.save_table(df, "results")
     unit = config.get("unit", "all_features")
-    fig = _plot_tradeoff(df, metric, f"{config['dataset']}: {fairness.upper()} violation vs error "
+    fig = plot_tradeoff(df, metric, f"{config['dataset']}: {fairness.upper()} violation vs error "
                                      f"(privacy unit: {unit.replace('_', ' ')})")
     ctx.save_figure(fig, f"tradeoff_{config['dataset']}_{fairness}")
     table = equal_error_table(df, metric, config["error_slack"])
@@ -350,7 +186,7 @@ def run_cnn_synthetic(config: dict, ctx) -> pd.DataFrame:
                              **{k: float(v[si, li]) for k, v in out.items()}})
     df = pd.DataFrame(rows)
     ctx.save_table(df, "results")
-    fig = _plot_tradeoff(df.assign(method="dpfermi"), "dp_violation", "synthetic images, CNN")
+    fig = plot_tradeoff(df.assign(method="dpfermi"), "dp_violation", "synthetic images, CNN")
     ctx.save_figure(fig, "cnn_tradeoff")
     mean = df.groupby(["epsilon", "lam"])[["error", "dp_violation"]].mean().reset_index()
     chance = 2.0 / 3.0
@@ -437,8 +273,6 @@ def run_sgda_convergence(config: dict, ctx) -> pd.DataFrame:
     mean = df.groupby(["epsilon", "n"])["gap"].mean().reset_index()
     import matplotlib
 
-    from dpfair_jax.experiments import plots
-
     fig, axes = plots.new_figure(ncols=1)
     ax = np.atleast_1d(axes)[0]
     with matplotlib.rc_context(plots.STYLE):
@@ -477,56 +311,22 @@ def run_sgda_convergence(config: dict, ctx) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 # registration
 # ------------------------------------------------------------------------------------------------
-_TAB_FULL = {
-    "seeds": 15, "epochs": 200, "batch_size": 1024, "lr_theta": 0.005, "lr_w": 0.01,
-    "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0, "pfld_radius": 1.0,
-    "lams": [0.0, 0.25, 0.5, 1.0, 1.5, 2.5], "methods": ["dpfermi", "pfld"],
-    "error_slack": 0.01, "seed_block": 5, "split_seed": 0, "delta": 0.0, "seed": 0, "path": "",
-    "unit": "all_features",
-}
-_TAB_QUICK = dict(_TAB_FULL, seeds=2, epochs=2, lr_theta=0.2, lr_w=0.5, lams=[0.0, 1.0, 2.5],
-                  seed_block=2, error_slack=0.02)
-
-
-def _cfgs(dataset: str, fairness: str, epsilons: list, quick_eps: list, **extra) -> dict:
-    full = dict(_TAB_FULL, dataset=dataset, fairness=fairness, epsilons=epsilons, **extra)
-    quick = dict(_TAB_QUICK, dataset=dataset, fairness=fairness, epsilons=quick_eps, **extra)
-    return {"quick": quick, "full": full}
-
-
-_INF = float("inf")
 EXPERIMENTS = [
     register(Experiment("fermi_adult_dp", "004", "DP-FERMI vs PF-LD vs DP-SGD, Adult (sex), demographic parity (Fig 2)",
-                        _cfgs("adult", "dp", [0.5, 1.0, 3.0, 9.0, _INF], [1.0]), run_tradeoff)),
+                        CONFIGS["fermi_adult_dp"], run_tradeoff)),
     register(Experiment("fermi_credit_dp", "004", "DP-FERMI vs baselines, Credit (SEX), demographic parity (Fig 7)",
-                        _cfgs("credit", "dp", [0.5, 1.0, 3.0, 9.0, _INF], [1.0]), run_tradeoff)),
+                        CONFIGS["fermi_credit_dp"], run_tradeoff)),
     register(Experiment("fermi_parkinsons_dp", "004", "DP-FERMI vs baselines, Parkinsons (sex), demographic parity (Figs 3, 8)",
-                        _cfgs("parkinsons", "dp", [0.5, 1.0, 3.0, 9.0, _INF], [1.0]), run_tradeoff)),
+                        CONFIGS["fermi_parkinsons_dp"], run_tradeoff)),
     register(Experiment("fermi_credit_eo", "004", "DP-FERMI vs PF-LD, Credit, equalized odds (Fig 4)",
-                        _cfgs("credit", "eo", [0.5, 1.0, 3.0, _INF], [1.0]), run_tradeoff)),
+                        CONFIGS["fermi_credit_eo"], run_tradeoff)),
     register(Experiment("fermi_adult_eo", "004", "DP-FERMI vs PF-LD, Adult, equalized odds (Fig 9)",
-                        _cfgs("adult", "eo", [0.5, 1.0, 3.0, _INF], [1.0]), run_tradeoff)),
+                        CONFIGS["fermi_adult_eo"], run_tradeoff)),
     register(Experiment("fermi_adult_nonbinary", "004",
                         "DP-FERMI with 9 age classes x 5 race groups on Adult (UTK-Face stand-in)",
-                        {"quick": dict(_TAB_QUICK, dataset="adult", fairness="dp", target="age9", groups="race",
-                                       epsilons=[3.0], methods=["dpfermi"], lams=[0.0, 2.0]),
-                         "full": dict(_TAB_FULL, dataset="adult", fairness="dp", target="age9", groups="race",
-                                      epsilons=[3.0, 9.0, _INF], methods=["dpfermi", "pfld"], seeds=5, epochs=50)},
-                        run_tradeoff)),
+                        CONFIGS["fermi_adult_nonbinary"], run_tradeoff)),
     register(Experiment("fermi_cnn_synthetic", "004", "DP-FERMI with a small CNN, batch 32, 3 classes x 3 groups (Fig 5's claim)",
-                        {"quick": {"n_train": 512, "n_test": 512, "steps": 60, "batch_size": 32, "channels": [4],
-                                   "lr_theta": 0.05, "lr_w": 0.1, "clip_theta": 1.0, "clip_w": 3.0, "radius": 5.0,
-                                   "lams": [0.0, 2.0], "epsilons": [10.0], "seeds": 2, "seed": 0},
-                         "full": {"n_train": 4096, "n_test": 2048, "steps": 1500, "batch_size": 32, "channels": [8, 16],
-                                  "lr_theta": 0.05, "lr_w": 0.1, "clip_theta": 1.0, "clip_w": 3.0, "radius": 5.0,
-                                  "lams": [0.0, 1.0, 4.0], "epsilons": [10.0, 50.0, 200.0], "seeds": 5, "seed": 0}},
-                        run_cnn_synthetic)),
+                        CONFIGS["fermi_cnn_synthetic"], run_cnn_synthetic)),
     register(Experiment("sgda_convergence", "004", "DP-SGDA stationarity gap vs n and epsilon (Theorem E.3)",
-                        {"quick": {"d": 5, "dw": 3, "ns": [200, 800], "epsilons": [1.0, 4.0], "epochs": 5,
-                                   "batch_frac": 0.25, "lr_theta": 0.1, "lr_w": 0.5, "clip": 5.0, "radius": 10.0,
-                                   "seeds": 4, "seed": 0},
-                         "full": {"d": 10, "dw": 5, "ns": [250, 500, 1000, 2000, 4000, 8000],
-                                  "epsilons": [0.5, 1.0, 4.0, _INF], "epochs": 40, "batch_frac": 0.1,
-                                  "lr_theta": 0.05, "lr_w": 0.5, "clip": 5.0, "radius": 10.0, "seeds": 10, "seed": 0}},
-                        run_sgda_convergence)),
+                        CONFIGS["sgda_convergence"], run_sgda_convergence)),
 ]

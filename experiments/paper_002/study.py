@@ -48,10 +48,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.experiments.registry import Experiment, register
+from dpfair_jax.runner import Experiment, plots, register
+from dpfair_jax.studies.bgl import bgl_problem, public_private_split
+from dpfair_jax.studies.grids import candidate_grid, clipped_square_losses, halfplane_grid
+from dpfair_jax.studies.tradeoff import tradeoff_study
 
-__all__ = ["candidate_grid", "clipped_square_losses", "public_private_split", "bgl_problem", "bgl_study",
-           "run_bgl", "run_sample_complexity", "halfplane_grid", "eo_loss_vectors", "run_eo", "EXPERIMENTS"]
+from . import figures
+from .config import CONFIGS
+
+__all__ = ["bgl_study", "run_bgl", "run_sample_complexity", "eo_loss_vectors", "run_eo", "EXPERIMENTS"]
 
 _INF = float("inf")
 
@@ -59,61 +64,6 @@ _INF = float("inf")
 # ------------------------------------------------------------------------------------------------
 # building blocks
 # ------------------------------------------------------------------------------------------------
-def candidate_grid(dim: int, per_axis: int, radius: float, intercepts: list[float] | None = None) -> np.ndarray:
-    """Public decision grid: ``[M, dim + 1]`` rows ``(w, b)``, ``w`` on a ``per_axis``-point grid of
-    ``[-radius, radius]^dim`` and ``b`` in ``intercepts`` (default ``[0]``)."""
-    axes = [np.linspace(-radius, radius, per_axis)] * dim + [np.asarray(intercepts or [0.0], float)]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    return np.stack([m.ravel() for m in mesh], axis=1).astype(np.float32)
-
-
-def clipped_square_losses(cands: np.ndarray, x: Any, y: Any, bound: float) -> Any:
-    """Per-example losses ``min(1, (<w, x_i> + b - y_i)^2 / bound)``: ``[M, n]`` (one matmul)."""
-    import jax.numpy as jnp
-
-    c = jnp.asarray(cands, jnp.float32)
-    pred = c[:, :-1] @ jnp.asarray(x, jnp.float32).T + c[:, -1:]
-    return jnp.minimum(1.0, jnp.square(pred - jnp.asarray(y, jnp.float32)[None, :]) / bound)
-
-
-def public_private_split(n: int, public_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices ``(private, public)`` of a random split with ``ceil(public_fraction n)`` public rows.
-
-    The permutation depends on ``(n, seed)`` only, never on the rows' values, so the private row
-    count ``n - ceil(public_fraction n)`` is public by construction. The public split is held out:
-    the private algorithms never see it, and the thresholds / proportions they use come from it."""
-    from dpfair_jax.data.preprocessing import split_indices
-
-    f = float(public_fraction)
-    if not 0.0 < f < 1.0:
-        raise ValueError(f"public_fraction must lie in (0, 1), got {public_fraction!r}.")
-    return split_indices(int(n), test_size=f, seed=int(seed))
-
-
-def bgl_problem(L: np.ndarray, group_sizes: np.ndarray, slack: float, temperature: float | None = None):
-    """The CGOO instance: ``f = sum``, ``g = max_k (l_k - eta_k)`` with itemized thresholds
-    ``eta_k = pi_k tau_k``; ``tau`` caps the worst-off group's mean loss at ``unconstrained - slack
-    x (unconstrained - best)`` and leaves the others unconstrained (cap 1).
-    ``temperature`` smooths the max (log-sum-exp, an upper bound of it) for Frank-Wolfe.
-
-    Privacy: ``eta``, the worst group and ``pi`` are functions of ``L`` and ``group_sizes``; pass
-    the loss matrix and sizes of a PUBLIC split (:func:`public_private_split`), never the private
-    ones (one record can flip the worst group and move every threshold: Algorithm 1 would then not
-    be epsilon-DP). On the private split the constraint caps the itemized loss at ``pi^pub tau^pub``."""
-    from dpfair_jax.algorithms import reductions as R
-
-    K = L.shape[1]
-    pi = group_sizes / group_sizes.sum()
-    m0 = int(np.argmin(L.sum(1)))
-    mean0 = L[m0] / pi
-    worst = int(np.argmax(mean0))
-    best = float(L[:, worst].min() / pi[worst])
-    tau = np.ones(K)  # mean losses are <= 1: the other groups are unconstrained
-    tau[worst] = mean0[worst] - slack * (mean0[worst] - best)
-    eta = (pi * tau).astype(np.float32)
-    return R.CGOO(R.sum_objective(K), R.bounded_group_loss(eta, temperature), K), eta, worst, tau
-
-
 def _lp_optimum(L: np.ndarray, eta: np.ndarray) -> float:
     from scipy import optimize
 
@@ -349,19 +299,6 @@ def _skip_bgl(ctx, prefix: str, reason: str) -> None:
                    kind="formula")
 
 
-def _plots_bgl(df: pd.DataFrame, ctx, title: str) -> None:
-    from dpfair_jax.experiments import plots
-
-    priv = df[np.isfinite(df.epsilon)]
-    ref = df[df.method == "frank_wolfe"]
-    for col, lab in (("excess", "objective - CGOO optimum"), ("violation", "constraint violation max(0, g)"),
-                     ("h", "penalized objective h")):
-        fig = plots.error_vs_budget(priv, "epsilon", col, hue="method", band="ci95",
-                                    reference=float(ref[col].iloc[0]), ylabel=lab,
-                                    title=f"{title} (dashed: non-private Frank-Wolfe)")
-        ctx.save_figure(fig, f"{col}_vs_epsilon")
-
-
 def run_bgl(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     """Bounded group loss study (synthetic or Law school); see the module docstring."""
     import jax
@@ -413,7 +350,7 @@ def run_bgl(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
                                                   "with Laplace noise and charged (advanced composition)"})
         ctx.record_privacy(f"exp_sampling_eps{e:g}", {"relation": "replace_one", "epsilon": e, "delta": 0.0,
                                                      "unit": "example", "notes": note})
-    _plots_bgl(df, ctx, config["title"])
+    figures.bgl(df, ctx, config["title"])
     return df
 
 
@@ -479,8 +416,6 @@ def _lower_bound_mc(Ks, epsilons, n, trials, delta, seed, mechanism, norms=None)
 def run_sample_complexity(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     """Crossover plots and the lower-bound scaling check (module docstring)."""
     from dpfair_jax.analysis import sample_complexity as S
-    from dpfair_jax.experiments import plots
-
     alphas = np.geomspace(1e-3, 0.5, 60)
     A, vc, e = 2, 1.0, 1.0
     fig, axes = plots.new_figure(2, 1, panel_size=(4.2, 3.2))
@@ -544,13 +479,6 @@ def run_sample_complexity(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 # equalized odds through the reduction (Cor. 8.9) on Adult / Credit
 # ------------------------------------------------------------------------------------------------
-def halfplane_grid(num_angles: int, thresholds: list[float]) -> np.ndarray:
-    """Public classifiers ``1[cos(t) x_1 + sin(t) x_2 > b]``: rows ``(cos t, sin t, b)``."""
-    t = np.linspace(0.0, 2 * np.pi, num_angles, endpoint=False)
-    T, B = np.meshgrid(t, np.asarray(thresholds, float), indexing="ij")
-    return np.stack([np.cos(T).ravel(), np.sin(T).ravel(), B.ravel()], axis=1).astype(np.float32)
-
-
 def eo_loss_vectors(cands: np.ndarray, x2: Any, y: Any, s: Any, num_groups: int) -> np.ndarray:
     """Itemized ``(FP_1..FP_A, TP_1..TP_A, FN_1..FN_A)`` of every candidate (Cor. 8.9): ``[M, 3A]``."""
     import jax
@@ -671,13 +599,12 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     if config["dpfermi"]:
         try:
             from dpfair_jax import models as M
-            from dpfair_jax.experiments import paper_004 as P4
 
             hp = {k: config["fermi"][k] for k in ("lr_theta", "lr_w", "clip_theta", "clip_w", "radius")}
-            fe = P4.tradeoff_study(train, test, method="dpfermi", model=M.logistic(), fairness="eo",
-                                   lams=config["fermi"]["lams"], epsilons=eps, seeds=config["fermi"]["seeds"],
-                                   epochs=config["fermi"]["epochs"], batch_size=config["fermi"]["batch_size"],
-                                   delta=1.0 / train.n ** 1.1, hp=hp, seed=ctx.seed, map_chunks=ctx.map_chunks)
+            fe = tradeoff_study(train, test, method="dpfermi", model=M.logistic(), fairness="eo",
+                                lams=config["fermi"]["lams"], epsilons=eps, seeds=config["fermi"]["seeds"],
+                                epochs=config["fermi"]["epochs"], batch_size=config["fermi"]["batch_size"],
+                                delta=1.0 / train.n ** 1.1, hp=hp, seed=ctx.seed, map_chunks=ctx.map_chunks)
             fe = fe.rename(columns={"error": "test_error", "eo_violation": "test_eo_gap"})
             fe["method"] = "dpfermi_lam" + fe["lam"].map(lambda v: f"{v:g}")
             df = pd.concat([df, fe[["method", "epsilon", "seed", "test_error", "test_eo_gap"]]], ignore_index=True)
@@ -702,8 +629,6 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
         "notes": f"each epsilon of the grid is a separate release; EO normalizers q_(a,y) from a held-out public "
                  f"split ({public.n} rows, fraction {config['public_fraction']:g}, disjoint from the private "
                  f"n={n}; random split of the row indices); n public by construction (replace-one)"})
-    from dpfair_jax.experiments import plots
-
     priv = df[np.isfinite(df.epsilon)]
     for col in ("test_error", "test_eo_gap"):
         ctx.save_figure(plots.error_vs_budget(priv, "epsilon", col, hue="method", band="ci95",
@@ -715,58 +640,21 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------
 # registration
 # ------------------------------------------------------------------------------------------------
-_SYN_QUICK = {"dataset": "synthetic", "group_sizes": [4000, 1000], "slopes": [1.0, -1.0], "noise_sd": 0.3,
-              "group_intercepts": [0.0, 0.5], "grid_per_axis": 31, "grid_radius": 1.5,
-              "intercepts": [-0.5, -0.25, 0.0, 0.25, 0.5, 0.75], "loss_bound": 4.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0,
-              "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6, "steps": 30, "fw_steps": 3000,
-              "seeds": 64, "seed": 0, "fairlearn": True, "public_fraction": 0.2, "claim_prefix": "p002_syn", "title": "synthetic, bounded group loss"}
-_SYN_FULL = dict(_SYN_QUICK, group_sizes=[40000, 4000], grid_per_axis=61,
-                 intercepts=[-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0], epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
-                 steps=60, fw_steps=10000, seeds=1000)
-_LAW_QUICK = {"dataset": "law", "groups": "race", "target": "zfya", "features": ["LSAT", "UGPA"],
-              "grid_per_axis": 9, "grid_radius": 0.8, "intercepts": [-0.4, -0.2, 0.0, 0.2],
-              "loss_bound": 9.0, "slack": 0.5, "temperature": 200.0, "penalty_smoothing": 5000.0, "alpha": 0.05, "epsilons": [0.3, 1.0, 3.0, 10.0], "delta": 1e-6,
-              "steps": 30, "fw_steps": 3000, "seeds": 32, "seed": 0, "fairlearn": True, "public_fraction": 0.2,
-              "claim_prefix": "p002_law",
-              "title": "Law school (race), bounded group loss"}
-_LAW_FULL = dict(_LAW_QUICK, grid_per_axis=17, intercepts=[-0.6, -0.4, -0.2, 0.0, 0.2, 0.4],
-                 epsilons=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0], steps=60, fw_steps=10000, seeds=500)
-
-
-def _eo_cfgs(dataset: str, features: list[str], target: str = "income", eo_bound: float = 0.05) -> dict:
-    quick = {"dataset": dataset, "groups": "sex", "target": target, "features": features, "num_angles": 16,
-             "thresholds": [float(v) for v in np.linspace(-2.0, 3.0, 21)], "alpha": 0.05, "eo_bound": eo_bound,
-             "eta": 50.0, "penalty_smoothing": 5000.0, "epsilons": [1.0, 3.0, 10.0, 30.0], "seeds": 64,
-             "fw_steps": 3000, "dpfermi": False, "seed": 0, "public_fraction": 0.2,
-             "fermi": {"lams": [0.0, 2.5], "seeds": 2, "epochs": 2, "batch_size": 1024, "lr_theta": 0.2,
-                       "lr_w": 0.5, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0}}
-    full = dict(quick, num_angles=32, thresholds=[float(v) for v in np.linspace(-2.5, 3.5, 41)],
-                epsilons=[0.3, 1.0, 3.0, 10.0, 30.0], seeds=1000, fw_steps=10000, dpfermi=True,
-                fermi={"lams": [0.0, 0.5, 1.0, 2.5], "seeds": 5, "epochs": 50, "batch_size": 1024,
-                       "lr_theta": 0.005, "lr_w": 0.01, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0})
-    return {"quick": quick, "full": full}
-
-
 EXPERIMENTS = [
     register(Experiment("reductions_synthetic_bgl", "002",
                         "Private fair regression (bounded group loss), synthetic groups: Alg. 1 vs Alg. 2 vs "
                         "Frank-Wolfe vs fairlearn EG, objective and violation vs epsilon",
-                        {"quick": _SYN_QUICK, "full": _SYN_FULL}, run_bgl)),
+                        CONFIGS["reductions_synthetic_bgl"], run_bgl)),
     register(Experiment("reductions_law_bgl", "002",
                         "Private fair regression (bounded group loss) on Law school (race)",
-                        {"quick": _LAW_QUICK, "full": _LAW_FULL}, run_bgl)),
+                        CONFIGS["reductions_law_bgl"], run_bgl)),
     register(Experiment("reductions_sample_complexity", "002",
                         "Sample-complexity crossover (reduction vs Jagielski et al.) and the lower-bound instance",
-                        {"quick": {"rs": [0.25, 0.5, 1.0], "Ks": [8, 32, 128], "epsilons": [0.125, 0.25, 0.5, 0.9],
-                                   "n": 100000, "trials": 2000, "delta": 1e-6, "seed": 0},
-                         "full": {"rs": [0.1, 0.25, 0.5, 1.0], "Ks": [4, 16, 64, 256, 1024],
-                                  "epsilons": [0.05, 0.1, 0.25, 0.5, 0.9], "n": 1000000, "trials": 20000,
-                                  "delta": 1e-6, "seed": 0}},
-                        run_sample_complexity)),
+                        CONFIGS["reductions_sample_complexity"], run_sample_complexity)),
     register(Experiment("reductions_adult_eo", "002",
                         "Equalized odds via the reduction (Alg. 1, Frank-Wolfe) on Adult (sex), vs DP-FERMI EO",
-                        _eo_cfgs("adult", ["education-num", "marital-status_Married-civ-spouse"]), run_eo)),
+                        CONFIGS["reductions_adult_eo"], run_eo)),
     register(Experiment("reductions_credit_eo", "002",
                         "Equalized odds via the reduction (Alg. 1, Frank-Wolfe) on Credit (sex), vs DP-FERMI EO",
-                        _eo_cfgs("credit", ["PAY_0", "LIMIT_BAL"], target="default", eo_bound=0.01), run_eo)),
+                        CONFIGS["reductions_credit_eo"], run_eo)),
 ]

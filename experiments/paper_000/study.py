@@ -39,9 +39,7 @@ Choices the paper leaves open, made once here and exposed in the config (notes C
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-import os
 import time
 from typing import Any
 
@@ -50,192 +48,28 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax.algorithms import budget_tailoring as bt
-from dpfair_jax.experiments.registry import Experiment, register
+from dpfair_jax.runner import Experiment, register
+from dpfair_jax.studies.allocation import (
+    PRIVATE_METHODS,
+    hyperparams_from,
+    method_configs,
+    trial_chunk_size,
+    two_group_study,
+)
+
+from . import figures
+from .config import FULL, QUICK
 
 __all__ = [
-    "METHODS",
-    "PRIVATE_METHODS",
-    "method_configs",
-    "hyperparams_from",
-    "two_group_trial",
-    "two_group_study",
     "kgroup_sizes",
     "kgroup_slopes",
     "run",
     "EXPERIMENT",
+    "QUICK",
+    "FULL",
+    "TWO_GROUP_CLAIMS",
+    "KGROUP_CLAIMS",
 ]
-
-# Private methods evaluated per budget, and the rho-free non-private references.
-PRIVATE_METHODS = ("dpse", "dpnose", "equal", "dpse_fair", "equal_fair")
-METHODS = PRIVATE_METHODS  # rho = inf in a budget grid gives each method's non-private limit
-
-SLOPE_PAIRS = [[-10.0, 10.0], [10.0, -10.0], [10.0, 1.0], [-10.0, -1.0], [-1.0, 1.0], [1.0, -1.0]]
-
-
-def method_configs(settings: dict[str, Any]) -> dict[str, bt.Config]:
-    """The static :class:`budget_tailoring.Config` of each method for the given settings."""
-    common = dict(steps=int(settings["steps"]), box=float(settings["box"]),
-                  scaling=settings.get("scaling", "group_mean"),
-                  relation=settings.get("relation", "replace_one"))
-    return {
-        "dpse": bt.Config(method="dpse", **common),
-        "dpnose": bt.Config(method="pooled", **common),
-        "equal": bt.Config(method="equal", **common),
-        "dpse_fair": bt.Config(method="dpse", fairness=True, **common),
-        "equal_fair": bt.Config(method="equal", fairness=True, **common),
-    }
-
-
-def hyperparams_from(settings: dict[str, Any], rho: Any = 1.0) -> bt.Hyperparams:
-    """Traced hyperparameters of a run from the config values."""
-    return bt.Hyperparams(
-        rho=rho,
-        tau_fraction=float(settings["tau_fraction"]),
-        learning_rate=float(settings["learning_rate"]),
-        clip=float(settings["clip"]),
-        fairness_weight=float(settings["fairness_weight"]),
-        thresholds=float(settings["thresholds"]),
-        stats_bound_x=float(settings["stats_bound_x"]),
-        stats_bound_y=float(settings["stats_bound_y"]),
-        count_fraction=float(settings.get("count_fraction", 0.05)),
-    )
-
-
-def _synthetic(z, sizes: tuple[int, ...], slopes, noise_sd):
-    """Per-group linear data, one feature: ``x ~ N(0, 1)``, ``y = beta_k x + sigma_k e``.
-
-    The model of ``data.synthetic.ols_mixture`` (paper 000 Sec. 6, App. A.1), written on given
-    standard normal draws ``z [2n]`` so that a trial draws all its randomness in one call.
-    Returns (x [n, 1], y [n], s [n]) with rows ordered by group.
-    """
-    n = int(sum(sizes))
-    s = jnp.asarray(np.repeat(np.arange(len(sizes), dtype=np.int32), sizes))
-    x = z[:n]
-    y = x * slopes[s] + noise_sd[s] * z[n: 2 * n]
-    return x[:, None], y, s
-
-
-def two_group_trial(key: jax.Array, slopes: jax.Array, noise_sd: jax.Array, rhos: jax.Array,
-                    *, sizes: tuple[int, ...], settings: dict[str, Any]) -> dict[str, jax.Array]:
-    """One trial of one scenario (any K): fresh data and fresh noise, every method at every budget.
-
-    All of the trial's randomness is one ``jax.random.normal(key, ...)`` call: the data's ``2n``
-    draws, then for budget ``r`` and method ``m`` the draws of one run (see
-    :func:`budget_tailoring.fit_many_from_draws`). The data are shared by all budgets and methods
-    (common random numbers, paired comparisons); the noise is not. The data are prepared once
-    per trial (``settings["clipped_sums"]``: ``"table"``, the default, tabulates the exact clipped
-    sums of the one-feature problem, :func:`budget_tailoring.prepare`; ``"direct"`` sums over
-    the examples at every step; both give the same numbers up to float rounding). A budget
-    ``rho = inf`` gives
-    each method's non-private limit. Returns ``mspe [R, M, K]`` (population MSPE), ``theta
-    [R, M, P]``, ``se [R, K]`` (DPSE's allocation) and ``fallback [R]``.
-    """
-    k = len(sizes)
-    n = int(sum(sizes))
-    cfgs = method_configs(settings)
-    configs = tuple(cfgs[name] for name in PRIVATE_METHODS)
-    slopes = jnp.asarray(slopes, jnp.float32)
-    noise_sd = jnp.broadcast_to(jnp.asarray(noise_sd, jnp.float32), (k,))
-    r_count, m_count = rhos.shape[0], len(configs)
-    per_run = bt.num_draws(configs[0].steps, 1, k)
-    z = jax.random.normal(key, (2 * n + r_count * m_count * per_run,), jnp.float32)
-    x, y, s = _synthetic(z[: 2 * n], sizes, slopes, noise_sd)
-    noise = z[2 * n:].reshape(r_count, m_count, per_run)
-    betas = slopes[:, None]
-    i_dpse = PRIVATE_METHODS.index("dpse")
-
-    mode = settings.get("clipped_sums", "table")
-    prepared = bt.prepare(x, y, s, k, configs[0], clip=float(settings["clip"]),
-                          clipped_sums=mode)
-
-    def at_budget(zr, rho):
-        theta, diag = bt.fit_many_prepared(zr, prepared, hyperparams_from(settings, rho), configs)
-        mspe = jax.vmap(lambda th: bt.population_mspe(th, betas, noise_sd))(theta)
-        return mspe, theta, diag.se[i_dpse], diag.fallback[i_dpse]
-
-    # With the clipped-sum table a descent step no longer touches the n examples: run all
-    # budgets side by side. Without it, batch the budgets so a step's temporaries stay in cache.
-    batch = int(settings.get("budget_batch") or 0) or (
-        r_count if prepared.table is not None else budget_batch(n, r_count))
-    mspe, theta, se, fb = jax.lax.map(lambda a: at_budget(*a), (noise, rhos), batch_size=batch)
-    return {"mspe": mspe, "theta": theta, "se": se, "fallback": fb}
-
-
-def budget_batch(n: int, num_budgets: int, target: int = 16384) -> int:
-    """Budgets run side by side in a trial (``lax.map`` batch size): about ``target`` example-runs
-    per step (with 3 methods per descent), so a step's temporaries stay in cache on CPU."""
-    return int(min(num_budgets, max(1, round(target / (3 * n)))))
-
-
-def trial_chunk_size(n: int, setting: Any = "auto", backend: str | None = None,
-                     cores: int | None = None) -> int:
-    """Trials vmapped per chunk of a study with ``n`` examples per trial.
-
-    ``"auto"`` on CPU: about 50,000 example-trials per chunk, rounded down to a multiple of the
-    CPU cores (``cores``; default ``os.cpu_count()``; at least one multiple), at most
-    ``max(24, cores)``. Measured on a 2-core CPU with the clipped-sum table: large chunks win at
-    small n (24 trials 20% faster than 2 at n = 600-2,100), and chunks that split evenly over the
-    cores are 10-15% faster than odd ones (n = 10,100: 2, 4 or 6 trials 4.2-4.3 ms per trial,
-    3 or 5 trials 4.7-4.9 ms; n = 5,100: 8 or 10 trials 2.1-2.2 ms, 3 or 5 trials 2.8-3.0 ms).
-    On an accelerator (``backend`` other than ``"cpu"``; default: JAX's default backend) wide
-    chunks keep the device busy: about 5,000,000 example-trials per chunk, between 1 and 1000
-    (a few hundred MB of working set per chunk). An int is used as given.
-    """
-    if setting != "auto":
-        return int(setting)
-    backend = jax.default_backend() if backend is None else backend
-    n = max(int(n), 1)
-    if backend != "cpu":
-        return int(max(1, min(1000, round(5_000_000 / n))))
-    cores = max(1, int(cores if cores is not None else (os.cpu_count() or 1)))
-    chunk = min(max(24, cores), round(50_000 / n))
-    return int(max(cores, chunk - chunk % cores))
-
-
-def two_group_study(key: jax.Array, scenarios_slopes: Any, scenarios_sd: Any, rhos: Any, *,
-                    sizes: tuple[int, ...], settings: dict[str, Any], num_trials: int,
-                    chunk_size: int | None = None) -> dict[str, np.ndarray]:
-    """All trials x scenarios x budgets of one group-size vector as one compiled program.
-
-    ``scenarios_slopes [S, K]`` and ``scenarios_sd [S]`` (or ``[S, K]``) are the scenarios,
-    ``rhos [R]`` the budgets. Trial ``t`` uses ``montecarlo.trial_keys(key, num_trials)[t]``;
-    scenario ``j`` folds ``j`` into it. Returns the outputs of :func:`two_group_trial` with leading
-    axes ``[num_trials, S]`` as NumPy arrays.
-    """
-    from dpfair_jax.montecarlo import run_trials
-
-    fn = _study_fn(tuple(int(n) for n in sizes), _freeze(settings), _freeze(scenarios_slopes),
-                   _freeze(scenarios_sd), _freeze(rhos))
-    out = run_trials(fn, key, num_trials, chunk_size=chunk_size)
-    return jax.tree_util.tree_map(np.asarray, out)
-
-
-def _freeze(value: Any) -> Any:
-    """Hashable copy of a config value (dicts, lists and arrays to tuples)."""
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple, np.ndarray, jax.Array)):
-        return tuple(_freeze(v) for v in np.asarray(value, dtype=object).tolist()) if np.ndim(
-            value) else float(np.asarray(value))
-    return value
-
-
-@functools.lru_cache(maxsize=32)
-def _study_fn(sizes, settings, slopes, sds, rhos):
-    """The per-trial function of a study, cached so that ``run_trials`` reuses its program."""
-    settings = dict(settings)
-    slopes = jnp.asarray(np.asarray(slopes, np.float64), jnp.float32)
-    sds = jnp.asarray(np.asarray(sds, np.float64), jnp.float32)
-    rhos = jnp.asarray(np.asarray(rhos, np.float64), jnp.float32)
-    scen = jnp.arange(slopes.shape[0])
-
-    def fn(k):
-        return jax.lax.map(lambda a: two_group_trial(
-            jax.random.fold_in(k, a[0]), a[1], a[2], rhos, sizes=sizes, settings=settings),
-            (scen, slopes, sds))
-
-    return fn
-
 
 # ---------------------------------------------------------------------------------------------
 # K groups
@@ -267,76 +101,6 @@ def kgroup_slopes(k: int, base: float = 0.0, spread: tuple[float, float] = (4.0,
 # ---------------------------------------------------------------------------------------------
 # The experiment
 # ---------------------------------------------------------------------------------------------
-
-_COMMON = dict(
-    steps=50,
-    learning_rate=0.1,
-    clip=2.0,
-    box=5.0,
-    tau_fraction=0.2,
-    fairness_weight=1.0,
-    thresholds=0.0,
-    stats_bound_x=3.0,
-    stats_bound_y=30.0,
-    scaling="group_mean",
-    relation="replace_one",  # public group sizes (the paper's setting); "add_remove": noisy counts
-    count_fraction=0.05,  # share of rho for the noisy counts under add_remove (unused otherwise)
-    delta=1e-5,
-    clipped_sums="table",  # "table" (exact, O(log n) per step) or "direct" (sum over examples)
-)
-
-FULL = dict(
-    _COMMON,
-    seed=0,
-    trials=1000,
-    chunk_size="auto",  # trials vmapped per chunk: "auto" (trial_chunk_size) or an int
-    minority=100,
-    ratios=[5, 20, 50, 100],
-    slope_pairs=SLOPE_PAIRS,
-    noise_sd=1.0,
-    epsilons=np.round(np.geomspace(0.1, 10.0, 20), 4).tolist(),
-    fig3_ratios=[20, 100],
-    fig3_slope_pairs=[[-1.0, 1.0], [1.0, -1.0]],
-    fig3_noise_sds=[0.5, 2.0, 4.0],
-    kgroup_ks=[5, 10, 15, 20],
-    kgroup_designs=[[10000, 500], [5000, 100]],
-    kgroup_rhos=[2.0, 4.5, 8.0],
-    kgroup_trials=200,
-    real_datasets=["law", "credit"],
-    real_rhos=[0.005, 0.125, 0.5, 2.0, 4.5, 8.0, 12.5],
-    real_trials=20,
-    ablation_ratios=[20],
-    ablation_trials=200,
-    real_steps=100,
-    real_lr=0.2,
-)
-
-QUICK = dict(
-    _COMMON,
-    seed=0,
-    trials=40,
-    chunk_size="auto",  # trials vmapped per chunk: "auto" (trial_chunk_size) or an int
-    minority=100,
-    ratios=[20],
-    slope_pairs=[[-10.0, 10.0], [10.0, 1.0], [-10.0, -1.0]],
-    noise_sd=1.0,
-    epsilons=[0.5, 2.0, 10.0],
-    fig3_ratios=[],
-    fig3_slope_pairs=[[-1.0, 1.0]],
-    fig3_noise_sds=[2.0],
-    kgroup_ks=[5],
-    kgroup_designs=[[2000, 100]],
-    kgroup_rhos=[2.0, 8.0],
-    kgroup_trials=20,
-    real_datasets=[],
-    real_rhos=[0.5, 8.0],
-    real_trials=10,
-    ablation_ratios=[],
-    ablation_trials=20,
-    real_steps=100,
-    real_lr=0.2,
-)
-
 
 def _frame_two_group(out, ratio, slopes, sds, rhos, eps, minority):
     """Tidy frame: one row per (scenario, budget, method, group) with mean/sd/se over trials."""
@@ -661,40 +425,6 @@ def _claims_real(df, ctx, config):
         ctx.add_claim(more_id, more_st, measured=more, target="1.0", passed=bool(more == 1.0))
 
 
-def _plots(df, ctx):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    for ratio in sorted(df.ratio.unique()):
-        sub = df[(df.ratio == ratio) & (df.noise_sd == df.noise_sd.min())]
-        pairs = sub[["beta1", "beta2"]].drop_duplicates().to_numpy()
-        fig = Figure(figsize=(4 * len(pairs), 6.5))
-        axes = fig.subplots(2, len(pairs), squeeze=False)
-        for c, (b1, b2) in enumerate(pairs):
-            for row, fair in enumerate((False, True)):
-                ax = axes[row, c]
-                names = [("dpse_fair", "DPSE"), ("equal_fair", "DPNoSE (equal)")] if fair else [
-                    ("dpse", "DPSE"), ("dpnose", "DPNoSE (pooled)"), ("equal", "DPNoSE (equal)")]
-                for name, label in names:
-                    for g, style in ((2, "-"), (1, ":")):
-                        f = sub[(sub.beta1 == b1) & (sub.beta2 == b2) & (sub.method == name)
-                                & (sub.group == g)].sort_values("rho")
-                        ax.errorbar(f.rho, f.mspe, yerr=1.96 * f.se, ls=style, marker=".",
-                                    label=f"{label} g{g}")
-                ax.set_xscale("log")
-                ax.set_yscale("log")
-                ax.set_title(f"({b1:g}, {b2:g}){' fair' if fair else ''}", fontsize=9)
-                ax.set_xlabel("rho")
-                if c == 0:
-                    ax.set_ylabel("MSPE (population)")
-        axes[0, 0].legend(fontsize=6)
-        fig.suptitle(f"paper 000 Figs 2/4/6: {ratio}x, g2 = smallest (solid), g1 = largest (dotted)")
-        fig.tight_layout()
-        ctx.save_figure(fig, f"two_group_{ratio}x")
-
-
 def run(config: dict, ctx: Any):
     """Run every part of the paper-000 study named in ``config`` and record claims and privacy."""
     import pandas as pd
@@ -744,7 +474,7 @@ def run(config: dict, ctx: Any):
         ctx.skip_claim("fig3_all_regimes", fig3_text, "no Fig. 3 ratio in this config (fig3_ratios = [])",
                        target="1.0")
     if len(main):
-        _plots(main, ctx)
+        figures.two_group(main, ctx)
     kg = _kgroup(settings, ctx)
     if len(kg):
         ctx.save_table(kg, "kgroup")

@@ -1,0 +1,35 @@
+"""Quick and full configs of the paper-001 experiments (``CONFIGS[name] = {"quick": ..., "full": ...}``).
+
+Quick sizes run on synthetic data (and German credit) on a CPU in minutes; full sizes are the
+paper's settings (Adult, Credit, German, Parkinsons; 100 seeds; 10,000 DP-SGD steps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CONFIGS"]
+
+_OP_FULL = {"datasets": ["synthetic", "adult", "credit", "german", "parkinsons"],
+            "epsilons": [0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0], "delta": 1e-5, "reg": 1.0, "radius": 5.0,
+            "num_draws": 10000, "probes": 200, "thm1_min_epsilon": 0.5, "max_rows": None, "synthetic": None, "path": None, "seed": 0}
+_OP_QUICK = dict(_OP_FULL, datasets=["synthetic", "german"], epsilons=[0.1, 0.5, 1.0, 5.0], num_draws=300,
+                 probes=50, max_rows=2000, synthetic={"n": 1000})
+_SGD_FULL = {"dataset": "adult", "hidden": 10, "batch_size": 32, "learning_rate": 1e-4, "clip_norm": 0.1,
+             "clip_norms": [0.01, 0.1, 1.0], "noise_multiplier": 5.0, "seeds": 100, "checkpoints": 10,
+             "steps_per_checkpoint": 1000, "delta": 1e-5, "decomposition_rows": 1024, "ratios": [0.25, 0.5, 1.0],
+             "max_rows": None, "synthetic": None, "path": None, "seed": 0}
+_SGD_QUICK = dict(_SGD_FULL, dataset="synthetic", hidden=8, learning_rate=0.05, seeds=6, checkpoints=3,
+                  steps_per_checkpoint=50, decomposition_rows=128, synthetic={"n": 1000, "d": 5})
+_MIT_FULL = {"dataset": "adult", "hidden": 10, "batch_size": 32, "learning_rate": 1e-4, "clip_norm": 0.1,
+             "noise_multiplier": 5.0, "stats_noise_multiplier": 10.0, "gammas": [0.0, 0.1, 1.0, 10.0],
+             "seeds": 100, "steps": 10000, "delta": 1e-5, "max_rows": None, "synthetic": None, "path": None,
+             "seed": 0}
+_MIT_QUICK = dict(_MIT_FULL, dataset="synthetic", hidden=4, learning_rate=0.05, seeds=4, steps=100,
+                  synthetic={"n": 800, "d": 4})
+
+CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
+    "lens_output_perturbation": {"quick": _OP_QUICK, "full": _OP_FULL},
+    "lens_dpsgd": {"quick": _SGD_QUICK, "full": _SGD_FULL},
+    "lens_mitigation": {"quick": _MIT_QUICK, "full": _MIT_FULL},
+}
