@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import jax
 import pytest
+
+# Studies are found in the repository's experiments/ wherever pytest runs from (a test that checks
+# discovery from the working directory removes this).
+os.environ.setdefault("DPFAIR_EXPERIMENTS", str(Path(__file__).resolve().parents[1] / "experiments"))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dpfair_jax import cli
-from dpfair_jax.experiments import registry
-from dpfair_jax.experiments.registry import Discovery, Experiment
+from dpfair_jax.runner import registry
+from dpfair_jax.runner.registry import Discovery, Experiment
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_KIT = ["--set", "num_seeds=16", "--set", "seeds_per_chunk=8", "--set", "samples=256",
@@ -112,7 +112,7 @@ def test_reproduce_runs_all_then_report(tmp_path, monkeypatch, capsys):
 def test_reproduce_continues_past_failures(tmp_path, monkeypatch, capsys):
     exps = [Experiment("t_cli_crash", "001", "crashes", {"quick": {}}, _crash),
             Experiment("t_cli_ok", "kit", "fine", {"quick": {"x": 1}}, _tiny)]
-    _fake_discovery(monkeypatch, exps, {"dpfair_jax.experiments.paper_003": "SyntaxError: bad"})
+    _fake_discovery(monkeypatch, exps, {"dpfair_experiments.paper_003.study": "SyntaxError: bad"})
     assert cli.main(["reproduce", "--quick", "--out", str(tmp_path), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "1 experiment(s) failed: t_cli_crash" in err and "1 module(s) failed to import" in err
@@ -191,7 +191,7 @@ def test_audit(tmp_path, monkeypatch, capsys):
 _PAUSED_RUN = textwrap.dedent("""
     import pathlib, sys, time
     from dpfair_jax import cli
-    from dpfair_jax.experiments import store
+    from dpfair_jax.runner import store
 
     ready, argv = pathlib.Path(sys.argv[1]), sys.argv[2:]
     save, saved = store.ChunkCache.save, []

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from dpfair_jax.algorithms import budget_tailoring as bt
-from dpfair_jax.experiments import paper_000 as p
+from dpfair_jax.studies import allocation as A
+
+from _studies import load_study
+
+p = load_study("paper_000")
 
 SETTINGS = dict(p.QUICK, steps=8)
 SIZES = (120, 12)
@@ -27,11 +31,11 @@ def test_many_trial_program_equals_single_trials():
     sds = [1.0, 2.0]
     rhos = np.array([0.02, 2.0, np.inf])
     num_trials = 24
-    out = p.two_group_study(jax.random.key(3), slopes, sds, rhos, sizes=SIZES, settings=SETTINGS,
+    out = A.two_group_study(jax.random.key(3), slopes, sds, rhos, sizes=SIZES, settings=SETTINGS,
                             num_trials=num_trials, chunk_size=5)
-    assert out["mspe"].shape == (num_trials, 2, 3, len(p.PRIVATE_METHODS), 2)
+    assert out["mspe"].shape == (num_trials, 2, 3, len(A.PRIVATE_METHODS), 2)
     keys = trial_keys(jax.random.key(3), num_trials)
-    single = jax.jit(lambda k, b, sd: p.two_group_trial(k, b, sd, jnp.asarray(rhos, jnp.float32),
+    single = jax.jit(lambda k, b, sd: A.two_group_trial(k, b, sd, jnp.asarray(rhos, jnp.float32),
                                                         sizes=SIZES, settings=SETTINGS))
     for t, j in [(0, 0), (7, 1), (23, 0), (13, 1)]:
         ref = single(jax.random.fold_in(keys[t], j), jnp.asarray(slopes[j]), jnp.float32(sds[j]))
@@ -47,19 +51,19 @@ def test_trial_methods_equal_direct_fits():
     key = jax.random.key(11)
     slopes = jnp.array([-1.0, 2.0])
     rhos = jnp.array([0.5, 8.0])
-    res = jax.jit(lambda k: p.two_group_trial(k, slopes, 1.0, rhos, sizes=SIZES,
+    res = jax.jit(lambda k: A.two_group_trial(k, slopes, 1.0, rhos, sizes=SIZES,
                                               settings=SETTINGS))(key)
     n = sum(SIZES)
-    cfgs = p.method_configs(SETTINGS)
+    cfgs = A.method_configs(SETTINGS)
     per_run = bt.num_draws(SETTINGS["steps"], 1, 2)
-    z = jax.random.normal(key, (2 * n + 2 * len(p.PRIVATE_METHODS) * per_run,))
-    x, y, s = p._synthetic(z[: 2 * n], SIZES, slopes, jnp.ones(2))
-    noise = z[2 * n:].reshape(2, len(p.PRIVATE_METHODS), per_run)
+    z = jax.random.normal(key, (2 * n + 2 * len(A.PRIVATE_METHODS) * per_run,))
+    x, y, s = A._synthetic(z[: 2 * n], SIZES, slopes, jnp.ones(2))
+    noise = z[2 * n:].reshape(2, len(A.PRIVATE_METHODS), per_run)
     fits = {name: jax.jit(lambda zz, rho, c=cfgs[name]: bt.fit_many_from_draws(
-        zz[None], x, y, s, 2, p.hyperparams_from(SETTINGS, rho), (c,))[0])
-        for name in p.PRIVATE_METHODS}
+        zz[None], x, y, s, 2, A.hyperparams_from(SETTINGS, rho), (c,))[0])
+        for name in A.PRIVATE_METHODS}
     for r in range(2):
-        for m, name in enumerate(p.PRIVATE_METHODS):
+        for m, name in enumerate(A.PRIVATE_METHODS):
             theta = fits[name](noise[r, m], rhos[r])
             want = (float(theta[0, 0]) - np.array([-1.0, 2.0])) ** 2 + 1.0
             np.testing.assert_allclose(res["mspe"][r, m], want, rtol=1e-4)
@@ -70,10 +74,10 @@ def test_fit_many_equals_fit_arrays_per_method():
     x = jnp.asarray(rng.normal(size=(90, 1)), jnp.float32)
     s = jnp.asarray(np.r_[np.zeros(80, int), np.ones(10, int)])
     y = x[:, 0] * jnp.where(s == 0, -1.0, 1.0) + jnp.asarray(rng.normal(size=90), jnp.float32)
-    cfgs = p.method_configs(SETTINGS)
-    configs = tuple(cfgs[name] for name in p.PRIVATE_METHODS)
+    cfgs = A.method_configs(SETTINGS)
+    configs = tuple(cfgs[name] for name in A.PRIVATE_METHODS)
     keys = jax.random.split(jax.random.key(0), len(configs))
-    hp = p.hyperparams_from(SETTINGS, 1.5)
+    hp = A.hyperparams_from(SETTINGS, 1.5)
     thetas, diag = jax.jit(lambda k: bt.fit_many(k, x, y, s, 2, hp, configs))(keys)
     for m, c in enumerate(configs):
         th, dg = jax.jit(lambda k, c=c: bt.fit_arrays(k, x, y, s, 2, hp, c))(keys[m])
@@ -88,7 +92,7 @@ def test_fit_many_equals_fit_arrays_per_method():
 def test_synthetic_generator_moments():
     """The in-trial generator matches the paper's model (slopes and noise sd recovered)."""
     z = jax.random.normal(jax.random.key(5), (2 * 6000,))
-    x, y, s = p._synthetic(z, (5000, 1000), jnp.array([2.0, -3.0]), jnp.array([1.0, 0.5]))
+    x, y, s = A._synthetic(z, (5000, 1000), jnp.array([2.0, -3.0]), jnp.array([1.0, 0.5]))
     x, y, s = np.asarray(x[:, 0]), np.asarray(y), np.asarray(s)
     for g, (b, sd, n) in enumerate([(2.0, 1.0, 5000), (-3.0, 0.5, 1000)]):
         xs, ys = x[s == g], y[s == g]
@@ -107,7 +111,7 @@ def test_kgroup_design():
 
 
 def test_quick_experiment_runs_and_records_claims(tmp_path):
-    from dpfair_jax.experiments.context import run_experiment
+    from dpfair_jax.runner import run_experiment
 
     overrides = dict(trials=6, steps=8, epsilons=[1.0, 10.0], slope_pairs=[[-10.0, 10.0]],
                      ratios=[5], minority=20, kgroup_ks=[5], kgroup_designs=[[200, 20]],
@@ -132,7 +136,7 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
     assert "dpse_rho_0.5" in priv
     # one record per method and budget, each what budget_tailoring.privacy says for that run:
     # replace-one with public group sizes, rho = eps^2 / 2, the paper's conversion
-    assert set(priv) == {f"{m}_rho_{r:.6g}" for m in p.PRIVATE_METHODS for r in (0.5, 50.0, 2.0, 8.0)}
+    assert set(priv) == {f"{m}_rho_{r:.6g}" for m in A.PRIVATE_METHODS for r in (0.5, 50.0, 2.0, 8.0)}
     for name, rec in priv.items():
         rho = float(name.rsplit("_rho_", 1)[1])
         assert rec["relation"] == "replace_one" and rec["rho"] == pytest.approx(rho)
@@ -143,10 +147,10 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
 def test_method_configs_follow_the_relation_setting():
     """The experiment runs the kit's default relation unless the config says otherwise."""
     assert all(c.relation == bt.Config().relation == "replace_one"
-               for c in p.method_configs(SETTINGS).values())
-    ar = p.method_configs(dict(SETTINGS, relation="add_remove"))
+               for c in A.method_configs(SETTINGS).values())
+    ar = A.method_configs(dict(SETTINGS, relation="add_remove"))
     assert all(c.relation == "add_remove" for c in ar.values())
-    hp = p.hyperparams_from(dict(SETTINGS, count_fraction=0.2))
+    hp = A.hyperparams_from(dict(SETTINGS, count_fraction=0.2))
     assert hp.count_fraction == 0.2
 
 
@@ -167,20 +171,20 @@ def test_notebook_runs_small(tmp_path, monkeypatch):
     shares = env["shares"]
     np.testing.assert_allclose(shares.share_majority + shares.share_minority, 1.0, rtol=1e-5)
     assert shares.share_minority.iloc[-1] > 0.5  # the misfit minority gets the larger share
-    assert len(env["df"]) == 2 * 3 * len(p.PRIVATE_METHODS) * 2
+    assert len(env["df"]) == 2 * 3 * len(A.PRIVATE_METHODS) * 2
 
 
 def test_trial_chunk_size_rule():
     """About 50,000 example-trials per chunk, a multiple of the cores, at most max(24, cores)."""
-    assert p.trial_chunk_size(600, cores=2, backend="cpu") == 24
-    assert p.trial_chunk_size(2_100, cores=2, backend="cpu") == 24
-    assert p.trial_chunk_size(5_100, cores=2, backend="cpu") == 10
-    assert p.trial_chunk_size(10_100, cores=2, backend="cpu") == 4
-    assert p.trial_chunk_size(200_000, cores=2, backend="cpu") == 2
-    assert p.trial_chunk_size(10_100, cores=1, backend="cpu") == 5
-    assert p.trial_chunk_size(600, cores=16, backend="cpu") == 16
-    assert p.trial_chunk_size(10_100, 3) == 3
-    assert p.trial_chunk_size(10_100, backend="gpu") == 495
-    assert p.trial_chunk_size(600, backend="gpu") == 1000
-    assert p.trial_chunk_size(10_100, 3, backend="gpu") == 3
+    assert A.trial_chunk_size(600, cores=2, backend="cpu") == 24
+    assert A.trial_chunk_size(2_100, cores=2, backend="cpu") == 24
+    assert A.trial_chunk_size(5_100, cores=2, backend="cpu") == 10
+    assert A.trial_chunk_size(10_100, cores=2, backend="cpu") == 4
+    assert A.trial_chunk_size(200_000, cores=2, backend="cpu") == 2
+    assert A.trial_chunk_size(10_100, cores=1, backend="cpu") == 5
+    assert A.trial_chunk_size(600, cores=16, backend="cpu") == 16
+    assert A.trial_chunk_size(10_100, 3) == 3
+    assert A.trial_chunk_size(10_100, backend="gpu") == 495
+    assert A.trial_chunk_size(600, backend="gpu") == 1000
+    assert A.trial_chunk_size(10_100, 3, backend="gpu") == 3
     assert p.FULL["chunk_size"] == "auto" and p.QUICK["chunk_size"] == "auto"

@@ -5,9 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from dpfair_jax.experiments import paper_001 as P
-from dpfair_jax.experiments import registry
-from dpfair_jax.experiments.context import run_experiment
+from dpfair_jax.data import load_dataset
+from dpfair_jax.runner import registry, run_experiment
+
+from _studies import load_study
+
+P = load_study("paper_001")
 
 
 def _run(name, tmp_path, **over):
@@ -52,12 +55,12 @@ def test_missing_data_skips_every_claim(tmp_path, monkeypatch):
 
 
 def test_load_dataset_group_normalization():
-    (tr, _), _ = P.load_dataset("synthetic", synthetic={"n": 400, "d": 3}, normalization="group")
+    (tr, _), _ = load_dataset("synthetic", synthetic={"n": 400, "d": 3}, normalization="group")
     x, s = np.asarray(tr.x), np.asarray(tr.s)
     for a in range(2):
         np.testing.assert_allclose(x[s == a].mean(0), 0, atol=1e-4)
         np.testing.assert_allclose(x[s == a].std(0), 1, atol=1e-3)
-    none, reason = P.load_dataset("parkinsons", path="/nonexistent.csv")
+    none, reason = load_dataset("parkinsons", path="/nonexistent.csv")
     assert none is None and "skipped" in reason
 
 

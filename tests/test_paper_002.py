@@ -6,8 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpfair_jax.experiments import paper_002 as P
-from dpfair_jax.experiments import registry
+from dpfair_jax import studies as S
+from dpfair_jax.runner import registry
+
+from _studies import load_study
+
+P = load_study("paper_002")
 
 
 def test_registered_with_quick_and_full():
@@ -21,19 +25,19 @@ def test_registered_with_quick_and_full():
 
 
 def test_grid_losses_and_problem_against_numpy():
-    c = P.candidate_grid(2, 3, 1.0, [0.0, 0.5])
+    c = S.candidate_grid(2, 3, 1.0, [0.0, 0.5])
     assert c.shape == (18, 3)
     assert set(np.round(c[:, 2], 6)) == {0.0, 0.5} and c[:, :2].min() == -1.0
     rng = np.random.default_rng(0)
     x = rng.normal(size=(50, 2)).astype(np.float32)
     s = (np.arange(50) < 15).astype(int)  # group 1 (15 rows) has the opposite slope
     y = (np.where(s == 1, -1.0, 1.0) * x[:, 0] + 0.1 * rng.normal(size=50)).astype(np.float32)
-    per = np.asarray(P.clipped_square_losses(c, x, y, 4.0))
+    per = np.asarray(S.clipped_square_losses(c, x, y, 4.0))
     ref = np.minimum(1.0, ((x @ c[:, :2].T + c[:, 2]).T - y) ** 2 / 4.0)
     np.testing.assert_allclose(per, ref, rtol=1e-5, atol=1e-6)
     L = np.stack([per[:, s == k].sum(1) / 50 for k in range(2)], 1)
     sizes = np.bincount(s, minlength=2).astype(float)
-    prob, eta, worst, tau = P.bgl_problem(L, sizes, 0.5)
+    prob, eta, worst, tau = S.bgl_problem(L, sizes, 0.5)
     pi = sizes / sizes.sum()
     m0 = np.argmin(L.sum(1))
     assert worst == int(np.argmax(L[m0] / pi))
@@ -102,7 +106,7 @@ def test_crossover_check_tests_the_n0_formulas(monkeypatch):
 
 
 def test_sample_complexity_rows(tmp_path):
-    from dpfair_jax.experiments.context import run_experiment
+    from dpfair_jax.runner import run_experiment
 
     over = {"rs": [0.5], "Ks": [8, 32], "epsilons": [0.25, 0.9], "trials": 200}
     res = run_experiment(registry.get("reductions_sample_complexity"), size="quick", overrides=over, root=tmp_path)
@@ -117,7 +121,7 @@ def test_missing_data_reports_skipped_rows(tmp_path, monkeypatch):
     """Law school absent: every claim of the study is a skipped row with the reason (formerly none
     was recorded)."""
     from dpfair_jax import data as D
-    from dpfair_jax.experiments.context import run_experiment
+    from dpfair_jax.runner import run_experiment
 
     def missing(*a, **k):
         raise FileNotFoundError("no law CSV here")
@@ -135,7 +139,7 @@ def test_missing_data_reports_skipped_rows(tmp_path, monkeypatch):
 
 
 def test_tiny_synthetic_run_end_to_end(tmp_path):
-    from dpfair_jax.experiments.context import run_experiment
+    from dpfair_jax.runner import run_experiment
 
     over = {"group_sizes": [300, 100], "grid_per_axis": 7, "intercepts": [0.0, 0.5], "epsilons": [1.0, 10.0],
             "steps": 8, "fw_steps": 300, "seeds": 6, "fairlearn": False}
@@ -164,13 +168,13 @@ def test_tiny_synthetic_run_end_to_end(tmp_path):
 
 
 def test_public_private_split_depends_on_n_only():
-    priv, pub = P.public_private_split(1000, 0.2, seed=3)
+    priv, pub = S.public_private_split(1000, 0.2, seed=3)
     assert len(pub) == 200 and len(priv) == 800 and not set(priv) & set(pub)
     assert sorted(np.concatenate([priv, pub]).tolist()) == list(range(1000))
-    again = P.public_private_split(1000, 0.2, seed=3)
+    again = S.public_private_split(1000, 0.2, seed=3)
     np.testing.assert_array_equal(priv, again[0])
     with pytest.raises(ValueError, match="public_fraction"):
-        P.public_private_split(10, 1.0, seed=0)
+        S.public_private_split(10, 1.0, seed=0)
 
 
 def test_bgl_thresholds_come_from_the_public_split_only():
@@ -192,22 +196,22 @@ def test_bgl_thresholds_come_from_the_public_split_only():
     _, facts = P.bgl_study(x, y, s, 2, cfg, 0, log=lambda *_: None, public=public)
     from dpfair_jax.algorithms import reductions as R
 
-    cands = P.candidate_grid(1, 9, 1.5, [0.0, 0.5])
-    L_pub = np.asarray(R.group_losses(P.clipped_square_losses(cands, *public[:2], 4.0), public[2], 2), np.float64)
-    _, eta_pub, worst_pub, _ = P.bgl_problem(L_pub, np.bincount(public[2], minlength=2).astype(float), 0.5)
+    cands = S.candidate_grid(1, 9, 1.5, [0.0, 0.5])
+    L_pub = np.asarray(R.group_losses(S.clipped_square_losses(cands, *public[:2], 4.0), public[2], 2), np.float64)
+    _, eta_pub, worst_pub, _ = S.bgl_problem(L_pub, np.bincount(public[2], minlength=2).astype(float), 0.5)
     np.testing.assert_allclose(facts["eta"], eta_pub, rtol=1e-6)
     assert facts["worst_group"] == worst_pub and facts["n"] == 200 and facts["n_public"] == 80
     # replace private records by far outliers of the other group until the private worst group flips
     cands_L = lambda xx, yy, ss: np.asarray(  # noqa: E731
-        R.group_losses(P.clipped_square_losses(cands, xx, yy, 4.0), ss, 2), np.float64)
+        R.group_losses(S.clipped_square_losses(cands, xx, yy, 4.0), ss, 2), np.float64)
     sizes = lambda ss: np.bincount(ss, minlength=2).astype(float)  # noqa: E731
-    w0 = P.bgl_problem(cands_L(x, y, s), sizes(s), 0.5)[2]
+    w0 = S.bgl_problem(cands_L(x, y, s), sizes(s), 0.5)[2]
     x1, y1, s1 = x.copy(), y.copy(), s.copy()
     for i in range(len(y)):
         x1[i], y1[i], s1[i] = 0.0, 10.0, 1 - w0
-        if P.bgl_problem(cands_L(x1, y1, s1), sizes(s1), 0.5)[2] != w0:
+        if S.bgl_problem(cands_L(x1, y1, s1), sizes(s1), 0.5)[2] != w0:
             break
-    assert P.bgl_problem(cands_L(x1, y1, s1), sizes(s1), 0.5)[2] != w0  # private derivation would move
+    assert S.bgl_problem(cands_L(x1, y1, s1), sizes(s1), 0.5)[2] != w0  # private derivation would move
     _, facts1 = P.bgl_study(x1, y1, s1, 2, cfg, 0, log=lambda *_: None, public=public)
     assert facts1["eta"] == facts["eta"] and facts1["worst_group"] == facts["worst_group"]
 
@@ -218,7 +222,7 @@ def test_eo_loss_vectors_and_lp_against_numpy():
     x = rng.normal(size=(n, 2)).astype(np.float32)
     s = rng.integers(0, 2, n)
     y = (x[:, 0] + 0.5 * s + 0.3 * rng.normal(size=n) > 0).astype(int)
-    c = P.halfplane_grid(8, [-0.5, 0.0, 0.5])
+    c = S.halfplane_grid(8, [-0.5, 0.0, 0.5])
     assert c.shape == (24, 3)
     L = P.eo_loss_vectors(c, x, y, s, 2)
     yhat = (x @ c[:, :2].T > c[:, 2]).T

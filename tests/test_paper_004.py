@@ -8,8 +8,12 @@ import pytest
 
 from dpfair_jax import models as M
 from dpfair_jax.data import make_dataset
-from dpfair_jax.experiments import paper_004 as P
-from dpfair_jax.experiments import registry
+from dpfair_jax.runner import registry
+from dpfair_jax.studies import tradeoff as T
+
+from _studies import load_study
+
+P = load_study("paper_004")
 
 
 def test_registered_with_quick_and_full_and_paper_grid():
@@ -37,7 +41,7 @@ def test_equal_error_table_rule():
             for seed in range(2):
                 rows.append({"epsilon": 1.0, "method": meth, "lam": lam, "seed": seed,
                              "error": err, "dp_violation": vio})
-    t = P.equal_error_table(pd.DataFrame(rows), "dp_violation", 0.01).set_index("method")
+    t = T.equal_error_table(pd.DataFrame(rows), "dp_violation", 0.01).set_index("method")
     assert t.loc["dpsgd", "best_violation"] == pytest.approx(0.30)
     assert t.loc["dpfermi", "best_violation"] == pytest.approx(0.10)  # 0.25 error is over budget
     assert t.loc["pfld", "best_violation"] == pytest.approx(0.15)
@@ -57,8 +61,8 @@ def test_tradeoff_study_grid_and_shared_lambda_zero_baseline():
     hp = {"lr_theta": 0.1, "lr_w": 0.2, "clip_theta": 1.0, "clip_w": 2.0, "radius": 2.0}
     kw = dict(model=M.logistic(), fairness="dp", lams=[0.0, 1.0], epsilons=[2.0, math.inf],
               seeds=2, epochs=1, batch_size=100, delta=1e-3, hp=hp)
-    a = P.tradeoff_study(train, test, method="dpfermi", **kw)
-    b = P.tradeoff_study(train, test, method="pfld", **kw)
+    a = T.tradeoff_study(train, test, method="dpfermi", **kw)
+    b = T.tradeoff_study(train, test, method="pfld", **kw)
     assert len(a) == 2 * 2 * 2 and set(a["lam"]) == {0.0, 1.0}
     assert np.all(a["truncated_steps"] == 0)
     # at lambda = 0 both methods are the same DP-SGD run (same keys, no regularizer): identical
@@ -69,7 +73,7 @@ def test_tradeoff_study_grid_and_shared_lambda_zero_baseline():
 
 
 def test_parkinsons_skips_with_reason(tmp_path, monkeypatch):
-    from dpfair_jax.experiments.context import run_experiment
+    from dpfair_jax.runner import run_experiment
 
     monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
     res = run_experiment(registry.get("fermi_parkinsons_dp"), size="quick",
@@ -82,7 +86,7 @@ def test_parkinsons_skips_with_reason(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["sgda_convergence", "fermi_cnn_synthetic", "fermi_adult_dp"])
 def test_quick_configs_run(tmp_path, name):
-    from dpfair_jax.experiments.context import run_experiment
+    from dpfair_jax.runner import run_experiment
 
     res = run_experiment(registry.get(name), size="quick", root=tmp_path)
     assert res.claims

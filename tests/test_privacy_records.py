@@ -2,8 +2,8 @@
 
 import json
 
-from dpfair_jax.experiments.context import run_experiment
-from dpfair_jax.experiments.registry import Experiment
+from dpfair_jax.runner.context import run_experiment
+from dpfair_jax.runner.registry import Experiment
 from dpfair_jax.privacy.accounting import PrivacySpend
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.experiments import plots, report
-from dpfair_jax.experiments.context import run_experiment
-from dpfair_jax.experiments.registry import Experiment
+from dpfair_jax.runner import plots, report
+from dpfair_jax.runner.context import run_experiment
+from dpfair_jax.runner.registry import Experiment
 
 
 def _good(config, ctx):
@@ -41,7 +41,7 @@ def _make_runs(root: Path) -> None:
 
 def test_report_claims_table_first_then_sections(tmp_path):
     _make_runs(tmp_path)
-    path = report.build_report(tmp_path, import_errors={"dpfair_jax.experiments.paper_004": "ImportError: x"})
+    path = report.build_report(tmp_path, import_errors={"dpfair_experiments.paper_004.study": "ImportError: x"})
     assert path == tmp_path / "report" / "REPORT.md"
     text = path.read_text()
     lines = text.splitlines()

@@ -132,7 +132,7 @@ def test_four_host_devices_equal_one_device(tmp_path):
 
 
 def test_experiment_records_provenance_and_reruns_identically(tmp_path):
-    from dpfair_jax.experiments import context, registry
+    from dpfair_jax.runner import context, registry
 
     registry.discover()
     exp = registry.get("kit_accounting")
@@ -149,7 +149,7 @@ def test_experiment_records_provenance_and_reruns_identically(tmp_path):
     for pkg in ("jax", "jaxlib", "numpy", "dp-accounting"):
         assert meta["versions"][pkg]
     assert meta["devices"]["device_kind"] and meta["devices"]["device_count"] >= 1
-    from dpfair_jax.experiments import store
+    from dpfair_jax.runner import store
 
     for table in ("gaussian_noise", "accounting"):  # a fresh recomputation gives the same table, exactly
         pd.testing.assert_frame_equal(store.read_table(r1.run_dir, table), store.read_table(r2.run_dir, table))

@@ -16,10 +16,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpfair_jax.experiments import context, kit, plots, registry, store
-from dpfair_jax.experiments.context import RunContext, run_experiment
-from dpfair_jax.experiments.registry import Experiment
 from dpfair_jax.privacy import accounting
+from dpfair_jax.runner import context, plots, registry, store
+from dpfair_jax.runner.context import RunContext, run_experiment
+from dpfair_jax.runner.registry import Experiment
+
+from _studies import EXPERIMENTS, load_study
+
+kit = load_study("kit")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,7 +74,8 @@ CHUNKS = [{"i": i} for i in range(8)]
 
 def test_experiment_validation():
     with pytest.raises(ValueError, match="paper"):
-        _exp(paper="007")
+        _exp(paper="banana")
+    assert _exp(paper="007").paper == "007"  # a study folder may name a new paper
     with pytest.raises(ValueError, match="quick"):
         _exp(configs={"full": {"a": 1}})
     with pytest.raises(ValueError, match="JSON"):
@@ -115,11 +120,11 @@ def test_overrides_and_resolve_config():
 
 def test_discover_reports_broken_module_and_keeps_others(tmp_path, monkeypatch):
     (tmp_path / "t_good_mod.py").write_text(textwrap.dedent("""
-        from dpfair_jax.experiments.registry import Experiment, register
+        from dpfair_jax.runner.registry import Experiment, register
         register(Experiment("t_discovered", "002", "d", {"quick": {}}, lambda c, x: None))
     """))
     (tmp_path / "t_broken_mod.py").write_text(textwrap.dedent("""
-        from dpfair_jax.experiments.registry import Experiment, register
+        from dpfair_jax.runner.registry import Experiment, register
         register(Experiment("t_half", "002", "d", {"quick": {}}, lambda c, x: None))
         raise RuntimeError('boom at import')
     """))
@@ -137,10 +142,10 @@ def test_discover_reports_broken_module_and_keeps_others(tmp_path, monkeypatch):
 
 
 def test_default_discovery_finds_kit():
-    mods = registry.experiment_modules()
-    assert mods[0] == "dpfair_jax.experiments.kit"
-    assert all(m.split(".")[-1] == "kit" or m.split(".")[-1].startswith("paper_") for m in mods)
-    found = registry.discover(["dpfair_jax.experiments.kit"])
+    folders = registry.study_folders(EXPERIMENTS)
+    assert folders[0].name == "kit"
+    assert all(f.name == "kit" or f.name.startswith("paper_") for f in folders)
+    found = registry.discover([EXPERIMENTS / "kit"])
     assert "kit_accounting" in [e.name for e in found.experiments]
 
 
@@ -283,8 +288,8 @@ def test_resume_after_sigkill(tmp_path):
     chunks = [{"i": i, "sleep": 0.15} for i in range(12)]
     script = tmp_path / "sweep.py"
     script.write_text(COMPUTE_SRC + textwrap.dedent(f"""
-        from dpfair_jax.experiments.context import RunContext
-        from dpfair_jax.experiments.registry import Experiment
+        from dpfair_jax.runner.context import RunContext
+        from dpfair_jax.runner.registry import Experiment
         exp = Experiment("t_exp", "kit", "test experiment", {{"quick": {{"seed": 3, "n": 2}}}},
                          lambda c, x: None, module="tests.test_runner")
         ctx = RunContext(exp, {{"seed": 3, "n": 2}}, {str(root / "runs" / "t_exp")!r}, progress=False)
