@@ -351,3 +351,86 @@ def test_calibrate_with_extra_event_composes_it():
     assert z1 > z0
     ev = dp_accounting.ComposedDpEvent([extra, A.dpsgd_event(z1, 0.01, 500)])
     assert A.epsilon_of_event(ev, 1e-5) <= 1.0 + 1e-6
+
+
+# ----------------------------------------------------------------------------- array-valued zCDP
+
+_RHO_GRID = np.array([[0.01, 0.1, 0.5], [1.0, 2.0, 0.1]])
+_DELTAS = np.array([1e-5, 1e-7, 1e-5])
+
+
+@pytest.mark.parametrize("method", A.ZCDP_METHODS)
+def test_zcdp_conversions_elementwise_equal_the_scalar_path(method):
+    eps = A.zcdp_to_dp(_RHO_GRID, _DELTAS, method=method)
+    assert isinstance(eps, np.ndarray) and eps.shape == (2, 3) and eps.dtype == np.float64
+    for i in np.ndindex(eps.shape):
+        assert eps[i] == A.zcdp_to_dp(float(_RHO_GRID[i]), float(_DELTAS[i[1]]), method=method)
+    rho = A.dp_to_rho(eps, _DELTAS, method=method)
+    for i in np.ndindex(rho.shape):
+        assert rho[i] == A.dp_to_rho(float(eps[i]), float(_DELTAS[i[1]]), method=method)
+    np.testing.assert_allclose(rho, _RHO_GRID, rtol=1e-8)
+    # scalars stay Python floats
+    assert type(A.zcdp_to_dp(0.1, 1e-5, method=method)) is float
+    assert type(A.dp_to_rho(1.0, 1e-5, method=method)) is float
+
+
+def test_rho_algebra_elementwise_equal_the_scalar_path():
+    sens, sig = np.array([1.0, 2.0, 0.5]), np.array([[1.5], [3.0]])
+    r = A.gaussian_rho(sens, sig)
+    assert r.shape == (2, 3)
+    for i, j in np.ndindex(r.shape):
+        assert r[i, j] == A.gaussian_rho(float(sens[j]), float(sig[i, 0]))
+    s = A.gaussian_sigma_for_rho(sens, _RHO_GRID)
+    for i, j in np.ndindex(s.shape):
+        assert s[i, j] == A.gaussian_sigma_for_rho(float(sens[j]), float(_RHO_GRID[i, j]))
+    c = A.compose_rho(_RHO_GRID, 0.1, np.array([1e-17, 0.2, 0.3]))
+    for i, j in np.ndindex(c.shape):
+        assert c[i, j] == A.compose_rho(float(_RHO_GRID[i, j]), 0.1, [1e-17, 0.2, 0.3][j])
+    assert A.compose_rho(1.0, 1e-17) == math.fsum([1.0, 1e-17])  # exact rounding kept
+    p = A.pure_dp_to_rho(np.array([0.5, 2.0]))
+    assert p.tolist() == [A.pure_dp_to_rho(0.5), A.pure_dp_to_rho(2.0)]
+    assert type(A.gaussian_rho(1.0, 2.0)) is float and type(A.compose_rho(0.1, 0.2)) is float
+
+
+@pytest.mark.parametrize("call,field", [
+    (lambda: A.zcdp_to_dp(np.array([0.1, -0.1]), 1e-5), "rho"),
+    (lambda: A.zcdp_to_dp(np.array([0.1, 0.2]), np.array([1e-5, 1.0])), "delta"),
+    (lambda: A.dp_to_rho(np.array([1.0, 0.0]), 1e-5), "epsilon"),
+    (lambda: A.gaussian_sigma_for_rho(1.0, np.array([0.1, 0.0])), "rho"),
+    (lambda: A.compose_rho(np.zeros(2) + 0.1, np.zeros(3) + 0.1), "broadcast"),
+])
+def test_array_zcdp_bad_input(call, field):
+    with pytest.raises(ValueError, match=field):
+        call()
+
+
+def test_array_ledger_totals_and_conversion_per_grid_point():
+    rhos = np.array([0.1, 0.4, 1.0])  # one budget per grid point
+    led = A.ZcdpLedger()
+    led.charge("step", 0.25 * rhos, count=2)
+    led.charge("counts", 0.05)  # a scalar charge counts at every point
+    led.charge("final", 0.5 * rhos)
+    assert led.shape == (3,)
+    total = led.total
+    for j in range(3):
+        scalar = A.ZcdpLedger()
+        scalar.charge("step", 0.25 * float(rhos[j]), count=2)
+        scalar.charge("counts", 0.05)
+        scalar.charge("final", 0.5 * float(rhos[j]))
+        assert total[j] == scalar.total
+        assert led.charges["counts"][j] == 0.05
+        assert led.to_dp(1e-5)[j] == scalar.to_dp(1e-5)
+        assert led.at(j).to_spend(1e-5) == scalar.to_spend(1e-5)
+    led.assert_total(rhos + 0.05)
+    with pytest.raises(AssertionError, match="planned"):
+        led.assert_total(rhos + np.array([0.05, 0.05, 0.06]))
+    with pytest.raises(ValueError, match="broadcast"):
+        led.charge("bad", np.ones(4))
+    with pytest.raises(ValueError, match="rho"):
+        led.charge("bad", np.array([0.1, -0.1, 0.2]))
+    with pytest.raises(ValueError, match="grid point"):
+        led.to_spend(1e-5)
+    # a [2, 1] charge broadcasts the ledger to [2, 3]
+    led.charge("per_row", np.array([[0.1], [0.2]]))
+    assert led.shape == (2, 3) and led.total.shape == (2, 3)
+    assert led.total[1, 2] == math.fsum([0.25 * 1.0 * 2, 0.05, 0.5 * 1.0, 0.2])
