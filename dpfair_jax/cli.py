@@ -3,8 +3,8 @@
 Usage::
 
     dpfair list [--experiments DIR]
-    dpfair run NAME [--quick] [--set key=value ...] [--out DIR] [--fresh] [--experiments DIR]
-    dpfair reproduce [--quick] [--only PAPER] [--out DIR] [--fresh] [--experiments DIR]
+    dpfair run NAME [--quick] [--set key=value ...] [--out DIR] [--fresh] [--experiments DIR] [--processes N]
+    dpfair reproduce [--quick] [--only PAPER] [--out DIR] [--fresh] [--experiments DIR] [--processes N]
     dpfair report [--out DIR] [--experiments DIR]
     dpfair bench [--quick] [--dir benchmarks]
     dpfair audit [--quick] [--out DIR]
@@ -14,7 +14,9 @@ Studies are found in ``--experiments DIR``, else ``$DPFAIR_EXPERIMENTS``, else `
 study (see :mod:`dpfair_jax.runner.registry`). Results go to ``--out``, else ``$DPFAIR_RESULTS``,
 else ``./results``. An interrupted ``run`` or
 ``reproduce`` resumes where it stopped when run again (finished sweep chunks are kept); ``--fresh``
-discards them. Bad input exits with status 2 and a one-line message; a failed experiment or
+discards them. ``--processes N`` runs ``run``/``reproduce`` as N local CPU processes
+(``python -m dpfair_jax.launch``, see ``docs/multihost.md``): every process computes, process 0
+writes and prints. Bad input exits with status 2 and a one-line message; a failed experiment or
 benchmark with status 1; Ctrl-C with 130.
 """
 
@@ -55,6 +57,13 @@ def _add_out(p: argparse.ArgumentParser) -> None:
                    help="results root (default: $DPFAIR_RESULTS or ./results)")
 
 
+def _add_processes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--processes", type=int, default=1, metavar="N",
+                   help="run as N local CPU processes (python -m dpfair_jax.launch; default 1)")
+    p.add_argument("--devices-per-process", type=int, default=1, metavar="D",
+                   help="host CPU devices per process with --processes (default 1)")
+
+
 def _add_experiments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiments", default=None, metavar="DIR",
                    help="folder of study folders (default: $DPFAIR_EXPERIMENTS, ./experiments or the "
@@ -81,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_out(p)
     _add_experiments(p)
+    _add_processes(p)
 
     p = sub.add_parser("reproduce", help="run every experiment, then write the report")
     p.add_argument("--quick", action="store_true", help="use the quick configs (default: full)")
@@ -89,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     _add_out(p)
     _add_experiments(p)
+    _add_processes(p)
 
     p = sub.add_parser("report", help="write report/REPORT.md under the results root")
     _add_out(p)
@@ -193,7 +204,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not result.ok:
         raise CliError(f"experiment {exp.name} failed: {result.error} "
                        f"(traceback in {result.run_dir / 'error.txt'})", 1)
+    from dpfair_jax import launch
     from dpfair_jax.runner.report import row_kind, row_status
+
+    if not launch.is_primary():  # several processes: process 0 prints
+        return 0
 
     marks = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
     for c in result.claims:
@@ -220,11 +235,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     size = "quick" if args.quick else "full"
     failed = []
     t0 = time.perf_counter()
+    from dpfair_jax import launch
+
+    show = launch.is_primary()  # several processes: process 0 prints and writes the report
     for i, exp in enumerate(exps, 1):
         if size not in exp.configs:
-            print(f"[{i}/{len(exps)}] {exp.name}: skipped (no {size!r} config)", file=sys.stderr)
+            if show:
+                print(f"[{i}/{len(exps)}] {exp.name}: skipped (no {size!r} config)", file=sys.stderr)
             continue
-        print(f"[{i}/{len(exps)}] {exp.name} ...", file=sys.stderr, flush=True)
+        if show:
+            print(f"[{i}/{len(exps)}] {exp.name} ...", file=sys.stderr, flush=True)
         try:
             result = context.run_experiment(exp, size=size, root=args.out, fresh=args.fresh,
                                             progress=_progress(args), raise_errors=False)
@@ -232,12 +252,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             failed.append(exp.name)
             print(f"{PROG}: error: {exp.name}: {err}", file=sys.stderr)
             continue
-        print(f"[{i}/{len(exps)}] {_summary(result)}", flush=True)
+        if show:
+            print(f"[{i}/{len(exps)}] {_summary(result)}", flush=True)
         if not result.ok:
             failed.append(exp.name)
             print(f"{PROG}: error: {exp.name} failed: {result.error}", file=sys.stderr)
-    path = report.build_report(args.out, import_errors=found.errors)
-    print(f"report: {path} ({time.perf_counter() - t0:.0f} s)")
+    if show:
+        path = report.build_report(args.out, import_errors=found.errors)
+        print(f"report: {path} ({time.perf_counter() - t0:.0f} s)")
     if failed or found.errors:
         parts = []
         if failed:
@@ -374,6 +396,22 @@ def _audit_passed(result: Any) -> bool | None:
     return None
 
 
+def _join_processes(args: argparse.Namespace, argv: Sequence[str]) -> int | None:
+    """``--processes N`` (N > 1): re-run this command as N processes through
+    ``python -m dpfair_jax.launch`` and return their exit status. In a launched process, or a
+    cluster job that ``jax.distributed`` recognizes, join it (``launch.initialize``); else None."""
+    from dpfair_jax import launch
+
+    for flag, value in (("--processes", args.processes), ("--devices-per-process", args.devices_per_process)):
+        if value < 1:
+            raise CliError(f"{flag} must be >= 1, got {value}", 2)
+    if args.processes > 1 and not launch.is_launched():
+        return launch.launch(["-m", "dpfair_jax", *argv], args.processes,
+                             devices_per_process=args.devices_per_process)
+    launch.initialize()
+    return None
+
+
 def _enable_compile_cache(path: str | None) -> None:
     """Persistent XLA compilation cache: ``--compile-cache DIR`` or ``$DPFAIR_COMPILE_CACHE``."""
     if not (path or os.environ.get("DPFAIR_COMPILE_CACHE")):
@@ -395,8 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     # dp-accounting's RDP code logs one warning per skipped order; keep the console readable.
     logging.getLogger("absl").setLevel(logging.ERROR)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
+        if args.command in ("run", "reproduce") and (code := _join_processes(args, argv)) is not None:
+            return code
         _enable_compile_cache(getattr(args, "compile_cache", None))
         return _COMMANDS[args.command](args)
     except CliError as err:

@@ -49,11 +49,17 @@ __all__ = [
     "ENV_NUM_PROCESSES",
     "ENV_PROCESS_ID",
     "Distributed",
+    "allgather_object",
+    "broadcast_object",
     "child_env",
     "free_port",
     "initialize",
+    "is_launched",
+    "is_primary",
     "launch",
     "main",
+    "process_count",
+    "process_index",
 ]
 
 ENV_COORDINATOR = "DPFAIR_COORDINATOR_ADDRESS"
@@ -201,6 +207,59 @@ def initialize(env: Mapping[str, str] | None = None) -> Distributed:
             jax.distributed.initialize(**timeouts)
         return Distributed(jax.process_index(), jax.process_count(), "cluster")
     return Distributed(0, 1, "single")
+
+
+def is_launched(env: Mapping[str, str] | None = None) -> bool:
+    """True in a process started by the launcher (or given its ``DPFAIR_*`` coordinates by hand)."""
+    return bool((os.environ if env is None else env).get(ENV_COORDINATOR))
+
+
+def process_count() -> int:
+    """Processes of this JAX job: 1 unless ``jax.distributed`` is initialized (starts no backend then)."""
+    import jax
+
+    return jax.process_count() if jax.distributed.is_initialized() else 1
+
+
+def process_index() -> int:
+    """This process's index in the job (0 unless ``jax.distributed`` is initialized)."""
+    import jax
+
+    return jax.process_index() if jax.distributed.is_initialized() else 0
+
+
+def is_primary() -> bool:
+    """True on process 0 (and in a single process): the process that writes files and prints."""
+    return process_index() == 0
+
+
+def allgather_object(obj: object) -> list:
+    """Every process's ``obj`` (any picklable value), in process order, on every process.
+
+    A collective: every process must call it, in the same order. Two
+    ``multihost_utils.process_allgather`` calls move the pickled bytes (sizes, then the padded bytes).
+    Only for values this job's own processes produced (``pickle``).
+    """
+    if process_count() == 1:
+        return [obj]
+    import pickle
+
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32))).reshape(-1)
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: data.size] = data
+    every = np.asarray(multihost_utils.process_allgather(padded))
+    return [pickle.loads(every[p, : int(n)].tobytes()) for p, n in enumerate(sizes)]
+
+
+def broadcast_object(obj: object) -> object:
+    """Process 0's ``obj`` on every process (a collective; the others' ``obj`` is ignored)."""
+    if process_count() == 1:
+        return obj
+    return allgather_object(obj if is_primary() else None)[0]
 
 
 # ------------------------------------------------------------------------------------- launcher

@@ -9,6 +9,15 @@ The context owns one run directory (see :mod:`dpfair_jax.runner.store`) and offe
 - :meth:`RunContext.add_claim`, :meth:`RunContext.add_check` (formula checks) and
   :meth:`RunContext.skip_claim` (``claims.json``), :meth:`RunContext.record_privacy`
   (``privacy.json``), :meth:`RunContext.record_compile_time` (``meta.json``).
+
+Several processes (``jax.distributed``, e.g. ``dpfair run NAME --processes N``): every process runs
+the study; ``map_chunks`` deals the missing chunks round-robin to the processes (each chunk is
+computed whole on one process's local devices, so its table is the one-process table bitwise) and
+exchanges the finished frames after every round, and only process 0 reads and writes the run
+directory (chunks, tables, figures, claims, privacy, meta). Chunk identities do not depend on the
+process count, so a run interrupted with N processes resumes with any other count. A ``compute``
+must not use collectives over all processes (e.g. a ``trial_mesh()`` of every process's devices):
+the other processes are computing other chunks.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dpfair_jax import launch
 from dpfair_jax.runner import store
 from dpfair_jax.runner.registry import Experiment, normalize_paper, resolve_config
 
@@ -110,7 +120,9 @@ class RunContext:
         self.config = dict(config)
         self.size = size
         self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.writes = launch.is_primary()  # several processes: only process 0 writes and prints
+        if self.writes:
+            self.workdir.mkdir(parents=True, exist_ok=True)
         seed = self.config.get("seed", 0)
         self.seed = int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else 0
         self.progress = progress
@@ -144,7 +156,8 @@ class RunContext:
     def log(self, message: str) -> None:
         """Print ``message`` to stderr and keep it for ``meta.json``."""
         self.messages.append(message)
-        print(f"[{self.name}] {message}", file=sys.stderr, flush=True)
+        if self.writes:
+            print(f"[{self.name}] {message}", file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------------------------------
     def chunk_id(self, chunk: Mapping[str, Any], desc: str = "") -> str:
@@ -191,40 +204,41 @@ class RunContext:
         cache = store.ChunkCache(self.workdir / "chunks")
         frames: list[Any] = [None] * len(chunks)
         todo: list[int] = []
-        for i, cid in enumerate(ids):
-            status = cache.status(cid)
-            if status.state == "ok":
-                try:
-                    frames[i] = cache.load(cid)
-                    self.chunk_stats["reused"] += 1
-                    continue
-                except Exception as err:  # noqa: BLE001 - unreadable: recompute
-                    status = store.ChunkStatus("corrupt", f"unreadable ({type(err).__name__}: {err})")
-            if status.state == "corrupt":
-                self.chunk_stats["corrupt"] += 1
-                self.log(f"{desc}: chunk {i} ({cid[:12]}) is corrupt: {status.reason}; recomputing it.")
-                cache.discard(cid)
-            todo.append(i)
+        if self.writes:  # process 0 reads the cache and hands the frames to the others
+            for i, cid in enumerate(ids):
+                status = cache.status(cid)
+                if status.state == "ok":
+                    try:
+                        frames[i] = cache.load(cid)
+                        self.chunk_stats["reused"] += 1
+                        continue
+                    except Exception as err:  # noqa: BLE001 - unreadable: recompute
+                        status = store.ChunkStatus("corrupt", f"unreadable ({type(err).__name__}: {err})")
+                if status.state == "corrupt":
+                    self.chunk_stats["corrupt"] += 1
+                    self.log(f"{desc}: chunk {i} ({cid[:12]}) is corrupt: {status.reason}; recomputing it.")
+                    cache.discard(cid)
+                todo.append(i)
+        procs = launch.process_count()
+        if procs > 1:
+            frames, todo, self.chunk_stats = launch.broadcast_object((frames, todo, self.chunk_stats))
 
         disable = None if self.progress is None else not self.progress
         bar = tqdm(total=len(chunks), initial=len(chunks) - len(todo), desc=f"{self.name}: {desc}",
-                   unit="chunk", disable=disable, leave=False)
+                   unit="chunk", disable=True if not self.writes else disable, leave=False)
         try:
-            for i in todo:
-                t0 = time.perf_counter()
-                frame = compute(dict(chunks[i]))
-                if isinstance(frame, Mapping):
-                    frame = pd.DataFrame(frame)
-                if not isinstance(frame, pd.DataFrame):
-                    raise ValueError(
-                        f"compute returned {type(frame).__name__} for chunks[{i}]; return a pandas.DataFrame."
-                    )
-                cache.save(ids[i], frame, {"index": i, "stage": desc, "chunk": chunks[i],
-                                           "rows": len(frame), "seconds": time.perf_counter() - t0,
-                                           "written": _utcnow()})
-                frames[i] = frame
-                self.chunk_stats["computed"] += 1
-                bar.update(1)
+            # several processes: round r computes todo[r*P + p] on process p, then all exchange
+            for start in range(0, len(todo), procs):
+                batch = todo[start:start + procs]
+                results = self._compute_round(batch, chunks, compute, procs)
+                for i, (frame, seconds) in zip(batch, results):
+                    if self.writes:
+                        cache.save(ids[i], frame, {"index": i, "stage": desc, "chunk": chunks[i],
+                                                   "rows": len(frame), "seconds": seconds,
+                                                   "written": _utcnow()})
+                    frames[i] = frame
+                    self.chunk_stats["computed"] += 1
+                    bar.update(1)
         except KeyboardInterrupt:
             done = sum(f is not None for f in frames)
             self.log(f"{desc}: interrupted; {done}/{len(chunks)} chunks saved, rerun to resume.")
@@ -235,11 +249,47 @@ class RunContext:
             return pd.DataFrame()
         return pd.concat(frames, ignore_index=True)
 
+    @staticmethod
+    def _compute_round(batch: list[int], chunks: Sequence[Mapping[str, Any]], compute: Callable[[dict], Any],
+                       procs: int) -> list[tuple[Any, float]]:
+        """``(frame, seconds)`` of each chunk in ``batch``: chunk ``batch[p]`` is computed by process
+        ``p`` and every process receives all of them (an error on one process is raised on all)."""
+        import pandas as pd
+
+        def one(i: int) -> tuple[Any, float]:
+            t0 = time.perf_counter()
+            frame = compute(dict(chunks[i]))
+            if isinstance(frame, Mapping):
+                frame = pd.DataFrame(frame)
+            if not isinstance(frame, pd.DataFrame):
+                raise ValueError(
+                    f"compute returned {type(frame).__name__} for chunks[{i}]; return a pandas.DataFrame."
+                )
+            return frame, time.perf_counter() - t0
+
+        if procs == 1:
+            return [one(i) for i in batch]
+        rank = launch.process_index()
+        mine: Any = None
+        if rank < len(batch):
+            try:
+                mine = ("ok", one(batch[rank]))
+            except Exception as err:  # noqa: BLE001 - sent to every process, raised below
+                mine = ("error", f"{type(err).__name__}: {err}", err)
+        got = launch.allgather_object(None if mine is None else mine[:2])
+        for p, res in enumerate(got[: len(batch)]):
+            if res[0] == "error":
+                if p == rank:
+                    raise mine[2]
+                raise RuntimeError(f"chunks[{batch[p]}] failed on process {p}: {res[1]}")
+        return [res[1] for res in got[: len(batch)]]
+
     # ---------------------------------------------------------------------------------------
     def save_table(self, df: Any, name: str = "results") -> Path:
         """Write ``df`` as ``<name>.csv`` (exact floats) and a lossless copy; return the CSV path."""
         _check_name("table", name)
-        store.write_table(df, self.workdir, name)
+        if self.writes:
+            store.write_table(df, self.workdir, name)
         if name not in self.tables:
             self.tables.append(name)
         return self.workdir / f"{name}.csv"
@@ -252,7 +302,8 @@ class RunContext:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
         path = self.workdir / "figures" / f"{name}.png"
-        store.atomic_write_bytes(path, buf.getvalue())
+        if self.writes:
+            store.atomic_write_bytes(path, buf.getvalue())
         if "matplotlib.pyplot" in sys.modules:  # release figures made through pyplot
             sys.modules["matplotlib.pyplot"].close(fig)
         if name not in self.figures:
@@ -351,7 +402,8 @@ class RunContext:
             "reason": reason,
         }
         self.claims.append(claim)
-        store.atomic_write_json(self.workdir / "claims.json", self.claims)
+        if self.writes:
+            store.atomic_write_json(self.workdir / "claims.json", self.claims)
         return claim
 
     def record_privacy(self, name: str, spend: Any, *, not_covered: str | None = None) -> dict[str, Any]:
@@ -381,7 +433,8 @@ class RunContext:
         if record.get("epsilon") is None and record.get("rho") is None:
             raise ValueError(f"record_privacy({name!r}): give 'epsilon' (with 'delta') or 'rho'.")
         self.privacy[name] = record
-        store.atomic_write_json(self.workdir / "privacy.json", self.privacy)
+        if self.writes:
+            store.atomic_write_json(self.workdir / "privacy.json", self.privacy)
         return record
 
     def prune_chunks(self) -> int:
@@ -499,6 +552,8 @@ def run_experiment(
     """
     config = resolve_config(exp, size, overrides)
     directory = store.run_dir(store.results_root(root), exp.name)
+    if not launch.is_primary():  # several processes: the others compute and write nothing
+        return _run_locked(exp, size, config, overrides, directory, progress, raise_errors)
     directory.mkdir(parents=True, exist_ok=True)
     with RunLock(directory):
         if fresh:
@@ -510,14 +565,15 @@ def run_experiment(
 
 def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str, Any] | None,
                 directory: Path, progress: bool | None, raise_errors: bool) -> RunResult:
-    _clear_outputs(directory)
-    store.atomic_write_json(directory / "config.json", {
-        "experiment": exp.name, "paper": exp.paper, "description": exp.description,
-        "size": size, "overrides": dict(overrides or {}), "config": config,
-    })
     ctx = RunContext(exp, config, directory, size=size, progress=progress)
-    store.atomic_write_json(directory / "claims.json", [])
-    store.atomic_write_json(directory / "privacy.json", {})
+    if ctx.writes:
+        _clear_outputs(directory)
+        store.atomic_write_json(directory / "config.json", {
+            "experiment": exp.name, "paper": exp.paper, "description": exp.description,
+            "size": size, "overrides": dict(overrides or {}), "config": config,
+        })
+        store.atomic_write_json(directory / "claims.json", [])
+        store.atomic_write_json(directory / "privacy.json", {})
     start = _utcnow()
     t0 = time.perf_counter()
     status, error, exc = "complete", None, None
@@ -534,9 +590,10 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         status, error, exc = "interrupted", "KeyboardInterrupt", err
     except Exception as err:  # noqa: BLE001
         status, error, exc = "failed", f"{type(err).__name__}: {err}", err
-        store.atomic_write_text(directory / "error.txt", traceback.format_exc())
+        if ctx.writes:
+            store.atomic_write_text(directory / "error.txt", traceback.format_exc())
     wall = time.perf_counter() - t0
-    if status == "complete":
+    if status == "complete" and ctx.writes:
         ctx.prune_chunks()
     meta = {
         "experiment": exp.name,
@@ -558,8 +615,9 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         "platform": platform.platform(),
         "messages": ctx.messages,
     }
-    store.atomic_write_json(directory / "meta.json", meta)
-    store.write_manifest(directory)
+    if ctx.writes:
+        store.atomic_write_json(directory / "meta.json", meta)
+        store.write_manifest(directory)
     result = RunResult(exp.name, directory, status, ctx.claims, meta, error)
     if exc is not None and (raise_errors or isinstance(exc, KeyboardInterrupt)):
         raise exc
