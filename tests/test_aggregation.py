@@ -164,3 +164,32 @@ def test_validation_errors():
                                         denominators=jnp.ones(2))
     with pytest.raises(ValueError, match="clip_norm"):
         agg.dp_aggregate(clip_norm=-1.0, noise_multiplier=1.0, key=0)
+
+
+def test_clip_norm_inf_is_unclipped_and_only_noiseless():
+    rng = np.random.default_rng(5)
+    g = {"w": jnp.asarray(rng.normal(size=(6, 3)) * 10, jnp.float32)}
+    s = jnp.asarray([0, 1, 0, 2, 1, 0])
+    key = jax.random.key(0)
+    total, _ = agg.private_sum(key, g, clip_norm=float("inf"), noise_multiplier=0.0)
+    np.testing.assert_allclose(total["w"], np.asarray(g["w"]).sum(0), rtol=1e-6)
+    mean = agg.private_mean(key, g, clip_norm=np.inf, noise_multiplier=0.0, denominator=6)
+    np.testing.assert_allclose(mean["w"], np.asarray(g["w"]).mean(0), rtol=1e-6)
+    sums = agg.group_clipped_sums(g, s, 3, float("inf"))
+    ref = np.stack([np.asarray(g["w"])[np.asarray(s) == k].sum(0) for k in range(3)])
+    np.testing.assert_allclose(sums["w"], ref, rtol=1e-6)
+    gm = agg.group_weighted_private_mean(key, g, s, 3, clip_norm=np.inf, noise_multipliers=jnp.zeros(3),
+                                         group_weights=jnp.ones(3) / 3, denominators=jnp.asarray([3.0, 2, 1]))
+    np.testing.assert_allclose(gm["w"], (ref / np.asarray([3.0, 2, 1])[:, None]).mean(0), rtol=1e-5)
+    assert np.all(np.isfinite(gm["w"]))
+    with pytest.raises(ValueError, match="noise_multiplier=0"):
+        agg.private_sum(key, g, clip_norm=float("inf"), noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="noise_multipliers=0"):
+        agg.group_weighted_private_mean(key, g, s, 3, clip_norm=np.inf, noise_multipliers=jnp.ones(3),
+                                        group_weights=jnp.ones(3), denominators=jnp.ones(3))
+    with pytest.raises(ValueError, match="noise_multiplier=0"):
+        agg.dp_aggregate(clip_norm=np.inf, noise_multiplier=0.5, key=0)
+    # the noiseless unclipped optax path is the plain mean
+    tx = agg.dp_aggregate(clip_norm=np.inf, noise_multiplier=0.0, key=0)
+    out, _ = tx.update(g, tx.init(None))
+    np.testing.assert_allclose(out["w"], np.asarray(g["w"]).mean(0), rtol=1e-6)

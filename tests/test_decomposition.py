@@ -102,3 +102,22 @@ def test_validation(problem):
     with pytest.raises(ValueError, match="variant"):
         D.theorem2_decomposition(_loss, theta, x, y, s, 2, learning_rate=0.1, clip_norm=1.0,
                                  noise_multiplier=1.0, batch_size=8, variant="avg")
+
+
+def test_clip_norm_inf_is_the_unclipped_noiseless_step(problem):
+    """clip_norm=inf leaves the gradients unclipped (the same terms as a clip no row reaches) and
+    is refused with noise (infinite sensitivity)."""
+    x, y, s, theta = problem
+    kw = dict(learning_rate=0.1, noise_multiplier=0.0, batch_size=16)
+    a = D.theorem2_decomposition(_loss, theta, x, y, s, 2, clip_norm=float("inf"), **kw)
+    b = D.theorem2_decomposition(_loss, theta, x, y, s, 2, clip_norm=1e6, **kw)
+    for f in ("loss", "clipped_grad_norm", "r_clip", "r_noise", "predicted_change"):
+        np.testing.assert_allclose(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)), rtol=1e-6,
+                                   atol=1e-9, err_msg=f)
+    assert np.all(np.isfinite(np.asarray(a.predicted_change)))
+    m, se = D.one_step_change_mc(jax.random.key(2), _loss, theta, x, y, s, 2, clip_norm=np.inf,
+                                 num_draws=8, **kw)
+    assert np.all(np.isfinite(np.asarray(m)))
+    with pytest.raises(ValueError, match="noise_multiplier=0"):
+        D.theorem2_decomposition(_loss, theta, x, y, s, 2, learning_rate=0.1, clip_norm=np.inf,
+                                 noise_multiplier=1.0, batch_size=16)

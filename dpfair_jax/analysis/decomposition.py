@@ -30,9 +30,11 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.clipping import clip_factors
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 
 __all__ = ["Decomposition", "theorem2_decomposition", "one_step_change_mc", "theorem3_condition",
@@ -74,8 +76,15 @@ def _flat_loss(loss_fn, unravel):
 
 
 def _clip_rows(g, clip_norm):
+    """Rows clipped to ``clip_norm`` (``privacy.clipping.clip_factors``); ``inf`` leaves them."""
     norms = jnp.sqrt(jnp.sum(g * g, axis=1))
-    return g * (clip_norm / jnp.maximum(norms, clip_norm))[:, None], norms
+    factors = jnp.where(jnp.isinf(clip_norm), 1.0, clip_factors(norms, clip_norm))
+    return g * factors[:, None], norms
+
+
+def _noise_scale(noise_multiplier, clip_norm):
+    """``sigma C``, and 0 for ``sigma = 0`` (also when ``C = inf``, the unclipped noiseless step)."""
+    return jnp.where(noise_multiplier == 0, 0.0, noise_multiplier * clip_norm)
 
 
 @functools.partial(jax.jit, static_argnames=("loss_fn", "num_groups", "batch_size", "variant"))
@@ -112,7 +121,8 @@ def _decompose(loss_fn, params, x, y, s, learning_rate, clip_norm, noise_multipl
     quad_np = jax.vmap(lambda h: batch_quad(g, g_d, h))(hs)
     quad_c = jax.vmap(lambda h: batch_quad(gbar, gbar_d, h))(hs)
     traces = jnp.trace(hs, axis1=1, axis2=2)
-    var = (z * c / batch_size) ** 2 if variant == "sum" else (z * c) ** 2
+    zc = _noise_scale(z, c)
+    var = (zc / batch_size) ** 2 if variant == "sum" else zc ** 2
     dot = g_a @ g_d
     dot_c = g_a @ gbar_d
     nonprivate = -eta * dot + 0.5 * eta ** 2 * quad_np
@@ -140,8 +150,14 @@ def _check(loss_fn, params, x, y, s, num_groups, learning_rate, clip_norm, noise
     num_groups = v.check_int("num_groups", num_groups, minimum=1)
     v.check_group_ids(s, num_groups)
     v.check_positive("learning_rate", learning_rate)
-    v.check_clip_norm(clip_norm)
+    v.check_clip_norm(clip_norm, allow_inf=True)
     v.check_noise_multiplier(noise_multiplier)
+    if (not isinstance(clip_norm, jax.core.Tracer)
+            and np.any(np.isinf(np.asarray(clip_norm, np.float64)))
+            and (isinstance(noise_multiplier, jax.core.Tracer)
+                 or np.any(np.asarray(noise_multiplier, np.float64) != 0))):
+        raise ValueError("clip_norm=inf (no clipping) is accepted only with noise_multiplier=0 "
+                         "(the noiseless step; an unclipped gradient has infinite sensitivity).")
     batch_size = v.check_int("batch_size", batch_size, minimum=1)
     if batch_size > n:
         raise ValueError(f"batch_size ({batch_size}) must be <= n ({n}).")
@@ -181,7 +197,8 @@ def _step_mc(key, loss_fn, params, x, y, s, learning_rate, clip_norm, noise_mult
 
     base = group_loss(flat)
     c = jnp.asarray(clip_norm, dt)
-    std = noise_multiplier * c / batch_size if variant == "sum" else noise_multiplier * c
+    zc = _noise_scale(noise_multiplier, c)
+    std = zc / batch_size if variant == "sum" else zc
 
     def one(k):
         kb, kn = jax.random.split(k)

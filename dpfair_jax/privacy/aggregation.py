@@ -11,7 +11,9 @@ Pure functions and optax ``GradientTransformation``s over *per-example* gradient
   realized group counts of the batch are private and are never used as denominators).
 
 Everything after the noise is post-processing. Noise scales, clip norms and weights may be traced
-arrays (a whole grid under one ``jit(vmap(...))``).
+arrays (a whole grid under one ``jit(vmap(...))``). ``clip_norm=inf`` (concrete) means "do not
+clip": its sensitivity is infinite, so it is accepted only with noise multipliers that are
+concretely 0 (the noiseless path, e.g. a non-private baseline of the same code).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpfair_jax import _validation as v
@@ -53,9 +56,44 @@ def noisy_sum(key: jax.Array, sum_tree: PyTree, std: Any) -> PyTree:
     return _mech.gaussian_mechanism(key, sum_tree, std)
 
 
+def _unclipped(clip_norm: Any) -> bool:
+    """Whether ``clip_norm`` is concretely ``inf`` (no clipping)."""
+    if isinstance(clip_norm, jax.core.Tracer):
+        return False
+    return bool(np.all(np.isinf(np.asarray(clip_norm, np.float64))))
+
+
+def _check_clip(clip_norm: Any, noise_multiplier: Any, name: str = "noise_multiplier") -> None:
+    """``clip_norm > 0``; ``inf`` only where every noise multiplier is concretely 0."""
+    v.check_clip_norm(clip_norm, allow_inf=True)
+    if isinstance(clip_norm, jax.core.Tracer):
+        return
+    if np.any(np.isinf(np.asarray(clip_norm, np.float64))):
+        if not _unclipped(clip_norm):
+            raise ValueError(f"clip_norm={clip_norm!r} mixes inf with finite values; pass one.")
+        nm = noise_multiplier
+        if isinstance(nm, jax.core.Tracer) or np.any(np.asarray(nm, np.float64) != 0):
+            raise ValueError(f"clip_norm=inf (no clipping) has infinite sensitivity; it is accepted "
+                             f"only with {name}=0 (a noiseless, non-private path).")
+
+
+def _clip_weights(norms: jax.Array, clip_norm: Any) -> jax.Array:
+    """Per-example clip factors; all ones for ``clip_norm=inf``."""
+    if _unclipped(clip_norm):
+        return jnp.ones_like(norms)
+    return _clip.clip_factors(norms, clip_norm)
+
+
+def _noise_std(noise_multiplier: Any, clip_norm: Any, dtype) -> jax.Array:
+    """``noise_multiplier * clip_norm`` (0 on the noiseless unclipped path, not ``0 * inf``)."""
+    if _unclipped(clip_norm):
+        return jnp.zeros(jnp.shape(noise_multiplier), dtype)
+    return jnp.asarray(noise_multiplier, dtype) * jnp.asarray(clip_norm, dtype)
+
+
 def _check_common(clip_norm, noise_multiplier, per_example_tree, mask) -> None:
-    v.check_clip_norm(clip_norm)
     v.check_noise_multiplier(noise_multiplier)
+    _check_clip(clip_norm, noise_multiplier)
     leaves = jax.tree_util.tree_leaves(per_example_tree)
     if not leaves:
         raise ValueError("per_example_tree has no leaves.")
@@ -81,11 +119,11 @@ def private_sum(
     """
     _check_common(clip_norm, noise_multiplier, per_example_tree, mask)
     norms = _clip.per_example_norms(per_example_tree)
-    w = _clip.clip_factors(norms, clip_norm)
+    w = _clip_weights(norms, clip_norm)
     if mask is not None:
         w = w * jnp.asarray(mask, w.dtype)
     total = _clip.weighted_sum(per_example_tree, w)
-    std = jnp.asarray(noise_multiplier, norms.dtype) * jnp.asarray(clip_norm, norms.dtype)
+    std = _noise_std(noise_multiplier, clip_norm, norms.dtype)
     return noisy_sum(key, total, std), norms
 
 
@@ -146,9 +184,12 @@ def group_clipped_sums(
     if not leaves:
         raise ValueError("per_example_tree has no leaves.")
     _check_groups(s, num_groups, jnp.shape(leaves[0])[0])
-    v.check_clip_norm(clip_norm)
+    v.check_clip_norm(clip_norm, allow_inf=True)  # inf: the sums are unclipped (no noise may follow)
     v.check_same_length(s=s, mask=mask)
-    clipped, _ = _clip.clip_per_example(per_example_tree, clip_norm)
+    if _unclipped(clip_norm):
+        clipped = jax.tree_util.tree_map(jnp.asarray, per_example_tree)
+    else:
+        clipped, _ = _clip.clip_per_example(per_example_tree, clip_norm)
     if mask is not None:
         m = jnp.asarray(mask)
         clipped = jax.tree_util.tree_map(
@@ -188,7 +229,7 @@ def group_weighted_noisy_sums(key: jax.Array, group_sums_tree: PyTree, stds: Any
     out = []
     for kk, leaf in zip(keys, leaves):
         sd = jnp.asarray(stds, leaf.dtype).reshape((-1,) + (1,) * (leaf.ndim - 1))
-        out.append(leaf + sd * jax.random.normal(kk, leaf.shape, leaf.dtype))
+        out.append(leaf + _mech.gaussian_noise(kk, leaf.shape, sd, leaf.dtype))
     return treedef.unflatten(out)
 
 
@@ -239,8 +280,9 @@ def group_weighted_private_mean(
             raise ValueError(f"{name} must have shape [{num_groups}] (one per group), got {jnp.shape(arr)}.")
     v.check_positive("denominators", denominators, allow_zero=True)
     v.check_finite("group_weights", group_weights)
+    _check_clip(clip_norm, noise_multipliers, "noise_multipliers")
     sums = group_clipped_sums(per_example_tree, s, num_groups, clip_norm, mask)
-    stds = jnp.asarray(noise_multipliers, jnp.float32) * jnp.asarray(clip_norm, jnp.float32)
+    stds = _noise_std(noise_multipliers, clip_norm, jnp.float32)
     noisy = group_weighted_noisy_sums(key, sums, stds)
     return combine_group_means(noisy, group_weights, denominators)
 
@@ -277,8 +319,8 @@ def dp_aggregate(
     (add/remove-one neighbours, sensitivity ``clip_norm``); account it with
     ``accounting.dpsgd_event`` and the matching sampling scheme.
     """
-    v.check_clip_norm(clip_norm)
     v.check_noise_multiplier(noise_multiplier)
+    _check_clip(clip_norm, noise_multiplier)
     if denominator is not None:
         v.check_positive("denominator", denominator)
     key = _state_key(key)
@@ -327,8 +369,8 @@ def group_weighted_dp_aggregate(
     Privacy: as :func:`group_weighted_private_mean` (public weights and denominators).
     """
     v.check_int("num_groups", num_groups, minimum=1)
-    v.check_clip_norm(clip_norm)
     v.check_noise_multiplier(noise_multipliers, "noise_multipliers")
+    _check_clip(clip_norm, noise_multipliers, "noise_multipliers")
     if denominators is None:
         raise ValueError(
             "group_weighted_dp_aggregate needs public denominators=[num_groups] (e.g. the expected "
