@@ -10,6 +10,7 @@ import pytest
 from scipy import optimize, stats
 
 from dpfair_jax.algorithms import reductions as R
+from dpfair_jax.algorithms.reductions.oracles import _lopt_em_logits
 from dpfair_jax.privacy import accounting as acc
 
 
@@ -150,7 +151,7 @@ def test_lopt_oracles_against_numpy():
     assert int(R.lopt_grid(L, w)) == int(np.argmin(L @ w))
     # LOPT_{eps,0}: EM probabilities exp(-eps w.l / (2 ||w|| Delta))
     eps, sens = 2.0, 0.05
-    lg = R._lopt_em_logits(L, w, eps, sens)
+    lg = _lopt_em_logits(L, w, eps, sens)
     ref = -eps * (L @ w) / (np.linalg.norm(w) * 2 * sens)
     np.testing.assert_allclose(np.asarray(lg), ref, rtol=1e-5)
     idx = R.lopt_grid_private(jax.random.key(0), L, w, epsilon=1e6, loss_sens=sens)

@@ -1,0 +1,150 @@
+"""Budget tailoring (paper 000): what a run spends (zCDP ledger, privacy records, conversions).
+
+Privacy: :func:`privacy` states the spend of a run (``rho``-zCDP under ``Config.relation``) and
+:func:`budget_ledger` itemises it into the charges of its releases.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpfair_jax import _validation as v
+from dpfair_jax.privacy.accounting import RELATIONS, PrivacySpend
+
+from .core import Config
+
+__all__ = ["zcdp_to_epsilon", "epsilon_to_rho", "BudgetLedger", "budget_ledger", "privacy"]
+
+
+def zcdp_to_epsilon(rho: Any, delta: float) -> np.ndarray:
+    """epsilon = rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3; paper section 2)."""
+    v.check_rho(rho, allow_inf=True)
+    v.check_delta(delta)
+    rho = np.asarray(rho, dtype=np.float64)
+    return rho + 2.0 * np.sqrt(rho * math.log(1.0 / delta))
+
+
+def epsilon_to_rho(epsilon: Any) -> np.ndarray:
+    """The paper's budget convention ``rho = epsilon^2 / 2`` (pure epsilon-DP => zCDP)."""
+    v.check_epsilon(epsilon)
+    return np.asarray(epsilon, dtype=np.float64) ** 2 / 2.0
+
+
+class BudgetLedger:
+    """Named zCDP charges that must add up to a total (host side, float64, vectorised over runs).
+
+    A private stand-in with the interface of ``dpfair_jax.privacy.accounting.ZcdpLedger``
+    (``charge``, ``total``, ``assert_total``); charges may be arrays (one entry per run).
+    ``relation`` names the neighbouring relation the charges hold under.
+    """
+
+    def __init__(self, relation: str = "replace_one") -> None:
+        v.check_choice("relation", relation, RELATIONS)
+        self.relation = relation
+        self.charges: dict[str, np.ndarray] = {}
+
+    def charge(self, name: str, rho: Any) -> None:
+        arr = np.asarray(rho, dtype=np.float64)
+        if np.any(arr < 0) or np.any(np.isnan(arr)):
+            raise ValueError(f"charge {name!r} must be >= 0, got {rho!r}.")
+        self.charges[name] = self.charges.get(name, 0.0) + arr
+
+    @property
+    def total(self) -> np.ndarray:
+        return sum(self.charges.values(), np.zeros(()))
+
+    def assert_total(self, rho: Any, *, rtol: float = 1e-5) -> None:
+        if not np.allclose(self.total, np.asarray(rho, np.float64), rtol=rtol, atol=0.0):
+            raise AssertionError(f"ledger charges add up to {self.total}, not rho = {rho}.")
+
+
+def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction: float = 0.2,
+                  count_fraction: float = 0.05) -> BudgetLedger:
+    """Itemise a run's zCDP spend from the released allocation ``se`` ([..., K]).
+
+    Under ``relation="add_remove"``: ``counts`` gets ``count_fraction * rho`` (the noisy group
+    counts) and the stages share the rest; under ``"replace_one"`` the sizes are public and
+    nothing is charged for them. Stage 1: ``X^T X`` and ``X^T y`` get ``tau_k/2`` each and each
+    group's SE ``tau_k``, ``tau_k = tau/(K+1)``. Stage 2: per group ``mu s_k^2`` over the T
+    iterations (split in halves between gradient and loss for Algorithm 2). The result should sum
+    to ``rho`` (checked with ``assert_total``); with a wrong allocation (``sum s^2 != 1``) it does
+    not. ``ledger.relation`` is ``config.relation``.
+    """
+    config.validate()
+    v.check_rho(rho)
+    se = np.asarray(se, np.float64)
+    k = se.shape[-1]
+    rho = np.asarray(rho, np.float64)
+    led = BudgetLedger(config.relation)
+    if config.method == "nonprivate":
+        raise ValueError("method='nonprivate' spends no privacy budget; nothing to itemise.")
+    rest = rho
+    if config.relation == "add_remove":
+        if not 0.0 < float(count_fraction) < 1.0:
+            raise ValueError(f"count_fraction must lie in (0, 1), got {count_fraction!r}.")
+        led.charge("counts", count_fraction * rho)
+        rest = rho * (1.0 - count_fraction)
+    if config.method == "dpse":
+        tau = tau_fraction * rest
+        tau_k = tau / (k + 1)
+        led.charge("stage1/xtx", tau_k / 2)
+        led.charge("stage1/xty", tau_k / 2)
+        for j in range(k):  # host-side bookkeeping, one entry per group
+            led.charge(f"stage1/se[{j}]", tau_k)
+        mu = rest * (1.0 - tau_fraction)
+    else:
+        mu = rest
+    if config.method == "pooled":
+        led.charge("stage2/pooled_grad", mu)
+        return led
+    for j in range(k):
+        share = mu * se[..., j] ** 2
+        if config.fairness:
+            led.charge(f"stage2/grad[{j}]", share / 2)
+            led.charge(f"stage2/loss[{j}]", share / 2)
+        else:
+            led.charge(f"stage2/grad[{j}]", share)
+    return led
+
+
+def _privacy_notes(config: Config) -> str:
+    if config.relation == "replace_one":
+        rel = ("replace-one within a group: group membership and the sizes n_k are public, a "
+               "record is replaced by another record of the same group (sensitivities 2 Delta, "
+               "2 U_x U_y, sqrt(2) U_x^2; [0, B] sums B)")
+    else:
+        rel = ("add/remove-one: the group sizes are released as noisy counts (Gaussian, "
+               "sensitivity 1, count_fraction x rho of the budget) and used as denominators "
+               "clamped to >= 1 (sensitivities Delta, U_x U_y, U_x^2; [0, B] sums B)")
+    clip = ("" if config.method != "dpse" else
+            "; stage-1 squared residuals clipped to [0, Delta^2], noise for Delta^2"
+            if config.stage1_clip == "delta_sq" else
+            "; stage-1 squared residuals clipped to [0, Delta] (Alg. 1 l. 17), noise for "
+            "max(Delta, Delta^2)")
+    return f"paper 000 {config.method}: rho-zCDP under {rel}{clip}"
+
+
+def privacy(config: Config, rho: Any, delta: float = 1e-5):
+    """What one run spends: ``rho`` (zCDP, everything included) and the implied ``(epsilon,
+    delta)``, under ``config.relation``.
+
+    Returns ``accounting.PrivacySpend`` with ``relation = config.relation`` and notes that say what
+    is public (replace-one: group membership and sizes) or paid for (add/remove: the noisy
+    counts, inside ``rho``); the conversion is the paper's ``epsilon = rho + 2 sqrt(rho log
+    1/delta)`` (Bun & Steinke 2016, Prop. 1.3).
+    """
+    config.validate()
+    v.check_delta(delta)
+    from dpfair_jax.privacy.accounting import PrivacySpend
+
+    if config.method == "nonprivate":
+        return PrivacySpend(epsilon=float("inf"), delta=delta, rho=float("inf"),
+                            relation=config.relation, unit="example", accountant="zcdp",
+                            notes="paper 000 non-private baseline: no guarantee")
+    v.check_rho(rho)
+    return PrivacySpend(epsilon=float(zcdp_to_epsilon(float(rho), delta)), delta=delta,
+                        rho=float(rho), relation=config.relation, unit="example",
+                        accountant="zcdp", notes=_privacy_notes(config))
