@@ -217,6 +217,9 @@ def _n_rows(data: PyTree) -> int:
     return int(jax.tree_util.tree_leaves(data)[0].shape[0])
 
 
+# ------------------------------------------------------------------------------------------------
+# sampling: which rows each step uses
+# ------------------------------------------------------------------------------------------------
 def _draw_fn(key, n: int, config: SGDAConfig):
     """``t -> (indices, mask, truncated)`` for Poisson and fixed-size sampling."""
     m = config.batch_size
@@ -230,6 +233,185 @@ def _draw_fn(key, n: int, config: SGDAConfig):
         return idx.astype(jnp.int32), jnp.ones((m,), jnp.float32), jnp.asarray(False)
 
     return draw
+
+
+def _scan_batches(step: Callable, init: Any, key: jax.Array, n: int, config: SGDAConfig):
+    """Run ``step(carry, t, indices, mask, truncated)`` over the ``config.steps`` sampled batches
+    (one ``lax.scan``; shuffled epochs as an outer scan over permutations). Returns
+    ``(final carry, per-step outputs [T, ...])``."""
+    T, m = config.steps, config.batch_size
+    if config.sampling == "shuffle":
+        spe = n // m
+        ones = jnp.ones((m,), jnp.float32)
+
+        def epoch(carry, e):
+            perm = jax.random.permutation(jax.random.fold_in(key, e), n)
+            batches = perm[: spe * m].reshape(spe, m).astype(jnp.int32)
+            inner = lambda c, xs: step(c, xs[0], xs[1], ones, jnp.asarray(False))
+            return jax.lax.scan(inner, carry, (e * spe + jnp.arange(spe), batches))
+
+        final, stats = jax.lax.scan(epoch, init, jnp.arange(T // spe))
+        return final, jax.tree_util.tree_map(jnp.ravel, stats)
+    draw = _draw_fn(key, n, config)
+    return jax.lax.scan(lambda c, t: step(c, t, *draw(t)), init, jnp.arange(T))
+
+
+# ------------------------------------------------------------------------------------------------
+# gradients: the clipped sums of one batch, per path (generic vmap, GLM ghost norms, CNN ghost norms)
+# ------------------------------------------------------------------------------------------------
+class _Sums(NamedTuple):
+    """One batch's sums before noise: clipped private sums ``theta``/``w`` (the ghost paths fold
+    the exact public gradients in already), ``public`` (the generic path's exact public sums,
+    added after the noise; ``None`` otherwise) and the clipped indicators ``c_theta``/``c_w [B]``."""
+
+    theta: PyTree
+    w: PyTree
+    c_theta: jax.Array
+    c_w: jax.Array
+    public: tuple | None
+
+
+def _weighted_sum(tree: PyTree, mask: jax.Array) -> PyTree:
+    return jax.tree_util.tree_map(lambda x: jnp.tensordot(mask.astype(x.dtype), x, axes=1), tree)
+
+
+def _clip_factors(norm: jax.Array, clip: Any) -> tuple[jax.Array, jax.Array]:
+    """Per-example clip factors from exact norms (1 when ``norm <= clip``, else ``clip / norm``)
+    and the clipped indicators."""
+    clip = jnp.asarray(clip, norm.dtype)
+    fac = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
+    return fac, (norm > clip).astype(norm.dtype)
+
+
+def _generic_sums(private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
+    """``vmap(grad)`` per-example gradients in ``(theta, w)``, clipped with :func:`clip_tree`; the
+    public part as one batched exact gradient."""
+    priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(None, None, 0))
+    g_th, g_w = priv_grad(theta, w, batch)
+    g_th, c_th = clip_tree(g_th, hparams.clip_theta)
+    g_w, c_w = clip_tree(g_w, hparams.clip_w)
+    public = None
+    if public_loss is not None:
+        def total(th, ww):
+            vals = jax.vmap(public_loss, in_axes=(None, None, 0))(th, ww, batch)
+            return jnp.sum(vals * mask)
+
+        public = jax.grad(total, argnums=(0, 1))(theta, w)
+    return _Sums(_weighted_sum(g_th, mask), _weighted_sum(g_w, mask), c_th, c_w, public)
+
+
+def _glm_sums(private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
+    """Generalized-linear ghost norms: the losses take the logits ``z_i = x_i theta_w + theta_b``;
+    theta-gradient norms are ``|df/dz_i| sqrt(|x_i|^2 + 1)`` and the clipped sum is ``c @ x``."""
+    x = batch["x"]
+    z = x @ theta["w"]
+    if "b" in theta:
+        z = z + theta["b"]
+    grad_z = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(0, None, 0))
+    gz, g_w = grad_z(z, w, batch)  # [B, out], tree [B, ...]
+    sq = jnp.sum(x * x, axis=1) + (1.0 if "b" in theta else 0.0)
+    fac, c_th = _clip_factors(jnp.sqrt(jnp.sum(gz * gz, axis=1) * sq), hparams.clip_theta)
+    coef = gz * (fac * mask)[:, None]  # [B, out]
+    g_w, c_w = clip_tree(g_w, hparams.clip_w)
+    s_w = _weighted_sum(g_w, mask)
+    if public_loss is not None:
+        pz, p_w = jax.vmap(jax.grad(public_loss, argnums=(0, 1)), in_axes=(0, None, 0))(z, w, batch)
+        coef = coef + pz * mask[:, None]
+        s_w = jax.tree_util.tree_map(jnp.add, s_w, _weighted_sum(p_w, mask))
+    s_th = {"w": (coef.T @ x).T}
+    if "b" in theta:
+        s_th["b"] = jnp.sum(coef, axis=0)
+    return _Sums(s_th, s_w, c_th, c_w, None)
+
+
+def _cnn_sums(model, private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
+    """CNN ghost norms: theta-gradient norms from one ghost backward pass, the clipped sum from
+    ``cnn_weighted_grad``; w-gradients from the logits; the public part through the ghost forward."""
+    from dpfair_jax.privacy import ghost as _ghost
+
+    def out_loss(out, ex):
+        return jax.vmap(private_loss, in_axes=(0, None, 0))(out, w, ex)
+
+    gh = _ghost.cnn_ghost_backward(model, theta, batch["x"], batch, out_loss)
+    fac, c_th = _clip_factors(gh.norms, hparams.clip_theta)
+    s_th = _ghost.cnn_weighted_grad(model, gh, fac * mask)
+    g_w = jax.vmap(jax.grad(private_loss, argnums=1), in_axes=(0, None, 0))(gh.outputs, w, batch)
+    g_w, c_w = clip_tree(g_w, hparams.clip_w)
+    s_w = _weighted_sum(g_w, mask)
+    if public_loss is not None:
+        def total(th, ww):
+            # the ghost forward pass: model.apply's values, with a CPU gradient that stays
+            # fast inside lax.scan (privacy.ghost._conv2d_same)
+            out = _ghost.cnn_forward(model, th, batch["x"])[0]
+            return jnp.sum(jax.vmap(public_loss, in_axes=(0, None, 0))(out, ww, batch) * mask)
+
+        p_th, p_w = jax.grad(total, argnums=(0, 1))(theta, w)
+        s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
+        s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
+    return _Sums(s_th, s_w, c_th, c_w, None)
+
+
+def _sums_fn(theta0: PyTree, private_loss, public_loss, hparams: SGDAHparams, linear: bool, cnn_model: Any):
+    """The gradient path: ``(theta, w, batch, mask) -> _Sums``."""
+    if linear and not (isinstance(theta0, dict) and "w" in theta0 and set(theta0) <= {"w", "b"}):
+        raise ValueError('linear=True needs theta as {"w": [d, out], "b": [out]} (models.logistic layout).')
+    if cnn_model is not None:
+        if linear:
+            raise ValueError("pass linear=True or cnn_model, not both.")
+        if getattr(cnn_model, "name", None) != "cnn":
+            raise ValueError("cnn_model must be a dpfair_jax.models.cnn(...) model.")
+        return lambda th, w, b, mk: _cnn_sums(cnn_model, private_loss, public_loss, hparams, th, w, b, mk)
+    path = _glm_sums if linear else _generic_sums
+    return lambda th, w, b, mk: path(private_loss, public_loss, hparams, th, w, b, mk)
+
+
+# ------------------------------------------------------------------------------------------------
+# noise and update
+# ------------------------------------------------------------------------------------------------
+def _noisy_sums(key: jax.Array, sums: _Sums, theta: PyTree, w: PyTree, std_theta, std_w):
+    """Gaussian noise on the clipped sums (independent draws for theta and w), then the public
+    sums of the generic path."""
+    k1, k2 = jax.random.split(key)
+    s_th = jax.tree_util.tree_map(jnp.add, sums.theta, _noise_like(k1, theta, std_theta))
+    s_w = jax.tree_util.tree_map(jnp.add, sums.w, _noise_like(k2, w, std_w))
+    if sums.public is not None:
+        p_th, p_w = sums.public
+        s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
+        s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
+    return s_th, s_w
+
+
+def _update(theta: PyTree, w: PyTree, s_th: PyTree, s_w: PyTree, hparams: SGDAHparams, config: SGDAConfig):
+    """Simultaneous step: ``theta - lr_theta g / m`` and ``Proj_W(w + lr_w h / m)``."""
+    m = config.batch_size
+    new_theta = jax.tree_util.tree_map(lambda a, g: a - hparams.lr_theta * g / m, theta, s_th)
+    new_w = project(
+        jax.tree_util.tree_map(lambda a, g: a + hparams.lr_w * g / m, w, s_w),
+        hparams.radius, config.projection,
+    )
+    return new_theta, new_w
+
+
+def _step_stats(trunc: jax.Array, sums: _Sums, mask: jax.Array) -> tuple:
+    denom = jnp.maximum(jnp.sum(mask), 1.0)
+    return trunc.astype(jnp.float32), jnp.sum(sums.c_theta * mask) / denom, jnp.sum(sums.c_w * mask) / denom
+
+
+def _check_run(key: jax.Array, n: int, hparams: SGDAHparams, config: SGDAConfig) -> None:
+    config.validate(n)
+    v.check_threefry_key(key)
+    for name in ("lr_theta", "lr_w", "radius"):
+        v.check_positive(name, getattr(hparams, name), allow_inf=(name == "radius"))
+    for name in ("clip_theta", "clip_w"):
+        v.check_positive(name, getattr(hparams, name), allow_inf=True, allow_zero=True)
+    for name in ("noise_theta", "noise_w"):
+        v.check_noise_multiplier(getattr(hparams, name), name)
+    spe = n // config.batch_size
+    if config.sampling == "shuffle" and config.steps % spe:
+        raise ValueError(
+            f"steps ({config.steps}) must be a multiple of the steps per epoch n // batch_size = {spe} "
+            "for sampling='shuffle'; use epochs * (n // batch_size) steps."
+        )
 
 
 @full_precision
@@ -284,145 +466,29 @@ def dpsgda(
     """
     n = _n_rows(data)
     if validate:
-        config.validate(n)
-        v.check_threefry_key(key)
-        for name in ("lr_theta", "lr_w", "radius"):
-            v.check_positive(name, getattr(hparams, name), allow_inf=(name == "radius"))
-        for name in ("clip_theta", "clip_w"):
-            v.check_positive(name, getattr(hparams, name), allow_inf=True, allow_zero=True)
-        for name in ("noise_theta", "noise_w"):
-            v.check_noise_multiplier(getattr(hparams, name), name)
-    m = config.batch_size
+        _check_run(key, n, hparams, config)
     k_batch, k_noise, k_iter = jax.random.split(key, 3)
     k_batch = k_batch if batch_key is None else batch_key
-    T = config.steps
-    if config.sampling == "shuffle" and validate and T % (n // m):
-        raise ValueError(
-            f"steps ({T}) must be a multiple of the steps per epoch n // batch_size = {n // m} "
-            "for sampling='shuffle'; use epochs * (n // batch_size) steps."
-        )
-    t_hat = jax.random.randint(k_iter, (), 1, T + 1)  # returned iterate index for "random"
+    t_hat = jax.random.randint(k_iter, (), 1, config.steps + 1)  # returned iterate index for "random"
     fct = float(config.sensitivity_factor)
     std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)
     std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)
-    priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(0 if linear else None, None, 0))
-    if linear and not (isinstance(theta0, dict) and "w" in theta0 and set(theta0) <= {"w", "b"}):
-        raise ValueError('linear=True needs theta as {"w": [d, out], "b": [out]} (models.logistic layout).')
-    if cnn_model is not None:
-        from dpfair_jax.privacy import ghost as _ghost
-
-        if linear:
-            raise ValueError("pass linear=True or cnn_model, not both.")
-        if getattr(cnn_model, "name", None) != "cnn":
-            raise ValueError("cnn_model must be a dpfair_jax.models.cnn(...) model.")
-
-    def public_grad(theta, w, batch, mask):
-        def total(th, ww):
-            vals = jax.vmap(public_loss, in_axes=(None, None, 0))(th, ww, batch)
-            return jnp.sum(vals * mask)
-
-        return jax.grad(total, argnums=(0, 1))(theta, w)
-
-    def weighted_sum(tree, mask):
-        return jax.tree_util.tree_map(lambda x: jnp.tensordot(mask.astype(x.dtype), x, axes=1), tree)
-
-    def glm_sums(theta, w, batch, mask):
-        x = batch["x"]
-        z = x @ theta["w"]
-        if "b" in theta:
-            z = z + theta["b"]
-        gz, g_w = priv_grad(z, w, batch)  # [B, out], tree [B, ...]
-        sq = jnp.sum(x * x, axis=1) + (1.0 if "b" in theta else 0.0)
-        norm = jnp.sqrt(jnp.sum(gz * gz, axis=1) * sq)
-        clip = jnp.asarray(hparams.clip_theta, norm.dtype)
-        fac = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
-        c_th = (norm > clip).astype(norm.dtype)
-        coef = gz * (fac * mask)[:, None]  # [B, out]
-        g_w, c_w = clip_tree(g_w, hparams.clip_w)
-        s_w = weighted_sum(g_w, mask)
-        if public_loss is not None:
-            pz, p_w = jax.vmap(jax.grad(public_loss, argnums=(0, 1)), in_axes=(0, None, 0))(z, w, batch)
-            coef = coef + pz * mask[:, None]
-            s_w = jax.tree_util.tree_map(jnp.add, s_w, weighted_sum(p_w, mask))
-        s_th = {"w": (coef.T @ x).T}
-        if "b" in theta:
-            s_th["b"] = jnp.sum(coef, axis=0)
-        return s_th, s_w, c_th, c_w
-
-    def cnn_sums(theta, w, batch, mask):
-        def out_loss(out, ex):
-            return jax.vmap(private_loss, in_axes=(0, None, 0))(out, w, ex)
-
-        gh = _ghost.cnn_ghost_backward(cnn_model, theta, batch["x"], batch, out_loss)
-        norm = gh.norms
-        clip = jnp.asarray(hparams.clip_theta, norm.dtype)
-        fac = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
-        c_th = (norm > clip).astype(norm.dtype)
-        s_th = _ghost.cnn_weighted_grad(cnn_model, gh, fac * mask)
-        g_w = jax.vmap(jax.grad(private_loss, argnums=1), in_axes=(0, None, 0))(gh.outputs, w, batch)
-        g_w, c_w = clip_tree(g_w, hparams.clip_w)
-        s_w = weighted_sum(g_w, mask)
-        if public_loss is not None:
-            def total(th, ww):
-                # the ghost forward pass: model.apply's values, with a CPU gradient that stays
-                # fast inside lax.scan (privacy.ghost._conv2d_same)
-                out = _ghost.cnn_forward(cnn_model, th, batch["x"])[0]
-                return jnp.sum(jax.vmap(public_loss, in_axes=(0, None, 0))(out, ww, batch) * mask)
-
-            p_th, p_w = jax.grad(total, argnums=(0, 1))(theta, w)
-            s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
-            s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
-        return s_th, s_w, c_th, c_w
+    sums_fn = _sums_fn(theta0, private_loss, public_loss, hparams, linear, cnn_model)
 
     def step(carry, t, idx, mask, trunc):
         theta, w, sel_theta, sel_w = carry
         batch = jax.tree_util.tree_map(lambda a: a[idx], data)
-        kt = jax.random.fold_in(k_noise, t)
-        k1, k2 = jax.random.split(kt)
-        if linear or cnn_model is not None:
-            s_th, s_w, c_th, c_w = (glm_sums if linear else cnn_sums)(theta, w, batch, mask)
-            s_th = jax.tree_util.tree_map(jnp.add, s_th, _noise_like(k1, theta, std_theta))
-            s_w = jax.tree_util.tree_map(jnp.add, s_w, _noise_like(k2, w, std_w))
-        else:
-            g_th, g_w = priv_grad(theta, w, batch)
-            g_th, c_th = clip_tree(g_th, hparams.clip_theta)
-            g_w, c_w = clip_tree(g_w, hparams.clip_w)
-            s_th = jax.tree_util.tree_map(jnp.add, weighted_sum(g_th, mask), _noise_like(k1, theta, std_theta))
-            s_w = jax.tree_util.tree_map(jnp.add, weighted_sum(g_w, mask), _noise_like(k2, w, std_w))
-            if public_loss is not None:
-                p_th, p_w = public_grad(theta, w, batch, mask)
-                s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
-                s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
-        new_theta = jax.tree_util.tree_map(lambda a, g: a - hparams.lr_theta * g / m, theta, s_th)
-        new_w = project(
-            jax.tree_util.tree_map(lambda a, g: a + hparams.lr_w * g / m, w, s_w),
-            hparams.radius, config.projection,
-        )
+        sums = sums_fn(theta, w, batch, mask)
+        s_th, s_w = _noisy_sums(jax.random.fold_in(k_noise, t), sums, theta, w, std_theta, std_w)
+        new_theta, new_w = _update(theta, w, s_th, s_w, hparams, config)
         if config.iterate == "random":
             pick = (t + 1) == t_hat
             sel_theta = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_theta, new_theta)
             sel_w = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_w, new_w)
-        denom = jnp.maximum(jnp.sum(mask), 1.0)
-        stats = (trunc.astype(jnp.float32), jnp.sum(c_th * mask) / denom, jnp.sum(c_w * mask) / denom)
-        return (new_theta, new_w, sel_theta, sel_w), stats
+        return (new_theta, new_w, sel_theta, sel_w), _step_stats(trunc, sums, mask)
 
-    init = (theta0, w0, theta0, w0)
-    if config.sampling == "shuffle":
-        spe = n // m
-        ones = jnp.ones((m,), jnp.float32)
-
-        def epoch(carry, e):
-            perm = jax.random.permutation(jax.random.fold_in(k_batch, e), n)
-            batches = perm[: spe * m].reshape(spe, m).astype(jnp.int32)
-            inner = lambda c, xs: step(c, xs[0], xs[1], ones, jnp.asarray(False))
-            return jax.lax.scan(inner, carry, (e * spe + jnp.arange(spe), batches))
-
-        final, stats = jax.lax.scan(epoch, init, jnp.arange(T // spe))
-        stats = jax.tree_util.tree_map(jnp.ravel, stats)
-    else:
-        draw = _draw_fn(k_batch, n, config)
-        final, stats = jax.lax.scan(lambda c, t: step(c, t, *draw(t)), init, jnp.arange(T))
-    (theta, w, sel_theta, sel_w), (trunc, cth, cw) = final, stats
+    final, (trunc, cth, cw) = _scan_batches(step, (theta0, w0, theta0, w0), k_batch, n, config)
+    theta, w, sel_theta, sel_w = final
     diag = {
         "truncated_steps": jnp.sum(trunc),
         "clipped_frac_theta": jnp.mean(cth),
