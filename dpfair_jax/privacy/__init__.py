@@ -24,3 +24,4 @@ from .mechanisms import (  # noqa: F401
     laplace_noise,
 )
 from .selection import RandomStopping, SelectionResult, calibrate_for_selection, random_stopping_search, select_nonprivate, selection_epsilon  # noqa: F401
+from .bounding import clip_to_interval, clip_to_norm, norm_clip_divisor  # noqa: F401
