@@ -6,6 +6,7 @@ coordinator errors within its timeout; the launcher's and ``initialize``'s envir
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -39,11 +40,11 @@ KEY = jax.random.key(0)
 GRID = {"sigma": [0.0, 0.5, 2.0], "clip": [0.5, 1.0]}
 
 
-def reduce_trial(k: jax.Array) -> dict:
-    """A matrix product and reductions (their compiled form may depend on the chunk shape)."""
-    z = jax.random.normal(k, (65, 3))
-    x, w = z[:64], z[64]
-    r = x @ w
+def reduce_trial(k: jax.Array, data: dict) -> dict:
+    """A matrix product and reductions (their compiled form may depend on the chunk shape), with
+    ``data`` shared by all trials (replicated on every process)."""
+    x = jax.random.normal(k, (64, 3)) * data["scale"]
+    r = x @ data["w"]
     return {"m": jnp.sum(jnp.tanh(r) * x[:, 0]), "g": r @ x}
 
 
@@ -55,17 +56,17 @@ def dp_point(k: jax.Array, sigma: jax.Array, clip: jax.Array) -> dict:
     return {"est": est, "pair": jnp.stack([est, clipped.mean()])}
 
 
-def data_trial(k: jax.Array, data: dict) -> dict:
-    return {"s": jnp.sum(data["x"] * jax.random.normal(k, data["x"].shape))}
+DATA = {"w": jnp.array([0.5, -1.0, 2.0]), "scale": jnp.arange(1.0, 4.0)}
 
 
 def _compute(mesh) -> dict[str, np.ndarray]:
-    """The three engine paths; 37 trials over 4 devices in chunks of 3 (padding included)."""
-    r = mc.gather(mc.run_trials(reduce_trial, KEY, 37, chunk_size=3, mesh=mesh))
+    """run_trials (37 trials over 4 devices in chunks of 3, padding included) and a 3 x 2 x 6 sweep."""
+    r = mc.gather(mc.run_trials(reduce_trial, KEY, 37, chunk_size=3, mesh=mesh, data=DATA))
     s = mc.gather(mc.sweep(dp_point, KEY, GRID, 6, chunk_size=3, mesh=mesh))
-    q = mc.gather(mc.run_trials(data_trial, KEY, 9, chunk_size=2, mesh=mesh,
-                                data={"x": jnp.arange(5.0, dtype=jnp.float32)}))
-    return {"m": r["m"], "g": r["g"], "est": s.values["est"], "pair": s.values["pair"], "s": q["s"]}
+    assert isinstance(s, mc.SweepResult)
+    out = {"m": r["m"], "g": r["g"], "est": s.values["est"], "pair": s.values["pair"]}
+    assert all(isinstance(v, np.ndarray) for v in out.values())  # host-local NumPy on every process
+    return out
 
 
 _ENGINE_WORKER = textwrap.dedent(
@@ -102,7 +103,8 @@ def test_run_trials_and_sweep_two_processes_equal_one(tmp_path: Path):
     proc = _launch([str(worker)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     with _cpu():
-        ref = _compute(None)  # one process, one device, the same chunk shape
+        ref = _compute(None)  # one process, one device, the same chunk shape (gather: plain copies)
+    assert mc.is_primary()
     for i in (0, 1):
         got = np.load(tmp_path / f"p{i}.npz")
         assert int(got["processes"]) == 2 and int(got["devices"]) == 4
@@ -231,12 +233,170 @@ def test_child_env_and_cluster_detection():
         launch.initialize({launch.ENV_COORDINATOR: "h:1", launch.ENV_NUM_PROCESSES: "two", launch.ENV_PROCESS_ID: "0"})
 
 
-def test_gather_single_process_is_numpy():
-    with _cpu():
-        r = mc.run_trials(reduce_trial, KEY, 5, chunk_size=2)
-        g = mc.gather(r)
-        s = mc.gather(mc.sweep(dp_point, KEY, GRID, 2))
-    assert all(isinstance(v, np.ndarray) for v in g.values())
-    np.testing.assert_array_equal(g["m"], np.asarray(r["m"]))
-    assert isinstance(s, mc.SweepResult) and isinstance(s.values["est"], np.ndarray)
-    assert s.values["est"].shape == (3, 2, 2) and mc.is_primary()
+# --------------------------------------------------------------------------------------------
+# the study runner across processes
+
+_STUDY = textwrap.dedent(
+    '''
+    """A small study: 6 resumable chunks of a noisy-mean sweep, tables, claims, privacy, a figure."""
+    import os
+    import time
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from dpfair_jax import launch
+    from dpfair_jax import montecarlo as mc
+    from dpfair_jax.runner import Experiment, register
+
+    CONFIGS = {"quick": {"seed": 0, "sigmas": [0.5, 1.0, 2.0], "blocks": 6, "trials": 48}}
+
+
+    def trial(key, sigma):
+        z = jax.random.normal(key, (33,))
+        x = z[:32]
+        return {"est": (jnp.clip(x, -1.0, 1.0).sum() + sigma * z[32]) / 32.0, "sq": jnp.mean(x @ x)}
+
+
+    def run(config, ctx):
+        if os.environ.get("MP_STUDY_PIDS"):
+            with open(os.path.join(os.environ["MP_STUDY_PIDS"], f"pid{launch.process_index()}"), "w") as fh:
+                fh.write(str(os.getpid()))
+        pause = float(os.environ.get("MP_STUDY_SLEEP", "0"))
+
+        def compute(chunk):
+            time.sleep(pause)
+            key = jax.random.fold_in(jax.random.key(config["seed"]), chunk["block"])
+            frame = mc.sweep(trial, key, {"sigma": config["sigmas"]}, config["trials"], chunk_size=16).to_frame()
+            frame.insert(0, "block", chunk["block"])
+            return frame
+
+        table = ctx.map_chunks([{"block": b} for b in range(config["blocks"])], compute, desc="noisy_mean")
+        ctx.save_table(table, "results")
+        summary = table.groupby("sigma")["est"].agg(["mean", "std", "count"]).reset_index()
+        ctx.save_table(summary, "summary")
+        z = float((summary["mean"].abs() / (summary["std"] / np.sqrt(summary["count"]))).max())
+        ctx.add_claim("mp_mean_centred", "the clipped noisy mean of a symmetric sample is centred at 0",
+                      measured=z, target="max |z| <= 4", passed=z <= 4)
+        extra = np.asarray(mc.run_trials(lambda k: jax.random.normal(k, (8,)).sum(), jax.random.key(1), 40))
+        ctx.add_claim("mp_replicated", "run_trials outside map_chunks (every process computes it)",
+                      measured=float(extra.mean()), target="finite", passed=bool(np.isfinite(extra.mean())))
+        ctx.record_privacy("noisy_mean", {"rho": 0.5, "relation": "replace_one", "unit": "example"})
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots()
+        ax.plot(summary["sigma"], summary["std"])
+        ctx.save_figure(fig, "std")
+
+
+    register(Experiment("mp_study", "kit", "multi-process test study", CONFIGS, run))
+    '''
+)
+
+# process i runs the CLI in <base>/p<i>: a file written by process 1 would land apart from process 0's
+_CHDIR_CLI = textwrap.dedent(
+    """
+    import os, sys
+    os.chdir(os.path.join(sys.argv[1], "p" + os.environ["DPFAIR_PROCESS_ID"]))
+    from dpfair_jax.cli import main
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+_OUTPUTS = ("results.csv", "summary.csv", "claims.json", "privacy.json", "figures/std.png")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("studies")
+    (root / "mp_study").mkdir()
+    (root / "mp_study" / "study.py").write_text(_STUDY)
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_process_run(study: Path, tmp_path_factory) -> Path:
+    """``dpfair reproduce`` of the study by 2 processes x 2 host devices; returns the base folder."""
+    if _gloo_missing():
+        pytest.skip(_gloo_missing())
+    base = tmp_path_factory.mktemp("two")
+    (base / "p0").mkdir()
+    (base / "p1").mkdir()
+    wrapper = base / "chdir_cli.py"
+    wrapper.write_text(_CHDIR_CLI)
+    proc = _launch([str(wrapper), str(base), "reproduce", "--quick", "--experiments", str(study),
+                    "--out", "results", "--no-progress"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("mp_study: complete") == 1, proc.stdout  # process 0 prints
+    return base
+
+
+@needs_gloo
+def test_study_two_processes_written_once_by_process_0(two_process_run: Path):
+    run = two_process_run / "p0" / "results" / "runs" / "mp_study"
+    for name in _OUTPUTS:
+        assert (run / name).is_file(), name
+    assert (two_process_run / "p0" / "results" / "report" / "REPORT.md").is_file()
+    assert not any((two_process_run / "p1").iterdir())  # process 1 computed but wrote nothing
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["devices"]["process_count"] == 2
+    assert meta["devices"]["device_count"] == 4 and meta["chunks"] == {"computed": 6, "reused": 0, "corrupt": 0}
+    assert len(list((run / "chunks").glob("*.json"))) == 6
+    claims = json.loads((run / "claims.json").read_text())
+    assert [c["id"] for c in claims] == ["mp_mean_centred", "mp_replicated"] and all(c["passed"] for c in claims)
+
+
+def _children_pids(folder: Path, timeout: float = 90) -> dict[int, int]:
+    _wait_for(folder / "pid0", timeout)
+    _wait_for(folder / "pid1", timeout)
+    return {i: int((folder / f"pid{i}").read_text()) for i in (0, 1)}
+
+
+@needs_gloo
+def test_study_killed_process_ends_both_and_resumes_with_one(study: Path, two_process_run: Path, tmp_path: Path):
+    out = tmp_path / "results"
+    chunk_dir = out / "runs" / "mp_study" / "chunks"
+    env = dict(os.environ, MP_STUDY_SLEEP="0.4", MP_STUDY_PIDS=str(tmp_path))
+    cmd = [sys.executable, "-m", "dpfair_jax", "run", "mp_study", "--quick", "--processes", "2",
+           "--devices-per-process", "2", "--experiments", str(study), "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = _children_pids(tmp_path)
+        deadline = time.monotonic() + 90
+        while len(list(chunk_dir.glob("*.json"))) < 2:  # the first round (one chunk per process) is saved
+            assert time.monotonic() < deadline and proc.poll() is None, "no chunk was saved"
+            time.sleep(0.02)
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGKILL, err[-2000:]
+    assert "process 1 of 2 was killed by signal 9" in err and took < 3.0 + 10.0
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pids[0], 0)
+        pytest.fail("process 0 still runs after the launcher returned")
+    saved = len(list(chunk_dir.glob("*.json")))
+    assert 2 <= saved < 6
+
+    # the rerun by one process computes only the missing chunks and gives the 2-process outputs
+    resumed = subprocess.run([sys.executable, "-m", "dpfair_jax", "run", "mp_study", "--quick", "--experiments",
+                              str(study), "--out", str(out), "--no-progress"], capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run = out / "runs" / "mp_study"
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["devices"]["process_count"] == 1
+    assert meta["chunks"] == {"computed": 6 - saved, "reused": saved, "corrupt": 0}
+    ref = two_process_run / "p0" / "results" / "runs" / "mp_study"
+    for name in _OUTPUTS[:4]:
+        assert (run / name).read_bytes() == (ref / name).read_bytes(), name
+
+
+def test_cli_processes_bad_input(capsys):
+    from dpfair_jax import cli
+
+    assert cli.main(["run", "mp_study", "--processes", "0"]) == 2
+    assert "--processes must be >= 1" in capsys.readouterr().err
