@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
@@ -198,14 +199,6 @@ def project(w: PyTree, radius: Any, kind: str) -> PyTree:
     norm = jnp.sqrt(sq)
     scale = jnp.where(norm <= radius, 1.0, radius / jnp.maximum(norm, _TINY))
     return jax.tree_util.tree_map(lambda x: x * scale, w)
-
-
-def _noise_like(key: jax.Array, tree: PyTree, std: Any) -> PyTree:
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    keys = jax.random.split(key, len(leaves))
-    return jax.tree_util.tree_unflatten(
-        treedef, [std * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
-    )
 
 
 def _noise_std(z: Any, clip: Any, factor: float) -> jax.Array:
@@ -368,12 +361,12 @@ def _sums_fn(theta0: PyTree, private_loss, public_loss, hparams: SGDAHparams, li
 # ------------------------------------------------------------------------------------------------
 # noise and update
 # ------------------------------------------------------------------------------------------------
-def _noisy_sums(key: jax.Array, sums: _Sums, theta: PyTree, w: PyTree, std_theta, std_w):
-    """Gaussian noise on the clipped sums (independent draws for theta and w), then the public
-    sums of the generic path."""
+def _noisy_sums(key: jax.Array, sums: _Sums, std_theta: jax.Array, std_w: jax.Array):
+    """Gaussian noise on the clipped sums (:func:`dpfair_jax.privacy.mechanisms.gaussian_mechanism`,
+    independent draws for theta and w, one key per leaf), then the public sums of the generic path."""
     k1, k2 = jax.random.split(key)
-    s_th = jax.tree_util.tree_map(jnp.add, sums.theta, _noise_like(k1, theta, std_theta))
-    s_w = jax.tree_util.tree_map(jnp.add, sums.w, _noise_like(k2, w, std_w))
+    s_th = _mech.gaussian_mechanism(k1, sums.theta, std_theta)
+    s_w = _mech.gaussian_mechanism(k2, sums.w, std_w)
     if sums.public is not None:
         p_th, p_w = sums.public
         s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
@@ -479,7 +472,7 @@ def dpsgda(
         theta, w, sel_theta, sel_w = carry
         batch = jax.tree_util.tree_map(lambda a: a[idx], data)
         sums = sums_fn(theta, w, batch, mask)
-        s_th, s_w = _noisy_sums(jax.random.fold_in(k_noise, t), sums, theta, w, std_theta, std_w)
+        s_th, s_w = _noisy_sums(jax.random.fold_in(k_noise, t), sums, std_theta, std_w)
         new_theta, new_w = _update(theta, w, s_th, s_w, hparams, config)
         if config.iterate == "random":
             pick = (t + 1) == t_hat
