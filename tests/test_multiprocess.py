@@ -384,7 +384,7 @@ def test_study_killed_process_ends_both_and_resumes_with_one(study: Path, two_pr
     # the rerun by one process computes only the missing chunks and gives the 2-process outputs
     resumed = subprocess.run([sys.executable, "-m", "dpfair_jax", "run", "mp_study", "--quick", "--experiments",
                               str(study), "--out", str(out), "--no-progress"], capture_output=True, text=True,
-                             timeout=300)
+                             timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))  # as the launched processes
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = out / "runs" / "mp_study"
     meta = json.loads((run / "meta.json").read_text())
