@@ -4,12 +4,15 @@ before any compute, with a ValueError naming the field."""
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dpfair_jax import compile_cache as cc
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.algorithms import pfld
+from dpfair_jax.algorithms import sgda as S
 from dpfair_jax.data import make_dataset
 
 
@@ -29,10 +32,12 @@ def test_every_hparam_field_is_checked_before_compute(field, value):
     ds = _data()
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=2, batch_size=10)
     hp = F.FermiHparams()._replace(**{field: value})
+    key = jax.random.key(0)
     for fit in (F.fit, pfld.fit):
-        with pytest.raises(ValueError, match=field):
-            fit(jax.random.key(0), ds, hp, cfg if fit is F.fit else pfld.config(
-                model=M.logistic(), num_groups=2, steps=2, batch_size=10))
+        c = cfg if fit is F.fit else pfld.config(model=M.logistic(), num_groups=2, steps=2, batch_size=10)
+        with cc.track_compiles() as st, pytest.raises(ValueError, match=field):
+            fit(key, ds, hp, c)
+        assert st.compiles == 0, st.programs
 
 
 def test_infinite_clip_and_radius_are_allowed():
@@ -44,3 +49,52 @@ def test_model_input_dim_must_match_the_data():
     cfg = F.FermiConfig(model=M.logistic(input_dim=5), num_groups=2, steps=2, batch_size=10)
     with pytest.raises(ValueError, match="input_dim=3"):
         F.fit(jax.random.key(0), ds, F.FermiHparams(), cfg)
+
+
+def test_infinite_clip_with_noise_is_refused():
+    ds = _data()
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=2, batch_size=10)
+    for clip, noise in (("clip_theta", "noise_theta"), ("clip_w", "noise_w")):
+        hp = F.FermiHparams()._replace(**{clip: math.inf, noise: 1.0})
+        with pytest.raises(ValueError, match=f"{clip}=inf"):
+            F.fit(jax.random.key(0), ds, hp, cfg)
+
+
+def test_shuffled_steps_must_fill_whole_epochs():
+    """A shuffled run whose steps are not whole epochs would run fewer steps than it accounts."""
+    ds = _data(n=40)
+    cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=5, batch_size=10, sampling="shuffle")
+    with pytest.raises(ValueError, match="steps"):
+        F.fit(jax.random.key(0), ds, F.FermiHparams(), cfg)
+    F.FermiConfig(model=M.logistic(), num_groups=2, steps=8, batch_size=10, sampling="shuffle").validate(40)
+
+
+def test_hparams_of_the_wrong_type_are_refused():
+    with pytest.raises(ValueError, match="FermiHparams"):
+        F.check_hparams({"lam": 1.0})
+    with pytest.raises(ValueError, match="SGDAHparams"):
+        S.check_hparams(F.FermiHparams())
+
+
+@pytest.mark.parametrize("field, value", [
+    ("lr_theta", math.nan), ("lr_w", -0.1), ("lr_w", math.inf),
+    ("clip_theta", 0.0), ("clip_w", -1.0), ("radius", 0.0),
+    ("noise_theta", -1.0), ("noise_w", math.inf), ("noise_w", math.nan),
+])
+def test_every_sgda_hparam_field_is_checked_before_compute(field, value):
+    x = {"x": np.zeros((20, 2), np.float32)}
+    hp = S.SGDAHparams()._replace(**{field: value})
+    loss = lambda t, w, e: jnp.sum(t * e["x"]) + jnp.sum(w)  # noqa: E731
+    args = (jax.random.key(0), x, jnp.zeros(2), jnp.zeros(1), hp, S.SGDAConfig(steps=2, batch_size=5))
+    with cc.track_compiles() as st, pytest.raises(ValueError, match=field):
+        S.dpsgda(*args, private_loss=loss)
+    assert st.compiles == 0, st.programs
+
+
+@pytest.mark.parametrize("field, value", [("steps", 0), ("batch_size", 0), ("batch_size", 50),
+                                          ("max_batch_size", 3), ("sampling", "swap")])
+def test_every_sgda_config_field_is_checked(field, value):
+    cfg = dict(steps=2, batch_size=5)
+    cfg[field] = value
+    with pytest.raises(ValueError, match=field):
+        S.SGDAConfig(**cfg).validate(20)

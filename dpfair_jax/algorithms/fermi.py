@@ -405,16 +405,14 @@ def _check_data(data: Dataset, config: FermiConfig) -> None:
 
 def check_hparams(hparams: FermiHparams) -> FermiHparams:
     """Refuse, on the host and before any compute, every :class:`FermiHparams` field out of range:
-    ``lam >= 0`` finite; step sizes ``> 0`` finite; clip norms and radius ``> 0`` (``inf`` allowed:
-    no clipping / no projection); noise multipliers ``>= 0`` finite. Traced values are skipped
-    (checked where they were made)."""
+    ``lam >= 0`` finite; the DP-SGDA fields as :func:`dpfair_jax.algorithms.sgda.check_hparams`
+    (step sizes ``> 0`` finite; clip norms and radius ``> 0``, ``inf`` allowed: no clipping / no
+    projection, an infinite clip only with zero noise; noise multipliers ``>= 0`` finite). Traced
+    values are skipped (checked where they were made). Returns ``hparams``."""
+    if not isinstance(hparams, FermiHparams):
+        raise ValueError(f"hparams must be a fermi.FermiHparams, got {type(hparams).__name__}.")
     v.check_positive("lam", hparams.lam, allow_zero=True)
-    for name in ("lr_theta", "lr_w"):
-        v.check_positive(name, getattr(hparams, name))
-    for name in ("clip_theta", "clip_w", "radius"):
-        v.check_positive(name, getattr(hparams, name), allow_inf=True)
-    for name in ("noise_theta", "noise_w"):
-        v.check_noise_multiplier(getattr(hparams, name), name)
+    sgda.check_hparams(sgda.SGDAHparams(**{f: getattr(hparams, f) for f in sgda.SGDAHparams._fields}))
     return hparams
 
 

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import mechanisms as _mech
@@ -66,6 +67,7 @@ __all__ = [
     "poisson_indices",
     "project",
     "clip_tree",
+    "check_hparams",
     "default_max_batch_size",
 ]
 
@@ -103,6 +105,12 @@ class SGDAConfig:
             raise ValueError(f"batch_size ({self.batch_size}) must be <= n ({n}); lower batch_size.")
         if self.max_batch_size is not None:
             v.check_int("max_batch_size", self.max_batch_size, minimum=self.batch_size)
+        spe = n // self.batch_size
+        if self.sampling == "shuffle" and self.steps % spe:
+            raise ValueError(
+                f"steps ({self.steps}) must be a multiple of the steps per epoch n // batch_size = {spe} "
+                "for sampling='shuffle'; use epochs * (n // batch_size) steps."
+            )
         return self
 
     def padded_batch(self, n: int) -> int:
@@ -390,21 +398,38 @@ def _step_stats(trunc: jax.Array, sums: _Sums, mask: jax.Array) -> tuple:
     return trunc.astype(jnp.float32), jnp.sum(sums.c_theta * mask) / denom, jnp.sum(sums.c_w * mask) / denom
 
 
+def _check_noise_with_clip(hparams: Any) -> None:
+    """A positive noise multiplier on an unclipped (``clip = inf``) update would add infinite noise."""
+    for z_name, c_name in (("noise_theta", "clip_theta"), ("noise_w", "clip_w")):
+        z, c = getattr(hparams, z_name), getattr(hparams, c_name)
+        if isinstance(z, jax.core.Tracer) or isinstance(c, jax.core.Tracer):
+            continue
+        if np.any(np.isinf(np.asarray(c, np.float64)) & (np.asarray(z, np.float64) > 0)):
+            raise ValueError(f"{c_name}=inf (no clipping) with {z_name} > 0 adds infinite noise; use a "
+                             f"finite {c_name} or {z_name}=0.")
+
+
+def check_hparams(hparams: SGDAHparams) -> SGDAHparams:
+    """Refuse, on the host and before any compute, every :class:`SGDAHparams` field out of range:
+    step sizes ``> 0`` finite; clip norms and radius ``> 0`` (``inf`` allowed: no clipping / no
+    projection; an infinite clip only with zero noise); noise multipliers ``>= 0`` finite. Traced
+    values are skipped (checked where they were made). Returns ``hparams``."""
+    if not isinstance(hparams, SGDAHparams):
+        raise ValueError(f"hparams must be an sgda.SGDAHparams, got {type(hparams).__name__}.")
+    for name in ("lr_theta", "lr_w"):
+        v.check_positive(name, getattr(hparams, name))
+    for name in ("clip_theta", "clip_w", "radius"):
+        v.check_positive(name, getattr(hparams, name), allow_inf=True)
+    for name in ("noise_theta", "noise_w"):
+        v.check_noise_multiplier(getattr(hparams, name), name)
+    _check_noise_with_clip(hparams)
+    return hparams
+
+
 def _check_run(key: jax.Array, n: int, hparams: SGDAHparams, config: SGDAConfig) -> None:
     config.validate(n)
     v.check_threefry_key(key)
-    for name in ("lr_theta", "lr_w", "radius"):
-        v.check_positive(name, getattr(hparams, name), allow_inf=(name == "radius"))
-    for name in ("clip_theta", "clip_w"):
-        v.check_positive(name, getattr(hparams, name), allow_inf=True, allow_zero=True)
-    for name in ("noise_theta", "noise_w"):
-        v.check_noise_multiplier(getattr(hparams, name), name)
-    spe = n // config.batch_size
-    if config.sampling == "shuffle" and config.steps % spe:
-        raise ValueError(
-            f"steps ({config.steps}) must be a multiple of the steps per epoch n // batch_size = {spe} "
-            "for sampling='shuffle'; use epochs * (n // batch_size) steps."
-        )
+    check_hparams(hparams)
 
 
 @full_precision
