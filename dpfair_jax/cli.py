@@ -16,8 +16,13 @@ else ``./results``. An interrupted ``run`` or
 ``reproduce`` resumes where it stopped when run again (finished sweep chunks are kept); ``--fresh``
 discards them. ``--processes N`` runs ``run``/``reproduce`` as N local CPU processes
 (``python -m dpfair_jax.launch``, see ``docs/multihost.md``): every process computes, process 0
-writes and prints. Bad input exits with status 2 and a one-line message; a failed experiment or
-benchmark with status 1; Ctrl-C with 130.
+writes and prints. Bad input exits with status 2 and a one-line message (an unknown experiment or
+key, a ``--set`` value of the wrong type or out of range, a given path that does not exist), before
+any compute; a failed experiment, benchmark or audit with status 1; Ctrl-C with 130. Claims that do
+not hold are results, not errors (status 0). ``run``, ``reproduce`` and ``audit`` keep compiled
+programs in the persistent compilation cache (``--compile-cache DIR``, else
+``$DPFAIR_COMPILE_CACHE``, ``off`` to disable, else ``~/.cache/dpfair_jax/xla``; see
+:func:`dpfair_jax.compile_cache.configure`).
 """
 
 from __future__ import annotations
@@ -74,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dpfair`` argument parser."""
     parser = _Parser(prog=PROG, description="dpfair_jax: differentially private and fair ML experiments.")
     parser.add_argument("--compile-cache", metavar="DIR", default=None,
-                        help="persistent XLA compilation cache directory (default: $DPFAIR_COMPILE_CACHE)")
+                        help="persistent XLA compilation cache directory (default: $DPFAIR_COMPILE_CACHE, "
+                             "'off' to disable, else ~/.cache/dpfair_jax/xla)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -150,18 +156,21 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 
 def _summary(result: Any) -> str:
-    """One line per run: claims passed / failed / skipped, and formula checks passed, counted apart."""
+    """One line per run: claims by status (skipped apart), formula checks apart, chunks reused."""
     from dpfair_jax.runner.report import row_kind, row_status
 
     claims = [c for c in result.claims if row_kind(c) == "claim"]
     checks = [c for c in result.claims if row_kind(c) == "formula"]
     status = [row_status(c) for c in claims]
     done = len(claims) - status.count("skipped")
-    text = f"{status.count('passed')}/{done} claims passed"
-    if status.count("skipped"):
-        text += f", {status.count('skipped')} skipped"
+    text = f"{status.count('holds')}/{done} claims hold"
+    for s in ("untestable", "reconstruction", "skipped"):
+        text += f", {status.count(s)} {s}" if status.count(s) else ""
     if checks:
-        text += f"; {sum(row_status(c) == 'passed' for c in checks)}/{len(checks)} formula checks passed"
+        text += f"; {sum(row_status(c) == 'holds' for c in checks)}/{len(checks)} formula checks hold"
+    reused = (result.meta.get("chunks") or {}).get("reused", 0)
+    if reused:
+        text += f"; {reused} chunks reused from an earlier run (--fresh recomputes them)"
     wall = result.meta.get("wall_seconds", 0.0)
     return f"{result.name}: {result.status} in {wall:.1f} s; {text}; {result.run_dir}"
 
@@ -205,16 +214,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError(f"experiment {exp.name} failed: {result.error} "
                        f"(traceback in {result.run_dir / 'error.txt'})", 1)
     from dpfair_jax import launch
-    from dpfair_jax.runner.report import row_kind, row_status
+    from dpfair_jax.runner.report import format_measured, row_kind, row_status
 
     if not launch.is_primary():  # several processes: process 0 prints
         return 0
 
-    marks = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
     for c in result.claims:
         kind = " (formula check)" if row_kind(c) == "formula" else ""
-        print(f"  {marks[row_status(c)]}  {c['id']}{kind}: measured {json.dumps(c['measured'])}, "
-              f"target {json.dumps(c['target'])}")
+        why = f"; {c['reason']}" if c.get("reason") and row_status(c) != "holds" else ""
+        print(f"  {row_status(c).upper():<14} {c['id']}{kind}: measured {format_measured(c['measured'])}, "
+              f"target {format_measured(c['target'])}{why}")
     print(_summary(result))
     return 0
 
@@ -274,6 +283,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from dpfair_jax.runner import report, store
 
     root = store.results_root(args.out)
+    if args.out is not None and not root.is_dir():
+        raise CliError(f"--out {args.out}: no such directory", 2)
     if not (root / "runs").is_dir():
         raise CliError(f"no runs under {root}; run 'dpfair reproduce --quick' first (or pass --out)", 1)
     errors = _discover(args).errors if args.experiments is not None else None
@@ -412,16 +423,24 @@ def _join_processes(args: argparse.Namespace, argv: Sequence[str]) -> int | None
     return None
 
 
-def _enable_compile_cache(path: str | None) -> None:
-    """Persistent XLA compilation cache: ``--compile-cache DIR`` or ``$DPFAIR_COMPILE_CACHE``."""
-    if not (path or os.environ.get("DPFAIR_COMPILE_CACHE")):
-        return  # keep `dpfair list` free of the jax import
+#: Commands that compile JAX programs (the others stay free of the jax import).
+_COMPILING = ("run", "reproduce", "audit")
+
+
+def _enable_compile_cache(path: str | None, command: str) -> bool:
+    """Persistent XLA compilation cache for the compiling commands: ``--compile-cache DIR``, else
+    ``$DPFAIR_COMPILE_CACHE`` (``off`` disables it), else the user-level default folder
+    (:func:`dpfair_jax.compile_cache.configure`). True when this call turned it on."""
+    if command not in _COMPILING:
+        return False
     from dpfair_jax import compile_cache
 
-    if path:
-        compile_cache.enable(path)
-    else:
-        compile_cache.enable_from_env()
+    if compile_cache.is_enabled():
+        return False
+    try:
+        return compile_cache.configure(path) is not None
+    except ValueError as err:
+        raise CliError(f"--compile-cache: {err}", 2) from None
 
 
 _COMMANDS = {"list": cmd_list, "run": cmd_run, "reproduce": cmd_reproduce, "report": cmd_report,
@@ -438,8 +457,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command in ("run", "reproduce") and (code := _join_processes(args, argv)) is not None:
             return code
-        _enable_compile_cache(getattr(args, "compile_cache", None))
-        return _COMMANDS[args.command](args)
+        cached = _enable_compile_cache(getattr(args, "compile_cache", None), args.command)
+        try:
+            return _COMMANDS[args.command](args)
+        finally:
+            if cached:  # leave the caller's JAX settings as they were (main() called in-process)
+                from dpfair_jax import compile_cache
+
+                compile_cache.disable()
     except CliError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return err.code

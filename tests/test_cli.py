@@ -75,7 +75,7 @@ def test_run_kit_quick_subprocess(tmp_path):
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["config"]["sigmas"] == [1.0, 2.0] and cfg["overrides"]["samples"] == 256
     assert (d / "figures" / "noise_std_ratio.png").is_file()
-    assert "claims passed" in proc.stdout and "PASS  kit_gaussian_noise_variance" in proc.stdout
+    assert "claims hold" in proc.stdout and "HOLDS          kit_gaussian_noise_variance: measured max_abs_z" in proc.stdout
     # bad input from a real process: exit 2, one line, no traceback
     bad = _run_cli("run", "kit_accounting", "--quick", "--set", "nope=1", env_out=tmp_path)
     assert bad.returncode == 2 and "valid keys" in _one_line_error(bad.stderr)
@@ -103,7 +103,7 @@ def test_reproduce_runs_all_then_report(tmp_path, monkeypatch, capsys):
     _fake_discovery(monkeypatch, exps)
     assert cli.main(["reproduce", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     text = (tmp_path / "report" / "REPORT.md").read_text()
-    assert "| PASS | t_cli_a_claim |" in text and "| PASS | t_cli_b_claim |" in text
+    assert "| holds | t_cli_a_claim |" in text and "| holds | t_cli_b_claim |" in text
     capsys.readouterr()
     assert cli.main(["reproduce", "--quick", "--only", "0", "--out", str(tmp_path / "only")]) == 0
     assert [p.name for p in (tmp_path / "only" / "runs").iterdir()] == ["t_cli_a"]
@@ -118,7 +118,7 @@ def test_reproduce_continues_past_failures(tmp_path, monkeypatch, capsys):
     assert "1 experiment(s) failed: t_cli_crash" in err and "1 module(s) failed to import" in err
     assert "Traceback" not in err
     text = (tmp_path / "report" / "REPORT.md").read_text()
-    assert "| PASS | t_cli_ok_claim |" in text and "paper_003" in text and "crashed on purpose" in text
+    assert "| holds | t_cli_ok_claim |" in text and "paper_003" in text and "crashed on purpose" in text
 
 
 def test_run_failure_exit_code(tmp_path, monkeypatch, capsys):
@@ -255,8 +255,43 @@ def test_summary_counts_skipped_claims_and_formula_checks_apart():
 
     from dpfair_jax import cli
 
-    rows = [{"passed": True, "status": "passed"}, {"passed": False, "status": "failed"},
-            {"passed": False, "status": "skipped"}, {"passed": True, "status": "passed", "kind": "formula"}]
-    res = SimpleNamespace(claims=rows, meta={"wall_seconds": 1.0}, name="x", status="complete", run_dir="d")
+    rows = [{"passed": True, "status": "holds"}, {"passed": False, "status": "fails"},
+            {"passed": False, "status": "skipped"}, {"passed": False, "status": "reconstruction"},
+            {"passed": True, "status": "holds", "kind": "formula"}]
+    res = SimpleNamespace(claims=rows, meta={"wall_seconds": 1.0, "chunks": {"reused": 4}}, name="x",
+                          status="complete", run_dir="d")
     line = cli._summary(res)
-    assert "1/2 claims passed, 1 skipped; 1/1 formula checks passed" in line
+    assert "1/3 claims hold, 1 reconstruction, 1 skipped; 1/1 formula checks hold" in line
+    assert "4 chunks reused from an earlier run (--fresh recomputes them)" in line
+    # rows written before the statuses were renamed
+    res.claims = [{"passed": True, "status": "passed"}, {"passed": False, "status": "failed"}]
+    assert "1/2 claims hold" in cli._summary(res)
+
+
+def test_compile_cache_on_by_default_in_a_user_folder(tmp_path, monkeypatch, capsys):
+    """run/reproduce/audit turn the persistent compilation cache on (flag, then env, ``off``, then
+    the user-level folder) and leave the caller's JAX settings as they were; list and report do not
+    import JAX for it."""
+    import jax
+
+    exps = [Experiment("t_cli_cache", "kit", "cache", {"quick": {"x": 1}}, _tiny)]
+    _fake_discovery(monkeypatch, exps)
+    monkeypatch.delenv("DPFAIR_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    before = jax.config.jax_compilation_cache_dir
+    seen = []
+    monkeypatch.setattr(cli, "cmd_run", lambda args: seen.append(jax.config.jax_compilation_cache_dir) or 0)
+    cli._COMMANDS["run"] = cli.cmd_run
+    try:
+        assert cli.main(["run", "t_cli_cache", "--quick", "--out", str(tmp_path / "r")]) == 0
+        assert seen[-1] == str((tmp_path / "xdg" / "dpfair_jax" / "xla").resolve())
+        assert jax.config.jax_compilation_cache_dir == before  # restored
+        assert cli.main(["--compile-cache", str(tmp_path / "flag"), "run", "t_cli_cache", "--quick"]) == 0
+        assert seen[-1] == str((tmp_path / "flag").resolve())
+        monkeypatch.setenv("DPFAIR_COMPILE_CACHE", "off")
+        assert cli.main(["run", "t_cli_cache", "--quick"]) == 0
+        assert seen[-1] == before
+    finally:
+        monkeypatch.undo()
+        cli._COMMANDS["run"] = cli.cmd_run
+    assert not cli._enable_compile_cache(None, "list") and not cli._enable_compile_cache(None, "report")

@@ -24,6 +24,14 @@ time, as the package ``dpfair_experiments.<folder>`` (by file path: nothing is a
 :attr:`Discovery.errors` and does not stop the others. A researcher adds a study by adding a
 folder; the package is not edited. This module imports neither JAX nor any study at import time,
 so listing experiments stays cheap until one is discovered.
+
+``--set key=value`` overrides are checked before any compute (:func:`resolve_config`): the type
+comes from the config's default value, numbers must be finite (NaN never; infinity only where the
+key allows it, e.g. ``epsilons``), and ranges come from the key's name (counts, sizes, epochs,
+batch sizes, learning rates, epsilons: positive; ``delta`` in [0, 1); see
+:func:`default_constraint`) unless the study declares its own in a ``CONSTRAINTS`` dict in its
+``config.py`` (``{key: Constraint(...)}``) or in ``Experiment(constraints=...)``. Lists are checked
+elementwise, dicts key by key; a path that is given must exist. Each error names the key given.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import json
+import math
 import os
 import sys
 import traceback
@@ -42,12 +51,15 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "Constraint",
     "ENV_EXPERIMENTS",
     "PAPERS",
     "STUDY_PACKAGE",
     "Discovery",
     "Experiment",
     "all_experiments",
+    "check_config",
+    "default_constraint",
     "discover",
     "find_experiments_dir",
     "get",
@@ -57,6 +69,8 @@ __all__ = [
     "parse_overrides",
     "register",
     "resolve_config",
+    "study_constraints",
+    "study_folder",
     "study_folders",
     "unregister",
 ]
@@ -99,6 +113,259 @@ def normalize_paper(paper: Any, name: str = "paper") -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class Constraint:
+    """What a config value may be (numbers are checked elementwise inside lists).
+
+    ``low``/``high``: bounds (``None``: unbounded), inclusive unless ``low_open``/``high_open``;
+    ``integer``: whole numbers only; ``allow_inf``: +-infinity accepted (NaN never is);
+    ``choices``: the allowed values (strings or numbers); ``path``: a string naming a file or
+    folder that must exist when given (``None`` or ``""`` means not given); ``doc``: what the
+    value means, quoted in errors. Studies declare theirs in ``CONSTRAINTS`` in their
+    ``config.py``, e.g. ``{"public_fraction": Constraint(0, 1, low_open=True, high_open=True)}``.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+    allow_inf: bool = False
+    choices: tuple | None = None
+    path: bool = False
+    doc: str = ""
+
+    def describe(self) -> str:
+        """The range in words, e.g. ``"> 0"`` or ``"in [0, 1)"``."""
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        kind = "a whole number" if self.integer else "a number"
+        if self.low is not None and self.high is not None:
+            lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            text = f"{kind} in {lo}{self.low:g}, {self.high:g}{hi}"
+        elif self.low is not None:
+            text = f"{kind} {'>' if self.low_open else '>='} {self.low:g}"
+        elif self.high is not None:
+            text = f"{kind} {'<' if self.high_open else '<='} {self.high:g}"
+        else:
+            text = f"a finite {kind[2:]}" if not self.allow_inf else kind
+        if self.allow_inf and (self.low is not None or self.high is not None):
+            text += " (inf allowed)"
+        return text
+
+
+def _positive(integer: bool = False, allow_inf: bool = False) -> Constraint:
+    return Constraint(low=0, low_open=True, integer=integer, allow_inf=allow_inf)
+
+
+def _nonnegative(integer: bool = False, allow_inf: bool = False) -> Constraint:
+    return Constraint(low=0, integer=integer, allow_inf=allow_inf)
+
+
+#: Name tokens (the key's last ``_``-separated part, lower case) of counts and sizes: whole numbers > 0.
+_COUNT_TOKENS = frozenset({
+    "seeds", "trials", "epochs", "steps", "draws", "runs", "samples", "size", "sizes", "rows", "trees",
+    "angles", "checkpoints", "probes", "hidden", "channels", "block", "chunk", "n", "ns", "k", "ks",
+    "d", "dw", "minority", "designs", "axis", "iterations", "iters", "rounds", "width", "depth",
+})
+#: Tokens of learning rates and other positive scales.
+_POSITIVE_TOKENS = frozenset({
+    "lr", "rate", "radius", "sigma", "sigmas", "sd", "sds", "std", "temperature", "eta", "reg", "smoothing",
+    "bound", "alpha", "alphas", "ratios", "ratio", "scale", "r",
+})
+#: Tokens of privacy budgets: > 0, infinity (no privacy) allowed.
+_BUDGET_TOKENS = frozenset({"epsilon", "epsilons", "eps", "rho", "rhos"})
+#: Tokens of non-negative weights and slacks.
+_NONNEG_TOKENS = frozenset({"lam", "lams", "lambda", "lambdas", "slack", "gamma", "gammas", "multiplier",
+                            "multipliers", "weight", "weights"})
+
+
+def default_constraint(key: str) -> Constraint | None:
+    """The constraint the key's name implies (``None``: only the type and finiteness are checked).
+
+    ``seed``: a whole number >= 0; ``*path``: an existing path when given; ``delta``: in [0, 1);
+    ``*fraction``/``*frac``: in (0, 1]; ``relation``: "add_remove" or "replace_one"; counts and sizes (``seeds``, ``trials``, ``epochs``,
+    ``steps``, ``batch_size``, ``n``, ``ks``, ...): whole numbers > 0; learning rates (``lr*``,
+    ``learning_rate``), radii, standard deviations, temperatures: > 0; ``epsilon(s)``/``rho(s)``:
+    > 0 with infinity allowed; clip norms (``clip*``): > 0 with infinity allowed; ``lams``,
+    slacks, ``gamma(s)``, noise multipliers: >= 0.
+    """
+    name = key.lower()
+    tokens = name.split("_")
+    last = tokens[-1]
+    if name in ("seed", "split_seed") or (last == "seed" and len(tokens) > 1):
+        return _nonnegative(integer=True)
+    if last == "path" or name.endswith("path"):
+        return Constraint(path=True)
+    if last == "delta":
+        return Constraint(0, 1, high_open=True)
+    if last in ("fraction", "frac"):
+        return Constraint(0, 1, low_open=True)
+    if last == "relation":
+        return Constraint(choices=("add_remove", "replace_one"))
+    if tokens[0] in ("n", "num") and len(tokens) > 1:
+        return _positive(integer=True)
+    if tokens[0] == "clip" or last in ("clip", "clips"):
+        return _positive(allow_inf=True)
+    if last in _BUDGET_TOKENS:
+        return _positive(allow_inf=True)
+    if tokens[0] == "lr" or name == "learning_rate" or last in _POSITIVE_TOKENS:
+        return _positive()
+    if last in _COUNT_TOKENS or last == "per" or (len(tokens) > 1 and tokens[-2] == "per"):
+        return _positive(integer=True)
+    if last in _NONNEG_TOKENS:
+        return _nonnegative()
+    return None
+
+
+def _has_inf(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isinf(value)
+    if isinstance(value, (list, tuple)):
+        return any(_has_inf(v) for v in value)
+    return False
+
+
+def _fmt_value(value: Any) -> str:
+    try:
+        return json.dumps(value, default=_json_default)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _check_number(where: str, value: Any, rule: Constraint | None, inf_ok: bool) -> None:
+    """``value`` (a number: bools and strings are left to the type check) against ``rule``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if math.isnan(value):
+        raise ValueError(f"{where} must be a finite number, got NaN")
+    allow_inf = inf_ok or (rule is not None and rule.allow_inf)
+    if math.isinf(value) and not allow_inf:
+        raise ValueError(f"{where} must be finite, got {value}")
+    if rule is None:
+        return
+    if rule.choices is not None:
+        if value not in rule.choices:
+            raise ValueError(f"{where} must be {rule.describe()}, got {value!r}")
+        return
+    if rule.integer and not math.isinf(value) and value != int(value):
+        raise ValueError(f"{where} must be a whole number, got {value!r}")
+    low_bad = rule.low is not None and (value <= rule.low if rule.low_open else value < rule.low)
+    high_bad = rule.high is not None and (value >= rule.high if rule.high_open else value > rule.high)
+    if low_bad or high_bad:
+        raise ValueError(f"{where} must be {rule.describe()}, got {value!r}")
+
+
+def _check_value(where: str, value: Any, default: Any, rule: Constraint | None, inf_ok: bool) -> None:
+    """Recursive check of ``value`` (named ``where``) against the type of ``default`` and ``rule``."""
+    if value is None:
+        return
+    if rule is not None and rule.path:
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"{where} must be a path (a string), got {_fmt_value(value)}")
+        if str(value) and not Path(value).expanduser().exists():
+            raise ValueError(f"{where}: {str(value)!r} does not exist; give an existing file or leave it "
+                             "unset")
+        return
+    if isinstance(value, dict):
+        sub_defaults = default if isinstance(default, dict) else {}
+        for k, v in value.items():
+            sub = sub_defaults.get(k)
+            _check_value_typed(f"{where}.{k}", v, sub, default_constraint(str(k)),
+                               inf_ok=_has_inf(sub))
+        return
+    if isinstance(value, (list, tuple)):
+        elem_default = _element_default(default)
+        for i, v in enumerate(value):
+            _check_value_typed(f"{where}[{i}]", v, elem_default, rule, inf_ok)
+        return
+    if rule is not None and rule.choices is not None and isinstance(value, str):
+        if value not in rule.choices:
+            raise ValueError(f"{where} must be {rule.describe()}, got {value!r}")
+        return
+    _check_number(where, value, rule, inf_ok)
+
+
+def _element_default(default: Any) -> Any:
+    """A representative element of a list default (the first non-None), else None."""
+    if isinstance(default, (list, tuple)):
+        for d in default:
+            if d is not None:
+                return d
+    return None
+
+
+def _check_value_typed(where: str, value: Any, default: Any, rule: Constraint | None, inf_ok: bool) -> None:
+    _check_type(where, default, value)
+    _check_value(where, value, default, rule, inf_ok)
+
+
+def _check_type(where: str, base: Any, value: Any) -> None:
+    """Refuse ``value`` whose type cannot stand in for the default ``base`` (see :func:`resolve_config`)."""
+    if base is None or isinstance(base, str) or value is None:
+        return
+    if isinstance(base, bool):
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(base, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "a whole number"
+    elif isinstance(base, float):
+        ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(base, (list, tuple)):
+        ok, want = isinstance(value, (list, tuple)), "a JSON list, e.g. [1, 2]"
+    elif isinstance(base, dict):
+        ok, want = isinstance(value, dict), "a JSON object"
+    else:
+        return
+    if not ok:
+        raise ValueError(f"{where} must be {want} (default {_fmt_value(base)}), got {_fmt_value(value)}")
+
+
+def study_folder(exp: Experiment) -> Path | None:
+    """The study folder ``exp`` was loaded from (``None`` for an experiment registered by a module)."""
+    module = exp.module or ""
+    if not module.startswith(STUDY_PACKAGE + "."):
+        return None
+    pkg = sys.modules.get(".".join(module.split(".")[:2]))
+    paths = list(getattr(pkg, "__path__", []) or [])
+    return Path(paths[0]) if paths else None
+
+
+def study_constraints(exp: Experiment) -> dict[str, Constraint]:
+    """``exp``'s declared constraints: its study folder's ``config.CONSTRAINTS`` (when it has a
+    ``config.py``), then ``exp.constraints`` over them. Keys without one fall back to
+    :func:`default_constraint`."""
+    out: dict[str, Constraint] = {}
+    folder = study_folder(exp)
+    if folder is not None and (folder / "config.py").is_file():
+        pkg = ".".join(exp.module.split(".")[:2])
+        mod = importlib.import_module(f"{pkg}.config")
+        declared = getattr(mod, "CONSTRAINTS", {}) or {}
+        if not isinstance(declared, Mapping) or not all(isinstance(c, Constraint) for c in declared.values()):
+            raise ValueError(f"{folder / 'config.py'}: CONSTRAINTS must be a dict {{key: Constraint(...)}}.")
+        out.update(declared)
+    out.update(exp.constraints)
+    return out
+
+
+def check_config(exp: Experiment, config: Mapping[str, Any], keys: Iterable[str] | None = None, *,
+                 prefix: str = "--set ") -> None:
+    """Check ``config[key]`` for ``key`` in ``keys`` (default: all) against the type of the
+    experiment's default value and its constraint; raise ``ValueError`` naming the key."""
+    declared = study_constraints(exp)
+    defaults = [cfg for cfg in exp.configs.values() if isinstance(cfg, Mapping)]
+    for key in (config if keys is None else keys):
+        value = config[key]
+        base = next((cfg[key] for cfg in defaults if cfg.get(key) is not None), None)
+        rule = declared.get(key, default_constraint(key))
+        inf_ok = any(_has_inf(cfg.get(key)) for cfg in defaults)
+        try:
+            _check_type(key, base, value)
+            _check_value(key, value, base, rule, inf_ok)
+        except ValueError as err:
+            doc = f" ({rule.doc})" if rule is not None and rule.doc else ""
+            raise ValueError(f"{prefix}{key}={_fmt_value(value)}: {err}{doc}.") from None
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
     """A registered experiment.
 
@@ -113,6 +380,8 @@ class Experiment:
         key, when present, is the run's seed (``ctx.seed``).
       run: ``run(config: dict, ctx: RunContext) -> None | pandas.DataFrame``. A returned frame
         is saved as the table ``results`` unless the run saved that table itself.
+      constraints: ``{key: Constraint}`` for ``--set`` values, over the study folder's
+        ``config.CONSTRAINTS`` and the defaults by key name (:func:`study_constraints`).
     """
 
     name: str
@@ -121,6 +390,7 @@ class Experiment:
     configs: Mapping[str, Mapping[str, Any]]
     run: Callable[..., Any]
     module: str = ""
+    constraints: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -161,6 +431,9 @@ class Experiment:
             raise ValueError(f"Experiment {self.name!r} run must be callable as run(config, ctx).")
         if not self.module:
             object.__setattr__(self, "module", getattr(self.run, "__module__", "") or "")
+        if not isinstance(self.constraints, Mapping) or not all(
+                isinstance(c, Constraint) for c in self.constraints.values()):
+            raise ValueError(f"Experiment {self.name!r} constraints must be a dict {{key: Constraint(...)}}.")
 
 
 def _json_default(obj: Any) -> Any:
@@ -409,40 +682,13 @@ def parse_overrides(items: Iterable[str] | None) -> dict[str, Any]:
     return out
 
 
-def _check_override_type(key: str, base: Any, value: Any) -> None:
-    """Refuse an override whose type cannot stand in for the config's default (before any compute).
-
-    Numbers must stay numbers (int for int entries), booleans booleans, lists lists; a ``None``
-    default accepts anything, and a string default accepts any value.
-    """
-    if base is None or isinstance(base, str) or value is None:
-        return
-    if isinstance(base, bool):
-        ok = isinstance(value, bool)
-        want = "true or false"
-    elif isinstance(base, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        want = "an integer"
-    elif isinstance(base, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        want = "a number"
-    elif isinstance(base, (list, tuple)):
-        ok = isinstance(value, (list, tuple))
-        want = "a JSON list, e.g. [1, 2]"
-    elif isinstance(base, dict):
-        ok = isinstance(value, dict)
-        want = "a JSON object"
-    else:
-        return
-    if not ok:
-        raise ValueError(f"--set {key}={value!r}: {key} must be {want} (its default is {base!r}).")
-
-
 def resolve_config(exp: Experiment, size: str = "quick", overrides: Mapping[str, Any] | None = None) -> dict:
     """The config of ``exp`` at ``size`` ("quick"/"full") with ``overrides`` applied.
 
     Unknown override keys raise ``ValueError`` listing the valid ones. An int given for a float
-    entry is converted to float so that ``--set lr=1`` keeps the config's type.
+    entry is converted to float so that ``--set lr=1`` keeps the config's type. Every override is
+    checked before any compute (:func:`check_config`: type of the default, finite, in range,
+    elementwise in lists), and every path the config gives must exist; errors name the key.
     """
     if size not in exp.configs:
         raise ValueError(
@@ -460,6 +706,8 @@ def resolve_config(exp: Experiment, size: str = "quick", overrides: Mapping[str,
         base = config[key]
         if isinstance(base, float) and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        _check_override_type(key, base, value)
         config[key] = value
+    check_config(exp, config, list(overrides))
+    paths = [k for k in config if k not in overrides and (default_constraint(k) or Constraint()).path]
+    check_config(exp, config, paths, prefix="config ")
     return config

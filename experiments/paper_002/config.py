@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CONFIGS"]
+from dpfair_jax.runner.registry import Constraint
+
+__all__ = ["CONFIGS", "CONSTRAINTS"]
 
 _SYN_QUICK = {"dataset": "synthetic", "group_sizes": [4000, 1000], "slopes": [1.0, -1.0], "noise_sd": 0.3,
               "group_intercepts": [0.0, 0.5], "grid_per_axis": 31, "grid_radius": 1.5,
@@ -56,4 +58,11 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     },
     "reductions_adult_eo": _eo_cfgs("adult", ["education-num", "marital-status_Married-civ-spouse"]),
     "reductions_credit_eo": _eo_cfgs("credit", ["PAY_0", "LIMIT_BAL"], target="default", eo_bound=0.01),
+}
+
+#: ``--set`` ranges beyond the defaults by key name (``dpfair_jax.runner.registry.default_constraint``).
+CONSTRAINTS: dict[str, Constraint] = {
+    "alpha": Constraint(0, 1, low_open=True, high_open=True, doc="the CGOO accuracy"),
+    "public_fraction": Constraint(0, 1, low_open=True, high_open=True,
+                                  doc="share of the rows held out as public data"),
 }

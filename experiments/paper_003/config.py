@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FULL", "QUICK"]
+from dpfair_jax.runner.registry import Constraint
+
+__all__ = ["CONSTRAINTS", "FULL", "QUICK"]
 
 QUICK: dict[str, Any] = {
     "seed": 0,
@@ -38,3 +40,9 @@ FULL: dict[str, Any] = dict(QUICK, thm9_draws=50000, tail_draws=2000000, var_dra
                             alphas=[0.3, 0.5, 0.7, 1.0, 3.0, 10.0], runs=50, strata_runs=50,
                             synth_epsilons=[0.1, 0.5, 1.0, 5.0], synth_seeds=3, synth_rows=0,
                             classifier_trees=100)
+
+#: ``--set`` ranges beyond the defaults by key name (``dpfair_jax.runner.registry.default_constraint``).
+CONSTRAINTS: dict[str, Constraint] = {
+    "synth_rows": Constraint(0, integer=True, doc="rows of Adult fed to the synthesizer; 0 = all"),
+    "gamma": Constraint(0, 1, low_open=True, high_open=True, doc="Prop. 8's failure probability"),
+}
