@@ -21,6 +21,7 @@ from dpfair_jax.algorithms import budget_tailoring as bt
 from dpfair_jax.audit import budget_tailoring_games as G
 from dpfair_jax.audit.games import audit_mechanism
 from dpfair_jax.data.dataset import make_dataset
+from dpfair_jax.privacy.relations import ADD_REMOVE
 
 REPS = 4000
 TOL = 4.0 / math.sqrt(2 * REPS)  # 4 standard errors of a sample std, relative
@@ -274,8 +275,9 @@ def test_ledger_and_spend_state_what_is_spent(method, relation):
 
 def test_swap_spelling_is_retired():
     assert bt.Config().relation == "replace_one"  # the default
-    with pytest.raises(ValueError, match="relation='replace_one'"):
-        bt.Config(relation="swap").validate()
+    with pytest.raises(ValueError, match="'swap' was retired.*'replace_one'"):
+        bt.Config(relation="swap")  # refused at construction (privacy.relations.as_relation)
+    assert bt.Config(relation=ADD_REMOVE).relation == "add_remove"  # the enum, stored by its name
     with pytest.raises(ValueError, match="relation"):
         bt.group_noise_stds(jnp.ones(2), 1.0, 10, 1.0, relation="swap")
     with pytest.raises(TypeError):

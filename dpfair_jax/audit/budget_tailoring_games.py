@@ -65,6 +65,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.algorithms import budget_tailoring as bt
+from dpfair_jax.data.dataset import make_dataset
+from dpfair_jax.privacy.accounting import zcdp_to_dp
+from dpfair_jax.privacy.relations import relation_name
 
 __all__ = [
     "FAMILY_BUGS",
@@ -89,15 +93,17 @@ _RHO_FACTOR = {"noise": 100.0, "noise_half": 4.0}  # run rho x factor <=> noise 
 
 
 def _check_common(family: str, bug: str | None, rho_release: float, delta: float,
-                  relation: str) -> None:
+                  relation: Any) -> str:
+    """Checks the arguments the two families share; returns the relation's name."""
     if bug is not None:
         V.check_choice("bug", bug, FAMILY_BUGS[family])
     V.check_rho(rho_release, "rho_release")
     V.check_delta(delta)
-    V.check_choice("relation", relation, ("replace_one", "add_remove"))
+    relation = relation_name(relation)
     if bug is not None and relation != "replace_one":
         raise ValueError("the planted bugs are defined on the default relation; pass "
                          "relation='replace_one' (the default) with a bug.")
+    return relation
 
 
 def _gaussian_llr(m0: float, s0: float, m1: float, s1: float) -> Callable[[jax.Array], jax.Array]:
@@ -114,7 +120,7 @@ def budget_tailoring_mechanism(
     bug: str | None = None,
     rho_release: float = 0.5,
     delta: float = 0.05,
-    relation: str = "replace_one",
+    relation: Any = "replace_one",
     group_sizes: tuple[int, int] = (1, 8),
     se_smallest: float = 0.99,
     clip: float = 1.0,
@@ -131,11 +137,7 @@ def budget_tailoring_mechanism(
     Privacy: ``mu / T``-zCDP per release under ``relation`` (public sizes under replace-one;
     noisy counts, charged, under add/remove).
     """
-    from dpfair_jax.algorithms import budget_tailoring as bt
-    from dpfair_jax.data.dataset import make_dataset
-    from dpfair_jax.privacy.accounting import zcdp_to_dp
-
-    _check_common("budget_tailoring", bug, rho_release, delta, relation)
+    relation = _check_common("budget_tailoring", bug, rho_release, delta, relation)
     V.check_clip_norm(clip, "clip")
     if not 0.0 < float(se_smallest) < 1.0:
         raise ValueError(f"se_smallest must lie in (0, 1), got {se_smallest!r}.")
@@ -203,7 +205,7 @@ def budget_tailoring_stage1_mechanism(
     bug: str | None = None,
     rho_release: float = 0.5,
     delta: float = 0.05,
-    relation: str = "replace_one",
+    relation: Any = "replace_one",
     stage1_clip: str = "delta_sq",
     group_sizes: tuple[int, int] = (5, 500),
     clip: float = 0.25,
@@ -220,11 +222,7 @@ def budget_tailoring_stage1_mechanism(
     Privacy: stage 1 is ``tau``-zCDP under ``relation``; this pair of neighbours differs in one
     ``tau_k``-zCDP release (plus the noisy counts under add/remove).
     """
-    from dpfair_jax.algorithms import budget_tailoring as bt
-    from dpfair_jax.data.dataset import make_dataset
-    from dpfair_jax.privacy.accounting import zcdp_to_dp
-
-    _check_common("budget_tailoring_stage1", bug, rho_release, delta, relation)
+    relation = _check_common("budget_tailoring_stage1", bug, rho_release, delta, relation)
     V.check_clip_norm(clip, "clip")
     V.check_choice("stage1_clip", stage1_clip, ("delta_sq", "paper"))
     if bug == "stage1_paper_clip":

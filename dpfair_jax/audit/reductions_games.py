@@ -63,7 +63,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.algorithms import reductions as R
 from dpfair_jax.audit.games import check_family_bug
+from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_counts
 
 __all__ = [
     "FAMILY_BUGS",
@@ -108,8 +110,6 @@ def _problem(L: np.ndarray, s: np.ndarray, slack: float, temperature: float):
 
 
 def _group_losses(per: np.ndarray, s: np.ndarray) -> np.ndarray:
-    from dpfair_jax.algorithms import reductions as R
-
     return np.asarray(R.group_losses(jnp.asarray(per, jnp.float32), jnp.asarray(s), _K), np.float64)
 
 
@@ -156,14 +156,10 @@ def _threshold_instance(n: int):
 
 
 def _alpha_G(alpha: float) -> float:
-    from dpfair_jax.algorithms import reductions as R
-
     return R.penalty_weight(alpha, _K, math.sqrt(_K))
 
 
 def _log_probs_em(L, prob, G, epsilon, n) -> np.ndarray:
-    from dpfair_jax.algorithms import reductions as R
-
     p = R.exponential_sampling_probs(jnp.asarray(L, jnp.float32), prob, G=G, epsilon=epsilon, n=n)
     return np.log(np.maximum(np.asarray(p, np.float64), 1e-300))
 
@@ -193,8 +189,6 @@ def exponential_sampling_mechanism(
 
     Privacy: ``epsilon``-DP (pure) under replace-one for public thresholds.
     """
-    from dpfair_jax.algorithms import reductions as R
-
     V.check_epsilon(epsilon)
     _check_bug("exponential_sampling", bug)
     n = V.check_int("n", n, minimum=8)
@@ -261,8 +255,6 @@ def exact_lower_bound(p_in: Any, p_out: Any, llr: Any, trials: int, *, delta: fl
     likelihood-ratio threshold tests (half the trials measure, as ``selection="split"``); the best
     threshold is picked here from the exact laws. Deterministic: used to size games and to find
     the smallest detectable factor."""
-    from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_counts
-
     p_in, p_out, llr = (np.asarray(a, np.float64).ravel() for a in (p_in, p_out, llr))
     m = V.check_int("trials", trials, minimum=4) // 2
     order = np.argsort(-llr)
@@ -299,8 +291,6 @@ def private_cgoo_mechanism(
 
     Privacy: ``(epsilon, delta)``-DP under replace-one (advanced composition of ``steps`` rounds).
     """
-    from dpfair_jax.algorithms import reductions as R
-
     V.check_epsilon(epsilon)
     V.check_delta(delta)
     _check_bug("private_cgoo", bug)

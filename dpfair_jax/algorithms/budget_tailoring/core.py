@@ -22,8 +22,9 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
-from dpfair_jax.privacy import paper_formulas as _pf
-from dpfair_jax.privacy.accounting import RELATIONS
+from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy.relations import (ADD_REMOVE, as_relation, bounded_sum_sensitivity, clipped_sum_sensitivity,
+                                          gram_sensitivity, histogram_sensitivity, relation_name)
 
 __all__ = ["Config", "Hyperparams", "Diagnostics", "METHODS", "num_draws"]
 
@@ -57,7 +58,9 @@ class Config:
         ``"paper"`` (Algorithm 2 lines 10-14 / Algorithm 3 line 8 literally).
       relation: ``"replace_one"`` (default: public group membership and sizes, one record
         replaced by another of the same group) or ``"add_remove"`` (noisy group counts, charged
-        ``count_fraction * rho``, as denominators); see the module docstring.
+        ``count_fraction * rho``, as denominators); see the module docstring. A
+        ``dp_accounting.NeighboringRelation`` is accepted and stored by its name; the retired
+        ``"swap"`` is refused at construction (it is ``"replace_one"``).
       stage1_clip: ``"delta_sq"`` (clip squared residuals to ``[0, Delta^2]``, noise for
         ``Delta^2``) or ``"paper"`` (``[0, Delta]``, Algorithm 1 line 17 literally; noise for
         ``max(Delta, Delta^2)``).
@@ -79,6 +82,10 @@ class Config:
     fit_intercept: bool = False
     box: float = 5.0
 
+    def __post_init__(self) -> None:
+        # one spelling in records: the relation's name (as_relation refuses "swap" with a pointer)
+        object.__setattr__(self, "relation", relation_name(self.relation))
+
     def validate(self) -> "Config":
         v.check_choice("method", self.method, METHODS)
         v.check_int("steps", self.steps, minimum=1)
@@ -88,10 +95,6 @@ class Config:
         if not callable(self.g):
             v.check_choice("g", self.g, _G_NAMES)
         v.check_choice("scaling", self.scaling, ("group_mean", "paper"))
-        if self.relation == "swap":
-            raise ValueError("relation='swap' is retired: use relation='replace_one' (a record "
-                             "replaced by another record of the same group, group sizes public).")
-        v.check_choice("relation", self.relation, RELATIONS)
         v.check_choice("stage1_clip", self.stage1_clip, ("delta_sq", "paper"))
         v.check_choice("se_denominator", self.se_denominator, ("n", "n_minus_d"))
         v.check_positive("box", self.box, allow_inf=True)
@@ -146,16 +149,18 @@ class Diagnostics(NamedTuple):
 
 
 class _Sens(NamedTuple):
-    """Sensitivities per unit bound under a relation (``dpfair_jax.privacy.paper_formulas``)."""
+    """Sensitivities per unit bound under a relation (from ``dpfair_jax.privacy.relations``); the
+    releases multiply them by their (possibly traced) bounds."""
 
     vector: float  # sum of vectors clipped to norm 1 (gradient sums, X^T y): 1 or 2
     gram: float  # upper triangle of sum_i x_i x_i^T, ||x_i|| <= 1: 1 or sqrt(2)
     bounded: float  # sum of scalars in [0, 1] (clipped losses, squared residuals): 1 under both
 
 
-def _sens(relation: str) -> _Sens:
-    return _Sens(_pf.clipped_sum_sensitivity(1.0, relation), _pf.gram_sensitivity(1.0, relation),
-                 _pf.bounded_scalar_sum_sensitivity(0.0, 1.0, relation))
+def _sens(relation: Any) -> _Sens:
+    rel = as_relation(relation)
+    return _Sens(clipped_sum_sensitivity(1.0).under(rel), gram_sensitivity(1.0).under(rel),
+                 bounded_sum_sensitivity(0.0, 1.0).under(rel))
 
 
 def _budget(hp: Hyperparams, cfg: Config, dtype=jnp.float32):
@@ -182,7 +187,8 @@ def _denominators(zc: jax.Array, n_k: jax.Array, rho_c: Any, cfg: Config) -> jax
     if cfg.relation != "add_remove" or cfg.method == "nonprivate":
         return n_k
     rho_c = jnp.asarray(rho_c, n_k.dtype)
-    std = jnp.where(jnp.isinf(rho_c), 0.0, 1.0 / jnp.sqrt(2.0 * rho_c))
+    sens = histogram_sensitivity("l2").under(ADD_REMOVE)  # the count vector: one record, one cell
+    std = jnp.where(jnp.isinf(rho_c), 0.0, sens / jnp.sqrt(2.0 * rho_c))
     return jnp.maximum(n_k + std * zc, 1.0)
 
 
@@ -231,12 +237,14 @@ def num_draws(steps: int, p: int, k_groups: int) -> int:
 
 
 def _run_draws(key, steps: int, p: int, k_groups: int, dtype):
-    """All of a run's standard normal draws, from one ``jax.random.normal`` call.
+    """All of a run's standard normal draws, from one draw of
+    :func:`dpfair_jax.privacy.mechanisms.gaussian_noise` (std 1; each release scales its slice by
+    its noise std).
 
     Drawing once, outside the scan, keeps the compiled program small (each threefry call costs
     compile time) and lets a Monte Carlo study draw a whole trial's noise at once.
     """
-    return jax.random.normal(key, (num_draws(steps, p, k_groups),), dtype)
+    return _mech.gaussian_noise(key, (num_draws(steps, p, k_groups),), 1.0, dtype)
 
 
 def _split_draws(z, steps: int, p: int, k_groups: int):

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from dpfair_jax import _validation as v
-from dpfair_jax.privacy.accounting import RELATIONS, PrivacySpend
+from dpfair_jax.privacy.accounting import PrivacySpend
+from dpfair_jax.privacy.relations import relation_name
 
 from .core import Config
 
@@ -41,9 +42,8 @@ class BudgetLedger:
     ``relation`` names the neighbouring relation the charges hold under.
     """
 
-    def __init__(self, relation: str = "replace_one") -> None:
-        v.check_choice("relation", relation, RELATIONS)
-        self.relation = relation
+    def __init__(self, relation: Any = "replace_one") -> None:
+        self.relation = relation_name(relation)
         self.charges: dict[str, np.ndarray] = {}
 
     def charge(self, name: str, rho: Any) -> None:

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy.bounding import clip_to_interval, norm_clip_divisor
 from dpfair_jax.privacy.precision import full_precision
 
 from .core import Config, Hyperparams, _check_inputs, _sens, _standalone
@@ -87,9 +88,9 @@ def _stage1_release(z_all, xs, y, onehot, xnorm, tau, hp: Hyperparams, cfg: Conf
     k_groups = onehot.shape[1]
     std_xx, std_xy, std_res = stage1_noise_stds(tau, k_groups, hp, cfg)
     # Lemma C.1 on bounded rows: clip ||x|| <= U_x, |y| <= U_y.
-    a = 1.0 / jnp.maximum(1.0, xnorm / hp.stats_bound_x)
+    a = 1.0 / norm_clip_divisor(xnorm, hp.stats_bound_x)
     xa = xs * a
-    yc = jnp.clip(y, -hp.stats_bound_y, hp.stats_bound_y)
+    yc = clip_to_interval(y, -hp.stats_bound_y, hp.stats_bound_y)
     w = jnp.sum(onehot, axis=1)  # row weights (mask)
     xtx = (xa * w) @ xa.T
     xty = (xa * w) @ yc
@@ -104,7 +105,7 @@ def _stage1_release(z_all, xs, y, onehot, xnorm, tau, hp: Hyperparams, cfg: Conf
     else:
         r2 = (beta @ xs - y) ** 2
         upper = hp.clip if cfg.stage1_clip == "paper" else hp.clip**2
-        clean = jnp.clip(r2, 0.0, upper) @ onehot
+        clean = clip_to_interval(r2, 0.0, upper) @ onehot
     s_sum = clean + std_res * z_all[p * p + p:]  # line 17
     return Stage1Release(xtx_n, xty_n, s_sum, beta, lam_min)
 

@@ -13,9 +13,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
-from dpfair_jax.privacy.accounting import RELATIONS
+from dpfair_jax.privacy.bounding import clip_to_interval, clip_to_norm
 from dpfair_jax.privacy.precision import full_precision
 
 from .core import (Config, Hyperparams, _check_inputs, _dloss_and_loss, _resolve_f, _resolve_g, _sens,
@@ -26,7 +25,7 @@ __all__ = ["group_noise_stds", "noisy_group_release", "stage2_descent"]
 
 
 def group_noise_stds(se: Any, mu: Any, steps: int, clip: Any, *, fairness: bool = False,
-                     relation: str = "replace_one") -> tuple[jax.Array, jax.Array]:
+                     relation: Any = "replace_one") -> tuple[jax.Array, jax.Array]:
     """Per-group Gaussian noise stds on the clipped gradient and loss sums (Algorithms 2 and 3).
 
     Algorithm 3 gives group k the budget ``mu_T = mu s_k^2 / T`` per iteration, so the gradient
@@ -40,9 +39,8 @@ def group_noise_stds(se: Any, mu: Any, steps: int, clip: Any, *, fairness: bool 
     Bun & Steinke Lemma 2.5) under ``relation``, so ``mu``-zCDP over T iterations when
     ``sum_k s_k^2 = 1``.
     """
-    v.check_choice("relation", relation, RELATIONS)
     se = jnp.asarray(se)
-    sens = _sens(relation)
+    sens = _sens(relation)  # refuses an unknown relation (and the retired "swap") by name
     share = jnp.asarray(mu) * se**2 / steps  # mu_T per group, both halves together
     per_release = share / 2.0 if fairness else share
     inv = jnp.where(per_release > 0, 1.0 / jnp.sqrt(2.0 * per_release), jnp.inf)
@@ -136,20 +134,20 @@ def _release(theta, xs, y, onehot, xnorm, rel: _Release, zg, zl, hp: Hyperparams
         loss = None
     elif pre is not None:
         g = theta[0] * pre[0] - pre[1]
-        gsum = jnp.clip(g, -hp.clip, hp.clip)[None, :] @ onehot
+        gsum = clip_to_interval(g, -hp.clip, hp.clip)[None, :] @ onehot
         clipped = jnp.sum(w * (jnp.abs(g) > hp.clip)) / jnp.sum(w)
         loss = (theta[0] * xs[0] - y) ** 2 if cfg.fairness else None
     else:
         pred = theta @ xs
         dl, loss = _dloss_and_loss(pred, y, cfg.loss)
         gnorm = jnp.abs(dl) * xnorm
-        u = dl / jnp.maximum(1.0, gnorm / hp.clip)
+        u = clip_to_norm(dl, gnorm, hp.clip)  # gradient u x has norm <= Delta
         gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
         clipped = jnp.sum(w * (gnorm > hp.clip)) / jnp.sum(w)
     m1 = gsum * rel.gscale + rel.gstd * zg
     if cfg.fairness:
         # [K] (Alg. 2 line 13)
-        lsum = ls if table is not None else jnp.clip(loss, 0.0, hp.clip**2) @ onehot
+        lsum = ls if table is not None else clip_to_interval(loss, 0.0, hp.clip**2) @ onehot
         m2 = lsum * rel.lscale + rel.lstd * zl
     else:
         m2 = jnp.zeros((k_groups,), xs.dtype)

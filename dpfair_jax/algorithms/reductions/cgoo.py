@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import paper_formulas as _pf
+from dpfair_jax.privacy.bounding import clip_to_interval
 from dpfair_jax.privacy.precision import full_precision
 
 from .oracles import LinearParams, dp_weighted_least_squares, lopt_grid, lopt_grid_private
@@ -165,7 +166,7 @@ def algorithm2_budget(epsilon: float, delta: float, steps: int, *, n: int, num_g
     if privatize_weights:
         w_eps = eps_round * float(weight_fraction)
         o_eps = eps_round - w_eps
-        scale = (K / n) / w_eps
+        scale = loss_sensitivity(n, K, norm="l1") / w_eps  # K/n: l1 sensitivity of the loss vector
     else:
         w_eps, o_eps, scale = 0.0, eps_round, 0.0
     return Algorithm2Budget(o_eps, delta_round, w_eps, scale, eps_round, delta_bar, steps)
@@ -278,7 +279,8 @@ def clipped_group_losses(params: LinearParams, x: Array, y: Array, s: Array, num
     """Itemized group losses of a linear predictor with per-example losses
     ``min(1, (<w, x> + b - y)^2 / loss_bound)`` in ``[0, 1]``: ``[K]``."""
     pred = jnp.asarray(x, jnp.float32) @ params.w + params.b
-    per = jnp.minimum(1.0, jnp.square(pred - jnp.asarray(y, jnp.float32)) / jnp.asarray(loss_bound, jnp.float32))
+    per = clip_to_interval(jnp.square(pred - jnp.asarray(y, jnp.float32)) / jnp.asarray(loss_bound, jnp.float32),
+                           0.0, 1.0)
     return group_losses(per, s, num_groups)
 
 

@@ -16,8 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.privacy import accounting as acc
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy.clipping import glm_clipped_grad_sum
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.relations import ADD_REMOVE, as_relation, clipped_sum_sensitivity
 
 from .problem import CGOO, _check_loss_matrix, h_sensitivity, penalized
 
@@ -148,7 +151,7 @@ def weighted_least_squares(x: Array, y: Array, s: Array, group_weights: Array, *
 
 
 def dp_gd_noise_std(epsilon: float, delta: float, steps: int, clip_norm: float, *,
-                    relation: str = "replace_one") -> float:
+                    relation: Any = "replace_one") -> float:
     """Per-step Gaussian std on the clipped gradient sum so that ``steps`` full-batch steps are
     ``(epsilon, delta)``-DP: ``rho = dp_to_rho(eps, delta)`` (CKS), ``rho/steps`` per step, l2
     sensitivity ``2 C`` under replace-one.
@@ -156,17 +159,15 @@ def dp_gd_noise_std(epsilon: float, delta: float, steps: int, clip_norm: float, 
     Privacy: replace-one only. :func:`dp_weighted_least_squares` divides the noisy sum by the
     number of rows ``n``, which add/remove changes (a private count), so ``relation="add_remove"``
     is refused."""
-    from dpfair_jax.privacy import accounting as acc
-
     steps = V.check_int("steps", steps)
     V.check_clip_norm(clip_norm)
-    V.check_choice("relation", relation, ("replace_one", "add_remove"))
-    if relation == "add_remove":
+    rel = as_relation(relation)
+    if rel is ADD_REMOVE:
         raise ValueError("dp_gd_noise_std: relation='add_remove' is not supported: the DP-GD oracle "
                          "divides the noisy gradient sum by the private row count n; use 'replace_one' "
                          "(n fixed and public).")
     rho = acc.dp_to_rho(epsilon, delta)
-    sens = (2.0 if relation == "replace_one" else 1.0) * float(clip_norm)
+    sens = clipped_sum_sensitivity(clip_norm).under(rel)
     return acc.gaussian_sigma_for_rho(sens, rho / steps)
 
 
@@ -185,8 +186,6 @@ def dp_weighted_least_squares(key: Array, x: Array, y: Array, s: Array, group_we
     releases are ``(eps, delta)``-DP under replace-one (zCDP composition, CKS conversion), for a
     data-independent ``group_weights`` (privatize it first, as :func:`private_cgoo` does).
     """
-    from dpfair_jax.privacy.clipping import glm_clipped_grad_sum
-
     V.check_threefry_key(key)
     V.check_shape("x", x, ndim=2)
     V.check_same_length(x=x, y=y, s=s)

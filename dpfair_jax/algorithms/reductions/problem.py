@@ -16,6 +16,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.relations import REPLACE_ONE, bounded_sum_sensitivity
 
 from .objectives import GroupFunction
 
@@ -79,11 +80,16 @@ def penalized_grad(problem: CGOO, l: Array, G: Any, *, variant: str = "corrected
 def loss_sensitivity(n: int, num_groups: int, *, norm: str = "l2") -> float:
     """Sensitivity of the itemized loss vector ``(1/n) sum_i ell(c, D_i)`` with per-example vectors in
     ``[0,1]^K`` under replace-one (``n`` is fixed, hence public): ``sqrt(K)/n`` (l2, Lemma 5.1) or
-    ``K/n`` (l1)."""
+    ``K/n`` (l1).
+
+    Per coordinate the sum moves by at most ``bounded_sum_sensitivity(0, 1)`` under replace-one
+    (``dpfair_jax.privacy.relations``), so by ``sqrt(K)`` times that in l2 and ``K`` times in l1,
+    before the division by ``n``. Add/remove is not offered: it changes ``n``."""
     n = V.check_int("n", n)
     K = V.check_int("num_groups", num_groups)
     V.check_choice("norm", norm, ("l2", "l1"))
-    return (math.sqrt(K) if norm == "l2" else float(K)) / n
+    per_coordinate = bounded_sum_sensitivity(0.0, 1.0).under(REPLACE_ONE)
+    return (math.sqrt(K) if norm == "l2" else float(K)) * per_coordinate / n
 
 
 def h_sensitivity(problem: CGOO, n: int, G: Any, *, variant: str = "corrected") -> Any:
