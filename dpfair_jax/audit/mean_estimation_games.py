@@ -56,7 +56,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax.algorithms import mean_estimation as me
+# the estimator after validation, with exact sizes: the planted bug "exact_counts" runs it under
+# add/remove (the path before sizes were noised), which no public entry point allows
+from dpfair_jax.algorithms.mean_estimation.coinpress import _coinpress_run as _former_coinpress_run
 from dpfair_jax.audit.games import check_family_bug
+from dpfair_jax.privacy.accounting import zcdp_to_dp
+from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "FAMILY_BUGS",
@@ -83,8 +89,6 @@ _check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
 
 
 def _check_common(rho: float, delta: float, canary_scale: float) -> np.ndarray:
-    from dpfair_jax.algorithms import mean_estimation as me
-
     V.check_rho(rho)
     V.check_delta(delta)
     V.check_positive("canary_scale", canary_scale)
@@ -109,8 +113,6 @@ def stratified_coinpress_mechanism(
 
     Privacy: ``sum(rhos)``-zCDP under replace-one within a stratum.
     """
-    from dpfair_jax.algorithms import mean_estimation as me
-
     _check_bug("stratified_coinpress", bug)
     rhos = _check_common(rho, delta, canary_scale)
     n = V.check_int("n", n, minimum=4)
@@ -153,10 +155,6 @@ def mean_add_remove_mechanism(
     Privacy: ``(sum(rhos) + count_rho)``-zCDP under add/remove, ``count_rho`` the default
     ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
     """
-    from dpfair_jax.algorithms import mean_estimation as me
-    from dpfair_jax.privacy.accounting import zcdp_to_dp
-    from dpfair_jax.privacy.precision import full_precision
-
     _check_bug("mean_add_remove", bug)
     rhos = _check_common(rho, delta, canary_scale)
     n0 = V.check_int("n0", n0, minimum=2)
@@ -174,7 +172,7 @@ def mean_add_remove_mechanism(
     worlds = ((jnp.asarray(x0), jnp.asarray(s0)), (jnp.asarray(x1), jnp.asarray(s1)))
 
     if bug == "exact_counts":
-        inner = full_precision(me._coinpress_run)  # the former path: no count release
+        inner = full_precision(_former_coinpress_run)  # the former path: no count release
 
         def estimate(key, x, s):
             return inner(key, x, s, 2, center=0.0, radius=3.0, rhos=run_rhos, weights=None,
