@@ -434,3 +434,18 @@ def test_array_ledger_totals_and_conversion_per_grid_point():
     led.charge("per_row", np.array([[0.1], [0.2]]))
     assert led.shape == (2, 3) and led.total.shape == (2, 3)
     assert led.total[1, 2] == math.fsum([0.25 * 1.0 * 2, 0.05, 0.5 * 1.0, 0.2])
+
+
+@pytest.mark.parametrize("eps,delta,sens", [(0.05, 1e-5, 1.0), (1.0, 1e-6, 2.5), (20.0, 1e-9, 0.3)])
+def test_analytic_gaussian_epsilon_inverts_the_calibration(eps, delta, sens):
+    sigma = A.analytic_gaussian_sigma(eps, delta, sens)
+    got = A.analytic_gaussian_epsilon(sigma, delta, sens)
+    assert got == pytest.approx(eps, rel=1e-9)
+    # Balle & Wang's delta at the returned epsilon is the target's (the definition, evaluated apart)
+    a, b = sens / (2 * sigma), got * sigma / sens
+    d = special.ndtr(a - b) - math.exp(got) * special.ndtr(-a - b)
+    assert d == pytest.approx(delta, rel=1e-6)
+    assert A.analytic_gaussian_epsilon(sigma * 1.01, delta, sens) < got
+    assert A.analytic_gaussian_epsilon(1e6, 1e-5) == 1e-12
+    with pytest.raises(ValueError, match="sigma"):
+        A.analytic_gaussian_epsilon(0.0, 1e-5)

@@ -124,12 +124,12 @@ def test_output_perturbation_requires_public_radius_before_compute(monkeypatch):
     monkeypatch.setattr(OP, "minimize", boom)
     for kw in ({}, {"radius": None}):
         with pytest.raises(ValueError, match="public radius"):
-            OP.fit(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, **kw)
+            OP.release_minimizer(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, **kw)
     with pytest.raises(ValueError, match="radius"):
-        OP.fit(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, radius=0.0)
+        OP.release_minimizer(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, radius=0.0)
     monkeypatch.undo()
     r = float(np.linalg.norm(np.asarray(x), axis=1).max()) * 1.01
-    res = OP.fit(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, radius=r)
+    res = OP.release_minimizer(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, radius=r)
     assert res.sensitivity == pytest.approx(2 * math.sqrt(r**2 + 1) / 20, rel=1e-6)
 
 

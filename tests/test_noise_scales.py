@@ -171,7 +171,7 @@ def test_output_perturbation_fit_noise_by_hand():
     want = _balle_wang_sigma(eps, delta, 2.0 * math.sqrt(R_**2 + 1.0) / (n * reg))
     noise = []
     for i in range(3):
-        res = OP.fit(jax.random.key(10 + i), (x, y), epsilon=eps, delta=delta, reg=reg, radius=R_, iters=10)
+        res = OP.release_minimizer(jax.random.key(10 + i), (x, y), epsilon=eps, delta=delta, reg=reg, radius=R_, iters=10)
         assert float(res.std) == pytest.approx(want, rel=1e-6)
         noise.append(np.asarray(res.theta, np.float64) - np.asarray(res.theta_star, np.float64))
     _std_within(np.concatenate(noise), want)

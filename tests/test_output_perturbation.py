@@ -57,7 +57,7 @@ def test_sensitivity_bounds_replace_one(data, loss):
 
 
 def test_fit_calibrates_analytic_gaussian(data):
-    res = OP.fit(jax.random.key(1), data, epsilon=1.0, delta=1e-5, reg=1.0, radius=2.0)
+    res = OP.release_minimizer(jax.random.key(1), data, epsilon=1.0, delta=1e-5, reg=1.0, radius=2.0)
     sens = 2 * np.sqrt(2.0 ** 2 + 1) / (data.n * 1.0)
     assert res.sensitivity == pytest.approx(sens)
     assert res.std == pytest.approx(accounting.analytic_gaussian_sigma(1.0, 1e-5, sens))
@@ -127,12 +127,77 @@ def test_antithetic_and_plain_agree(data):
 
 def test_validation(data):
     with pytest.raises(ValueError, match="radius"):
-        OP.fit(jax.random.key(0), data, epsilon=1.0, delta=1e-5, radius=0.1)
+        OP.release_minimizer(jax.random.key(0), data, epsilon=1.0, delta=1e-5, radius=0.1)
     with pytest.raises(ValueError, match="epsilon"):
-        OP.fit(jax.random.key(0), data, epsilon=0.0, delta=1e-5, radius=2.0)
+        OP.release_minimizer(jax.random.key(0), data, epsilon=0.0, delta=1e-5, radius=2.0)
     with pytest.raises(ValueError, match="loss"):
         OP.minimize(data.x, data.y, loss="hinge")
     with pytest.raises(ValueError, match="Dataset"):
         OP.excessive_risk_mc(jax.random.key(0), jnp.zeros(5), 0.1, (data.x, data.y))
     with pytest.raises(ValueError, match="label_bound"):
-        OP.fit(jax.random.key(0), (data.x, data.y * 3.0), epsilon=1.0, delta=1e-5, radius=2.0, loss="squared")
+        OP.release_minimizer(jax.random.key(0), (data.x, data.y * 3.0), epsilon=1.0, delta=1e-5, radius=2.0, loss="squared")
+
+
+# --- fit / spend / calibrate ------------------------------------------------------------------
+
+@pytest.mark.parametrize("eps,delta", [(0.3, 1e-5), (1.0, 1e-5), (8.0, 1e-9)])
+def test_spend_of_calibrate_hits_the_target(data, eps, delta):
+    cfg = OP.OutputPerturbationConfig(delta=delta)
+    hp = OP.calibrate(cfg, data.n, (eps, delta), OP.OutputPerturbationHparams(radius=2.0))
+    sp = OP.spend(cfg, data.n, hp)
+    assert sp.epsilon <= eps and sp.epsilon >= 0.99 * eps
+    assert (sp.delta, sp.relation, sp.unit) == (delta, "replace_one", "example")
+    # an independent reference: Balle & Wang's delta at the calibrated multiplier is the target's
+    assert accounting.analytic_gaussian_delta(hp.noise_multiplier, sp.epsilon) == pytest.approx(delta, rel=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_fit_adds_the_noise_its_spend_accounts(data, loss):
+    """fit at calibrate's multiplier is release_minimizer at the target (same std up to the
+    calibration's rounding), and its std is z times the sensitivity written out by hand."""
+    y = data.y if loss == "logistic" else data.y.astype(jnp.float32)
+    cfg = OP.OutputPerturbationConfig(loss=loss, delta=1e-5)
+    hp = OP.calibrate(cfg, data.n, (1.0, 1e-5), OP.OutputPerturbationHparams(reg=0.5, radius=2.0))
+    res = OP.fit(jax.random.key(4), (data.x, y), hp, cfg)
+    r = np.sqrt(2.0 ** 2 + 1)
+    lip = r if loss == "logistic" else 2 * r * (r * np.sqrt(2 / 0.5) + 1.0)
+    sens = 2 * lip / (data.n * 0.5)
+    assert float(res.sensitivity) == pytest.approx(sens, rel=1e-6)
+    assert float(res.std) == pytest.approx(hp.noise_multiplier * sens, rel=1e-6)
+    old = OP.release_minimizer(jax.random.key(4), (data.x, y), epsilon=1.0, delta=1e-5, reg=0.5,
+                               radius=2.0, loss=loss)
+    assert float(res.std) == pytest.approx(old.std, rel=1e-6)
+    np.testing.assert_allclose(res.theta, old.theta, rtol=1e-5, atol=1e-6)
+    assert OP.spend(cfg, data.n, hp).epsilon == pytest.approx(old.spend.epsilon, rel=1e-9)
+
+
+def test_fit_sweeps_multiplier_and_reg_under_jit_and_vmap(data):
+    cfg = OP.OutputPerturbationConfig()
+
+    @jax.jit
+    def one(z, reg):
+        return OP.fit(jax.random.key(5), data, OP.OutputPerturbationHparams(z, reg, 2.0), cfg)
+
+    zs, regs = jnp.asarray([0.5, 2.0]), jnp.asarray([0.1, 1.0])
+    out = jax.vmap(one)(zs, regs)
+    for i in range(2):
+        single = OP.fit(jax.random.key(5), data, OP.OutputPerturbationHparams(float(zs[i]), float(regs[i]), 2.0), cfg)
+        np.testing.assert_allclose(out.theta[i], single.theta, rtol=1e-4, atol=1e-6)
+        assert float(out.std[i]) == pytest.approx(float(single.std), rel=1e-5)
+
+
+def test_trio_bad_input_names_the_field(data):
+    cfg = OP.OutputPerturbationConfig()
+    with pytest.raises(ValueError, match="radius"):
+        OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(), cfg)
+    with pytest.raises(ValueError, match="radius"):  # rows above the public bound
+        OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(radius=0.1), cfg)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(-1.0, radius=2.0), cfg)
+    with pytest.raises(ValueError, match="loss"):
+        OP.OutputPerturbationConfig(loss="hinge").validate()
+    with pytest.raises(ValueError, match="config.delta"):
+        OP.calibrate(cfg, 10, (1.0, 1e-6))
+    with pytest.raises(ValueError, match="sizes"):
+        OP.spend(cfg, 0, OP.OutputPerturbationHparams(1.0))
+    assert OP.spend(cfg, 10, OP.OutputPerturbationHparams(0.0)).epsilon == float("inf")

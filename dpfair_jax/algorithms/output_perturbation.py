@@ -17,13 +17,23 @@ features but never bounds the norms; here the bound is a declared, checked preco
   sqrt(2 / reg)`` (since ``(reg/2)||theta*||^2 <= objective(0) <= label_bound^2``), on which
   ``||grad|| <= L = 2 R (R Theta + label_bound)``.
 
-Public names: :func:`fit`, :func:`minimize`, :func:`sensitivity`, :func:`noise_std`,
-:func:`perturb`, :func:`privacy`, :func:`group_losses`, :func:`excessive_risk_mc`,
-:func:`theorem1_prediction`, :class:`OutputPerturbation`.
+The algorithm (one shape with the kit's others): :func:`fit` ``(key, data, hparams, config)``
+with :class:`OutputPerturbationHparams` (the noise multiplier ``z``, so ``std = z Delta``, the
+regularization and the public radius; all traceable) and :class:`OutputPerturbationConfig`
+(loss, intercept, Newton steps, label bound, the delta of the spend); :func:`spend` (the epsilon
+the analytic Gaussian mechanism with multiplier ``z`` has at that delta) and :func:`calibrate`
+(``z`` for a target (epsilon, delta)). :func:`release_minimizer` is the same release at a given
+(epsilon, delta), calibrated at the sensitivity itself, with its spend attached.
+
+Public names: :func:`fit`, :func:`spend`, :func:`calibrate`, :func:`release_minimizer`,
+:func:`minimize`, :func:`sensitivity`, :func:`noise_std`, :func:`perturb`, :func:`privacy`,
+:func:`group_losses`, :func:`excessive_risk_mc`, :func:`theorem1_prediction`,
+:class:`OutputPerturbation`, :class:`OutputPerturbationFit`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -37,15 +47,16 @@ from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["OutputPerturbation", "LOSSES", "augment", "minimize", "lipschitz_constant", "sensitivity",
-           "noise_std", "perturb", "fit", "privacy", "example_loss", "group_losses",
-           "excessive_risk_mc", "theorem1_prediction"]
+__all__ = ["OutputPerturbation", "OutputPerturbationConfig", "OutputPerturbationHparams",
+           "OutputPerturbationFit", "LOSSES", "augment", "minimize", "lipschitz_constant",
+           "sensitivity", "noise_std", "perturb", "fit", "spend", "calibrate", "release_minimizer",
+           "privacy", "example_loss", "group_losses", "excessive_risk_mc", "theorem1_prediction"]
 
 LOSSES = ("logistic", "squared")
 
 
 class OutputPerturbation(NamedTuple):
-    """Result of :func:`fit`.
+    """Result of :func:`release_minimizer`.
 
     Attributes:
       theta: the private parameters ``theta* + psi`` (``[d]``, or ``[d + 1]`` with intercept last).
@@ -184,10 +195,11 @@ def privacy(epsilon: float, delta: float) -> Any:
 
 
 @full_precision
-def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float = 1.0,
-        radius: float | None = None, loss: str = "logistic", label_bound: float = 1.0,
-        fit_intercept: bool = True, iters: int = 30) -> OutputPerturbation:
-    """Output perturbation (paper 001, Thm 1 setting): ``theta* + N(0, (Delta sigma)^2 I)``.
+def release_minimizer(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float = 1.0,
+                      radius: float | None = None, loss: str = "logistic", label_bound: float = 1.0,
+                      fit_intercept: bool = True, iters: int = 30) -> OutputPerturbation:
+    """Output perturbation at a given (epsilon, delta) (paper 001, Thm 1 setting):
+    ``theta* + N(0, (Delta sigma)^2 I)`` with the std calibrated at the sensitivity ``Delta``.
 
     ``data``: a ``Dataset`` or ``(x, y)``. ``radius`` (required): a *public* bound on ``||x_i||``
     (fixed before seeing the data, e.g. from the feature ranges; enforce it with
@@ -206,7 +218,7 @@ def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float =
     v.check_delta(delta)
     if radius is None:
         raise ValueError(
-            "fit needs a public radius= (a bound on the row norms ||x_i|| fixed without looking at "
+            "release_minimizer needs a public radius= (a bound on the row norms ||x_i|| fixed without looking at "
             "the data; bound the rows with preprocessing.bound_row_norms(x, radius)). A radius taken "
             "from the data is not private.")
     v.check_positive("radius", radius)
@@ -226,6 +238,160 @@ def fit(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float =
     sens = sensitivity(n, reg, lip)
     std = noise_std(epsilon, delta, sens)
     return OutputPerturbation(perturb(key, theta_star, std), theta_star, std, sens, privacy(epsilon, delta))
+
+
+# ------------------------------------------------------------------------------------------------
+# fit / spend / calibrate
+# ------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class OutputPerturbationConfig:
+    """Static choices: ``loss`` (``"logistic"`` or ``"squared"``), ``fit_intercept``, ``iters``
+    (Newton steps), ``label_bound`` (``|y| <=`` it, squared loss), ``delta`` (the spend's delta)."""
+
+    loss: str = "logistic"
+    fit_intercept: bool = True
+    iters: int = 30
+    label_bound: float = 1.0
+    delta: float = 1e-5
+
+    def validate(self) -> "OutputPerturbationConfig":
+        v.check_choice("loss", self.loss, LOSSES)
+        v.check_int("iters", self.iters, minimum=1)
+        v.check_positive("label_bound", self.label_bound)
+        v.check_delta(self.delta, "delta")
+        return self
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class OutputPerturbationHparams:
+    """Traced hyperparameters: ``noise_multiplier`` ``z`` (the noise std is ``z Delta``),
+    ``reg`` (the L2 regularization), ``radius`` (a public bound on ``||x_i||``, required)."""
+
+    noise_multiplier: Any = 1.0
+    reg: Any = 1.0
+    radius: Any = None
+
+
+class OutputPerturbationFit(NamedTuple):
+    """Result of :func:`fit` (arrays): the release ``theta``, the minimizer ``theta_star``, the
+    noise ``std`` and the sensitivity ``Delta = 2 L / (n reg)`` (``std = z Delta``)."""
+
+    theta: jax.Array
+    theta_star: jax.Array
+    std: jax.Array
+    sensitivity: jax.Array
+
+
+def _traced(*values: Any) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in values)
+
+
+def _sensitivity_of(n: int, hparams: OutputPerturbationHparams, config: OutputPerturbationConfig):
+    """``Delta = 2 L / (n reg)``: on the host in float64 for concrete hparams (as
+    :func:`release_minimizer`), in float32 for traced ones."""
+    reg, radius = hparams.reg, hparams.radius
+    if not _traced(reg, radius):
+        lip = lipschitz_constant(float(radius), loss=config.loss, reg=float(reg),
+                                 label_bound=config.label_bound, fit_intercept=config.fit_intercept)
+        return sensitivity(n, float(reg), lip)
+    r = jnp.sqrt(jnp.square(jnp.asarray(radius, jnp.float32)) + (1.0 if config.fit_intercept else 0.0))
+    reg = jnp.asarray(reg, jnp.float32)
+    if config.loss == "logistic":
+        lip = r
+    else:
+        lip = 2.0 * r * (r * config.label_bound * jnp.sqrt(2.0 / reg) + config.label_bound)
+    return 2.0 * lip / (n * reg)
+
+
+def _check_hparams(hparams: OutputPerturbationHparams) -> None:
+    if hparams.radius is None:
+        raise ValueError("hparams.radius is required: a public bound on the row norms ||x_i|| fixed "
+                         "without looking at the data (preprocessing.bound_row_norms(x, radius)).")
+    v.check_positive("hparams.radius", hparams.radius)
+    v.check_positive("hparams.reg", hparams.reg)
+    v.check_noise_multiplier(hparams.noise_multiplier, "hparams.noise_multiplier")
+
+
+@full_precision
+def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
+        config: OutputPerturbationConfig = OutputPerturbationConfig()) -> OutputPerturbationFit:
+    """Output perturbation ``theta* + N(0, (z Delta)^2 I)`` of the regularized minimizer.
+
+    ``data``: a ``Dataset`` or ``(x, y)`` with rows within the public ``hparams.radius``
+    (checked when it is concrete). Pure in ``key`` and the traced fields of ``hparams``
+    (``reg``, ``radius``, ``noise_multiplier``; ``jit``/``vmap`` over them).
+
+    Privacy: (epsilon, delta)-DP under replace-one with epsilon = :func:`spend`'s: the Gaussian
+    mechanism with noise multiplier ``z`` on a query of sensitivity ``Delta`` (Chaudhuri et al.
+    2011), for rows within ``radius``.
+    """
+    v.check_threefry_key(key)
+    config = config.validate()
+    _check_hparams(hparams)
+    x, y = (data.x, data.y) if isinstance(data, Dataset) else (data[0], data[1])
+    v.check_shape("x", x, ndim=2)
+    n = v.check_same_length(x=x, y=y)
+    v.check_finite("x", x)
+    if config.loss == "logistic":
+        v.check_labels(y, 2)
+    if not _traced(hparams.radius):
+        _check_rows(x, hparams.radius)
+    if config.loss == "squared" and not _traced(y) and float(np.max(np.abs(np.asarray(
+            y, np.float64)))) > float(config.label_bound) * (1 + 1e-6):
+        raise ValueError(f"|y| exceeds label_bound={config.label_bound}; clip labels or raise it.")
+    theta_star = minimize(x, y, reg=hparams.reg, loss=config.loss,
+                          fit_intercept=config.fit_intercept, iters=config.iters)
+    sens = _sensitivity_of(n, hparams, config)
+    std = hparams.noise_multiplier * sens
+    return OutputPerturbationFit(perturb(key, theta_star, std), theta_star,
+                                 jnp.asarray(std, theta_star.dtype), jnp.asarray(sens, theta_star.dtype))
+
+
+def spend(config: OutputPerturbationConfig, sizes: Any,
+          hparams: OutputPerturbationHparams) -> _acc.PrivacySpend:
+    """The spend of :func:`fit`: ``(epsilon, config.delta)``-DP under replace-one, epsilon the
+    analytic Gaussian mechanism's at noise multiplier ``z`` (Balle & Wang 2018; it does not
+    depend on ``n``, ``reg`` or ``radius``, which set the sensitivity the noise scales with).
+    ``sizes``: the number of rows ``n``."""
+    config = config.validate()
+    v.check_int("sizes", sizes, minimum=1)
+    z = hparams.noise_multiplier
+    if _traced(z) or np.ndim(z) != 0:
+        raise ValueError("hparams.noise_multiplier must be one host number for spend (one spend per "
+                         f"grid point), got shape {np.shape(z)}.")
+    v.check_noise_multiplier(z, "hparams.noise_multiplier")
+    # z = 0: no noise, no guarantee (epsilon = inf)
+    eps = _acc.analytic_gaussian_epsilon(float(z), config.delta) if float(z) > 0 else math.inf
+    return _acc.PrivacySpend(epsilon=eps, delta=float(config.delta), relation="replace_one",
+                             unit="example", accountant="closed_form",
+                             notes="output perturbation of the L2-regularized minimizer, analytic Gaussian "
+                                   f"with noise multiplier {float(z):.6g} (Chaudhuri et al. 2011 "
+                                   "sensitivity, Balle-Wang calibration)")
+
+
+def calibrate(config: OutputPerturbationConfig, sizes: Any, target: tuple[float, float],
+              hparams: OutputPerturbationHparams = OutputPerturbationHparams()
+              ) -> OutputPerturbationHparams:
+    """``hparams`` with ``noise_multiplier = analytic_gaussian_sigma(epsilon, delta)`` (unit
+    sensitivity) for ``target = (epsilon, delta)``, so that ``spend(...).epsilon <= epsilon``;
+    ``delta`` must equal ``config.delta``."""
+    config = config.validate()
+    v.check_int("sizes", sizes, minimum=1)
+    if not isinstance(target, tuple) or len(target) != 2:
+        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
+    eps, delta = target
+    v.check_epsilon(eps, "target epsilon")
+    v.check_delta(delta, "target delta")
+    if float(delta) != float(config.delta):
+        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
+                         "the spend is stated at; set config.delta to the target's.")
+    z = _acc.analytic_gaussian_sigma(float(eps), float(delta))
+    out = dataclasses.replace(hparams, noise_multiplier=z)
+    while spend(config, sizes, out).epsilon > float(eps):  # root-finding rounding: step up
+        z *= 1.0 + 1e-12
+        out = dataclasses.replace(hparams, noise_multiplier=z)
+    return out
 
 
 def group_losses(theta: jax.Array, x_aug: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,

@@ -41,7 +41,7 @@ in units of the accounted shift. Clip norm ``C = 3`` everywhere, so a noise std 
   at 0; the canary ``-100 C e_1`` joins group 0 (add/remove via ``mask``). Group 0's multiplier
   is the analytic Gaussian calibration of ``(epsilon, delta) = (1, 1e-2)`` at sensitivity 1
   (group 1's is twice that), so the claim is ``(1, 1e-2)``. Statistic ``-out[1] n_0 / (w_0 C)``.
-* ``output_perturbation``: :func:`dpfair_jax.algorithms.output_perturbation.fit` on its defaults
+* ``output_perturbation``: :func:`dpfair_jax.algorithms.output_perturbation.release_minimizer` on its defaults
   (logistic, intercept, ``reg = 1``, 30 Newton steps) with a public ``radius`` (the corrected
   default: a data-derived radius is not private). Replace-one: the canary ``radius e_0`` flips its
   label; statistic: the release's projection on ``theta*(D1) - theta*(D0)`` over the noise std.
@@ -327,7 +327,7 @@ def group_weighted_mechanism(*, bug: str | None = None, epsilon: float = 1.0, de
 # ------------------------------------------------------------------------------------------------
 def output_perturbation_mechanism(*, bug: str | None = None, epsilon: float = 1.0, delta: float = 1e-5,
                                   n: int = 10, radius: float = 1.0, seed: int = 0):
-    """``output_perturbation.fit`` on its defaults with a public radius, replace-one (module doc).
+    """``output_perturbation.release_minimizer`` on its defaults with a public radius, replace-one (module doc).
 
     Privacy: ``(epsilon, delta)``-DP under replace-one (``fit``'s spend), given a public bound
     ``radius`` on the row norms.
@@ -351,8 +351,8 @@ def output_perturbation_mechanism(*, bug: str | None = None, epsilon: float = 1.
         y0, y1 = y.copy(), y.copy()
         y0[-1], y1[-1] = 1, 0
         xj = jnp.asarray(x)
-        ref0 = op.fit(jax.random.key(seed), (xj, jnp.asarray(y0)), radius=r, **fit_kw)
-        ref1 = op.fit(jax.random.key(seed), (xj, jnp.asarray(y1)), radius=r, **fit_kw)
+        ref0 = op.release_minimizer(jax.random.key(seed), (xj, jnp.asarray(y0)), radius=r, **fit_kw)
+        ref1 = op.release_minimizer(jax.random.key(seed), (xj, jnp.asarray(y1)), radius=r, **fit_kw)
         t0, t1 = np.asarray(ref0.theta_star, np.float64), np.asarray(ref1.theta_star, np.float64)
         u = jnp.asarray((t1 - t0) / np.linalg.norm(t1 - t0), jnp.float32)
         std, spend = float(ref0.std), ref0.spend
@@ -361,7 +361,7 @@ def output_perturbation_mechanism(*, bug: str | None = None, epsilon: float = 1.
         flip = jnp.zeros((n,), jnp.int32).at[-1].set(-1)
 
         def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-            res = op.fit(key, (xj, y0j + flag.astype(jnp.int32) * flip), radius=r, **fit_kw)
+            res = op.release_minimizer(key, (xj, y0j + flag.astype(jnp.int32) * flip), radius=r, **fit_kw)
             theta = res.theta_star + (res.theta - res.theta_star) / shrink
             return jnp.dot(theta - jnp.asarray(t0, jnp.float32), u) / std
 
@@ -372,13 +372,13 @@ def output_perturbation_mechanism(*, bug: str | None = None, epsilon: float = 1.
         x0[-1], x1[-1] = (10.0 * r, 0.0), (0.1 * r, 0.0)
         r0, r1 = (float(np.linalg.norm(a.astype(np.float64), axis=1).max()) for a in (x0, x1))  # from the data
         d0, d1 = (jnp.asarray(x0), jnp.asarray(y)), (jnp.asarray(x1), jnp.asarray(y))
-        ref1 = op.fit(jax.random.key(seed), d1, radius=r1, **fit_kw)
+        ref1 = op.release_minimizer(jax.random.key(seed), d1, radius=r1, **fit_kw)
         t1 = ref1.theta_star
         std, spend = float(ref1.std), ref1.spend
 
         def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-            a = op.fit(key, d0, radius=r0, **fit_kw).theta
-            b = op.fit(key, d1, radius=r1, **fit_kw).theta
+            a = op.release_minimizer(key, d0, radius=r0, **fit_kw).theta
+            b = op.release_minimizer(key, d1, radius=r1, **fit_kw).theta
             theta = jnp.where(flag == 1, b, a)
             return -jnp.sum(jnp.square(theta - t1)) / std**2
 

@@ -56,6 +56,7 @@ __all__ = [
     "dp_to_rho",
     "analytic_gaussian_sigma",
     "analytic_gaussian_delta",
+    "analytic_gaussian_epsilon",
     "classical_gaussian_sigma",
     "participation_distribution",
     "membership_visible_delta",
@@ -782,6 +783,32 @@ def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1
     V.check_epsilon(epsilon)
     V.check_positive("sensitivity", sensitivity)
     return math.exp(_log_delta_gaussian(float(sigma), float(epsilon), float(sensitivity)))
+
+
+def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest epsilon at which the Gaussian mechanism ``N(0, sigma^2)`` is (epsilon, delta)-DP
+    (Balle & Wang 2018, Thm. 8; inverse of :func:`analytic_gaussian_delta` in epsilon).
+
+    Solves ``analytic_gaussian_delta(sigma, epsilon, sensitivity) = delta`` (decreasing in
+    epsilon) by Brent's method on ``log epsilon``; where even ``epsilon = 1e-12`` meets ``delta``
+    (a very large ``sigma``), returns 1e-12.
+
+    Privacy: ``q(D) + N(0, sigma^2)`` with l2-sensitivity ``sensitivity`` is (epsilon, delta)-DP
+    for the returned epsilon.
+    """
+    V.check_positive("sigma", sigma)
+    V.check_delta(delta)
+    V.check_positive("sensitivity", sensitivity)
+    sig, sens = float(sigma), float(sensitivity)
+    log_target = math.log(float(delta))
+    g = lambda u: _log_delta_gaussian(sig, math.exp(u), sens) - log_target  # noqa: E731
+    lo, hi = math.log(1e-12), 0.0
+    if g(lo) <= 0.0:
+        return 1e-12
+    while g(hi) > 0.0:
+        hi += 1.0
+    u = optimize.brentq(g, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    return math.exp(u)
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
