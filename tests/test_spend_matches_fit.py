@@ -640,12 +640,12 @@ def _case_output_perturbation(monkeypatch, *, radius: float | None = 2.0) -> lis
     y = (rng.random(n) < 0.5).astype(np.int32)
     if radius is None:
         try:
-            res = OP.fit(jax.random.key(7), (x, y), epsilon=eps, delta=DELTA, reg=reg)
+            res = OP.release_minimizer(jax.random.key(7), (x, y), epsilon=eps, delta=DELTA, reg=reg)
         except ValueError:
             return [Row("no public radius: refused (a data-derived bound is not private)", True, True)]
         return [Row("no public radius: refused, or the bound's cost stated in the spend", True,
                     "radius" in res.spend.notes.lower())]
-    res = OP.fit(jax.random.key(7), (x, y), epsilon=eps, delta=DELTA, reg=reg, radius=radius)
+    res = OP.release_minimizer(jax.random.key(7), (x, y), epsilon=eps, delta=DELTA, reg=reg, radius=radius)
     spend = res.spend
     rows = [Row("relation of the sensitivity 2L/(n reg)", "replace_one", spend.relation),
             Row("unit", "example", spend.unit),
@@ -794,7 +794,7 @@ def _case_synthesizer(monkeypatch) -> list[Row]:
     k = 2000
     s = np.repeat(np.arange(k), 50).astype(np.int32)
     props = SY.stratum_proportions(s, k, key=jax.random.key(14), count_rho=rho_c)
-    counts = SY._stratum_counts(s, k, key=jax.random.key(14), count_rho=rho_c)
+    counts = SY.stratum_counts(s, k, key=jax.random.key(14), count_rho=rho_c)
     dev = counts - 50.0  # far above 0: no clamping
     rows.append(Row("count charge from the counts' noise (sensitivity 1)",
                     _charge(1.0, float(np.mean(dev**2))), rho_c, "~", 2 * _std_rtol(k)))
@@ -809,14 +809,14 @@ def _case_synthesis_study(monkeypatch) -> list[Row]:
     of synthetic rows must come from those counts. Sampling is stubbed (post-processing)."""
     import pandas as pd
 
-    from dpfair_jax.algorithms import synthesis as SY
+    from dpfair_jax.studies import synthesis as SY
 
     rng = np.random.default_rng(5)
     m = 240
     table = pd.DataFrame({"sex": rng.integers(0, 2, m), "race": rng.integers(0, 2, m),
                           "a": rng.integers(0, 3, m), "income": rng.integers(0, 2, m)})
     sp_fit = Spy(monkeypatch, SY, "fit_marginal_synthesizer")
-    sp_cnt = Spy(monkeypatch, SY, "_stratum_counts", keep_result=True)
+    sp_cnt = Spy(monkeypatch, SY, "stratum_counts", keep_result=True)
     n_rows_sampled = []
 
     def sample(key, model, n_rows, proportions=None):  # post-processing: not what is checked here

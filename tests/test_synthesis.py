@@ -1,4 +1,5 @@
-"""Tests of dpfair_jax.algorithms.synthesis (paper 003, stratified private synthetic data)."""
+"""Tests of dpfair_jax.algorithms.synthesis (paper 003, stratified private synthetic data) and of
+its study, dpfair_jax.studies.synthesis."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pandas as pd
 import pytest
 
 from dpfair_jax.algorithms import synthesis as syn
+from dpfair_jax.privacy import accounting as acc
+from dpfair_jax.studies import synthesis as study
 
 
 def _chain_data(n=4000, seed=0):
@@ -92,11 +95,11 @@ def test_stratified_wrapper_generic_synthesizer():
 
 def test_parity_error_of_column_means():
     df = pd.DataFrame({"sex": [0, 0, 1, 1], "race": [0, 1, 0, 1], "x": [1.0, 2.0, 3.0, 4.0]})
-    assert syn.column_mean_parity_error(df, df, ["sex"]) == pytest.approx(0.0)
+    assert study.column_mean_parity_error(df, df, ["sex"]) == pytest.approx(0.0)
     other = df.assign(x=df.x * 2)
     # strata sex=0: x 1.5 -> 3 (rel 1), sex=1: 3.5 -> 7 (1); population 2.5 -> 5 (1) times 1/12
     # sex column: stratum 0 has true mean 0 (dropped); race column identical
-    assert syn.column_mean_parity_error(df, other, ["sex"]) == pytest.approx(2 + 1 / 12, rel=1e-5)
+    assert study.column_mean_parity_error(df, other, ["sex"]) == pytest.approx(2 + 1 / 12, rel=1e-5)
 
 
 def test_validation():
@@ -127,18 +130,18 @@ def test_synthesis_study_small_table():
     x = rng.integers(0, 4, n)
     income = (rng.random(n) < 0.2 + 0.15 * (x >= 2) + 0.1 * sex).astype(int)
     table = pd.DataFrame({"x": x, "sex": sex, "race": race, "income": income})
-    df = syn.synthesis_study(table, epsilons=[1.0, 8.0], variants=["vanilla", "sex_race"], seeds=1, trees=3)
+    df = study.synthesis_study(table, epsilons=[1.0, 8.0], variants=["vanilla", "sex_race"], seeds=1, trees=3)
     assert len(df) == 4 and set(df.variant) == {"vanilla", "sex_race"}
     for col in ("accuracy", "parity_error", "dp_ratio", "fnr_difference"):
         assert np.all(np.isfinite(df[col]))
     assert np.all((df.accuracy >= 0) & (df.accuracy <= 1))
     with pytest.raises(ValueError, match="variant"):
-        syn.synthesis_study(table, epsilons=[1.0], variants=["age"])
+        study.synthesis_study(table, epsilons=[1.0], variants=["age"])
 
 
 def test_selection_ratio_and_fnr_difference_match_fairlearn():
     fl = pytest.importorskip("fairlearn.metrics")
-    from dpfair_jax.algorithms.synthesis import _selection_ratio_and_fnr_difference
+    from dpfair_jax.studies.synthesis import _selection_ratio_and_fnr_difference
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 500)
@@ -148,3 +151,55 @@ def test_selection_ratio_and_fnr_difference_match_fairlearn():
     assert ratio == pytest.approx(fl.demographic_parity_ratio(y, p, sensitive_features=g), abs=1e-12)
     want = fl.MetricFrame(metrics=fl.false_negative_rate, y_true=y, y_pred=p, sensitive_features=g).difference()
     assert fnr == pytest.approx(want, abs=1e-12)
+
+
+# --- fit / spend / calibrate ------------------------------------------------------------------
+
+@pytest.mark.parametrize("counts", ["noisy", "none"])
+@pytest.mark.parametrize("eps", [0.5, 3.0])
+def test_spend_of_calibrate_hits_the_target(counts, eps):
+    cfg = syn.SynthesisConfig(domains=(3, 3, 2), num_groups=2, counts=counts, delta=1e-9)
+    hp = syn.calibrate(cfg, (60, 40), (eps, 1e-9))
+    sp = syn.spend(cfg, (60, 40), hp)
+    assert sp.epsilon <= eps and sp.epsilon >= 0.99 * eps
+    assert sp.relation == "add_remove" and sp.delta == 1e-9
+    assert sp.rho == pytest.approx(acc.dp_to_rho(eps, 1e-9), rel=1e-9)
+    if counts == "noisy":  # the study's record at the same target: same rho and epsilon
+        ref = syn.synthesis_privacy(eps, 1e-9)
+        assert sp.rho == pytest.approx(ref.rho, rel=1e-9) and sp.epsilon == pytest.approx(ref.epsilon, rel=1e-6)
+
+
+def test_fit_spends_what_spend_records():
+    """fit hands (1 - f) rho to the synthesizer and f rho to the counts (the spend's two charges),
+    with the study's keys: its tables and counts equal direct calls at those budgets."""
+    codes, domains = _chain_data(400)
+    s = codes[:, 2].astype(np.int32)
+    cfg = syn.SynthesisConfig(domains=tuple(domains), num_groups=2)
+    hp = syn.calibrate(cfg, 400, (2.0, 1e-9))
+    key = jax.random.key(6)
+    out = syn.fit(key, (codes, s), hp, cfg)
+    charges = syn.spend(cfg, 400, hp)
+    rho_fit, rho_c = 0.9 * hp.rho, 0.1 * hp.rho
+    assert rho_fit + rho_c == pytest.approx(charges.rho, rel=1e-12)
+    ref = syn.fit_marginal_synthesizer(key, codes, domains, rho_fit, s=s, num_groups=2)
+    np.testing.assert_array_equal(out.model.tables, ref.tables)
+    counts = syn.stratum_counts(s, 2, key=jax.random.fold_in(key, 2), count_rho=rho_c)
+    np.testing.assert_array_equal(out.counts, counts)
+    np.testing.assert_allclose(out.proportions, counts / counts.sum())
+    none = syn.fit(key, (codes, s), hp, syn.SynthesisConfig(domains=tuple(domains), num_groups=2, counts="none"))
+    assert none.counts is None
+    np.testing.assert_array_equal(
+        none.model.tables, syn.fit_marginal_synthesizer(key, codes, domains, hp.rho, s=s, num_groups=2).tables)
+
+
+def test_synthesis_trio_bad_input_names_the_field():
+    with pytest.raises(ValueError, match="domains"):
+        syn.SynthesisConfig(domains=[3, 3]).validate()
+    with pytest.raises(ValueError, match="counts"):
+        syn.SynthesisConfig(domains=(3,), counts="exact").validate()
+    with pytest.raises(ValueError, match="config.delta"):
+        syn.calibrate(syn.SynthesisConfig(domains=(3,)), 10, (1.0, 1e-6))
+    with pytest.raises(ValueError, match="sizes"):
+        syn.spend(syn.SynthesisConfig(domains=(3,), num_groups=2), (5, 5, 5), syn.SynthesisHparams())
+    with pytest.raises(ValueError, match="rho"):
+        syn.spend(syn.SynthesisConfig(domains=(3,)), 10, syn.SynthesisHparams(rho=-1.0))

@@ -21,13 +21,21 @@ Privacy (marginal synthesizer): one record changes ``d(d+1)/2`` entries of the u
 samples are post-processing. Strata are disjoint, so fitting every stratum with the full ``rho``
 is ``rho``-zCDP overall (parallel composition). The **stratum proportions** used for sampling
 are the exact private counts in the paper's code (not private: pass public ``proportions`` or use
-``count_rho`` for noisy counts); :func:`synthesis_study` releases noisy counts with a share of the
+``count_rho`` for noisy counts, :func:`stratum_counts`); the study
+(:func:`dpfair_jax.studies.synthesis.synthesis_study`) releases noisy counts with a share of the
 budget (:data:`COUNT_FRACTION`, charged in :func:`synthesis_privacy`), and the paper's dropping of
 strata below ``0.001 n`` is likewise a non-private decision (not done here).
+
+The marginal synthesizer as one algorithm (the kit's shape): :func:`fit` ``(key, codes,
+hparams, config)`` fits the strata's marginals with ``(1 - count_fraction) rho`` and releases the
+noisy stratum counts with ``count_fraction rho`` (:class:`SynthesisConfig`,
+:class:`SynthesisHparams`); :func:`spend` states the run's zCDP ledger and :func:`calibrate` sets
+``rho`` for a target (epsilon, delta).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -50,10 +58,15 @@ __all__ = [
     "StratifiedSynthesizer",
     "JaxMarginalSynthesizer",
     "mst_factory",
-    "adult_synthesis_table",
-    "column_mean_parity_error",
-    "synthesis_study",
+    "stratum_counts",
+    "COUNT_FRACTION",
     "synthesis_privacy",
+    "SynthesisConfig",
+    "SynthesisHparams",
+    "SynthesisFit",
+    "fit",
+    "spend",
+    "calibrate",
 ]
 
 
@@ -232,15 +245,20 @@ def stratum_proportions(s: Any, num_groups: int, *, key: jax.Array | None = None
     Privacy: exact counts are not private (``s`` must be public); with ``count_rho``,
     ``count_rho``-zCDP under add/remove of one row (one count changes by 1).
     """
-    c = _stratum_counts(s, num_groups, key=key, count_rho=count_rho)
+    c = stratum_counts(s, num_groups, key=key, count_rho=count_rho)
     if c.sum() <= 0:
         raise ValueError("all stratum counts are 0; nothing to sample from.")
     return c / c.sum()
 
 
-def _stratum_counts(s: Any, num_groups: int, *, key: jax.Array | None = None,
-                    count_rho: float | None = None) -> np.ndarray:
-    """Exact counts, or noisy counts clamped at 0 (``count_rho``-zCDP, sensitivity 1)."""
+def stratum_counts(s: Any, num_groups: int, *, key: jax.Array | None = None,
+                   count_rho: float | None = None) -> np.ndarray:
+    """Stratum counts ``[num_groups]`` (float64): exact (``count_rho=None``; not private, for
+    public ``s`` only), or ``n_g + N(0, 1/(2 count_rho))`` clamped at 0.
+
+    Privacy: with ``count_rho``, ``count_rho``-zCDP under add/remove of one row (one count changes
+    by 1; Gaussian noise through :func:`dpfair_jax.privacy.mechanisms.gaussian_noise`).
+    """
     v.check_int("num_groups", num_groups, minimum=1)
     v.check_group_ids(s, num_groups, "s")
     c = np.bincount(np.asarray(s), minlength=num_groups).astype(np.float64)
@@ -382,48 +400,6 @@ class StratifiedSynthesizer:
         return pd.concat(parts, ignore_index=True)
 
 
-# ------------------------------------------------------------------------------------------------
-# Adult study (Figs. 4, 5, 7 stand-in)
-# ------------------------------------------------------------------------------------------------
-def adult_synthesis_table(*, path: Any = None, bins: int = 5) -> Any:
-    """Adult as an integer-coded categorical frame (the paper's ACSEmployment "simple scenario"
-    stand-in): age, education-num and hours-per-week in ``bins`` equal-width bins, sex, race,
-    marital-status, workclass, relationship, native_us and the target ``income`` (1 = >50K)."""
-    import pandas as pd
-
-    from dpfair_jax.data.tabular import adult_strata
-
-    f = adult_strata(path=path, age_bins=bins)
-    out = pd.DataFrame({
-        "age": f["age_bucket"].astype(int),
-        "education": pd.cut(f["education-num"], bins=bins, labels=False).astype(int),
-        "hours": pd.cut(f["hours-per-week"], bins=bins, labels=False).astype(int),
-    })
-    for c in ("sex", "race", "marital-status", "workclass", "relationship", "native_us"):
-        out[c] = pd.Categorical(f[c]).codes.astype(int)
-    out["income"] = (f["income"].astype(str).str.contains(">")).astype(int)
-    return out
-
-
-def column_mean_parity_error(real: Any, synth: Any, strata_columns: Sequence[str],
-                             omega: float = 1.0 / 12.0) -> float:
-    """Fig. 5's parity error: Def. 10 (:func:`~dpfair_jax.fairness.metrics.parity_error`) with
-    ``f`` = column means, strata = cells of ``strata_columns`` in the real data; a stratum missing
-    from the synthetic data uses the synthetic data's overall means (as the paper's code)."""
-    from dpfair_jax.fairness.metrics import parity_error
-
-    cols = list(real.columns)
-    tg = real.groupby(strata_columns, observed=True)[cols].mean()
-    sg = synth.groupby(strata_columns, observed=True)[cols].mean().reindex(tg.index)
-    overall = synth[cols].mean()
-    sg = sg.fillna(overall)
-    return float(parity_error(tg.to_numpy(np.float32), sg.to_numpy(np.float32),
-                              real[cols].mean().to_numpy(np.float32), overall.to_numpy(np.float32),
-                              omega=omega))
-
-
-VARIANT_COLUMNS = {"vanilla": [], "sex": ["sex"], "race": ["race"], "sex_race": ["sex", "race"]}
-
 
 # Stratified and vanilla runs of the study release noisy stratum counts (sampling proportions and
 # the number of synthetic rows) with this fraction of rho; the synthesizers get the rest.
@@ -431,7 +407,8 @@ COUNT_FRACTION = 0.1
 
 
 def synthesis_privacy(epsilon: float, delta: float) -> acc.PrivacySpend:
-    """What one (stratified or vanilla) run of :func:`synthesis_study` spends: ``rho =
+    """What one (stratified or vanilla) run of the synthesis study
+    (:func:`dpfair_jax.studies.synthesis.synthesis_study`) spends: ``rho =
     dp_to_rho(eps, delta)`` in all, ``(1 - COUNT_FRACTION) rho`` for the synthesizer fits (strata
     by parallel composition) and ``COUNT_FRACTION rho`` for the noisy stratum counts that set the
     sampling proportions and the number of synthetic rows (add/remove)."""
@@ -444,116 +421,142 @@ def synthesis_privacy(epsilon: float, delta: float) -> acc.PrivacySpend:
                             "schema)")
 
 
-def _selection_ratio_and_fnr_difference(y_true: Any, y_pred: Any, groups: Any) -> tuple[float, float]:
-    """fairlearn's ``demographic_parity_ratio`` (smallest over largest group selection rate) and
-    ``MetricFrame(false_negative_rate).difference()`` (largest minus smallest group FNR; groups
-    without positives are left out) for binary labels."""
-    import pandas as pd
+# ------------------------------------------------------------------------------------------------
+# fit / spend / calibrate
+# ------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class SynthesisConfig:
+    """Static choices of a marginal-synthesizer run (add/remove neighbours: one row).
 
-    frame = pd.DataFrame({"y": np.asarray(y_true) == 1, "p": np.asarray(y_pred) == 1,
-                          "g": np.asarray(groups)})
-    sel = frame.groupby("g")["p"].mean()
-    ratio = float(sel.min() / sel.max()) if sel.max() > 0 else 0.0
-    pos = frame[frame["y"]]
-    fnr = 1.0 - pos.groupby("g")["p"].mean()
-    return ratio, float(fnr.max() - fnr.min()) if len(fnr) else 0.0
+    ``domains``: category count per column (public schema). ``num_groups``: the strata (public
+    values). ``mode``: ``"tree"`` or ``"independent"``. ``counts``: ``"noisy"`` releases the
+    stratum counts (sampling proportions and size) as Gaussian noisy counts with
+    ``count_fraction`` of ``rho``; ``"none"`` releases none (sample with public proportions).
+    ``delta``: the delta at which the zCDP spend is stated.
+    """
+
+    domains: tuple[int, ...]
+    num_groups: int = 1
+    mode: str = "tree"
+    counts: str = "noisy"
+    count_fraction: float = COUNT_FRACTION
+    delta: float = 1e-9
+
+    def validate(self) -> "SynthesisConfig":
+        if not isinstance(self.domains, tuple) or not self.domains:
+            raise ValueError(f"domains must be a non-empty tuple of category counts, got {self.domains!r}.")
+        for j, m in enumerate(self.domains):
+            v.check_int(f"domains[{j}]", m, minimum=1)
+        v.check_int("num_groups", self.num_groups, minimum=1)
+        v.check_choice("mode", self.mode, ("tree", "independent"))
+        v.check_choice("counts", self.counts, ("noisy", "none"))
+        if self.counts == "noisy" and not 0.0 < float(self.count_fraction) < 1.0:
+            raise ValueError(f"count_fraction must lie in (0, 1), got {self.count_fraction!r}.")
+        v.check_delta(self.delta, "delta")
+        return self
+
+    @property
+    def fraction(self) -> float:
+        """The share of ``rho`` spent on the noisy counts (0 without them)."""
+        return float(self.count_fraction) if self.counts == "noisy" else 0.0
 
 
-def _noisy_fitted_counts(syn: "StratifiedSynthesizer", train: Any, scols: Sequence[str],
-                         sid: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The noisy counts of the strata that ``syn`` fitted, in its order (its ``keys``)."""
-    import pandas as pd
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SynthesisHparams:
+    """``rho``: the run's total zCDP budget (marginals plus the noisy counts)."""
 
-    joined = train[list(scols)].astype(str).agg("|".join, axis=1)
-    code_of = dict(zip(joined, sid))
-    out = []
-    for key in syn.keys:
-        parts = key if isinstance(key, tuple) else (key,)
-        out.append(counts[code_of["|".join(str(p) for p in parts)]])
-    c = np.asarray(out, np.float64)
-    return c if c.sum() > 0 else np.ones_like(c)
+    rho: Any = 1.0
 
 
-def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence[str], seeds: int = 1,
-                    synthesizer: str = "marginal", delta: float = 1e-9, max_rows: int | None = None,
-                    trees: int = 10, seed: int = 0, target: str = "income",
-                    test_size: float = 0.2) -> Any:
-    """Vanilla vs stratified synthesis on an integer-coded frame: per (epsilon, variant, seed) fit on
-    the training split (the paper's code fits on all rows, test included), sample as many rows,
-    train a random forest on the synthetic rows, and evaluate on the real test split: accuracy,
-    column-mean parity error (Def. 10, strata sex x race), demographic-parity ratio and FNR
-    difference of the classifier over sex x race (fairlearn's definitions, computed here so the
-    study needs no test-only dependency)."""
-    import pandas as pd
-    from sklearn.ensemble import RandomForestClassifier
+class SynthesisFit(NamedTuple):
+    """Result of :func:`fit`: the fitted ``model``, the noisy stratum ``counts`` (clamped at 0;
+    ``None`` with ``counts="none"``) and ``proportions`` (the counts normalised, the sampling
+    proportions; ``None`` likewise). Sample with :func:`sample_marginal_synthesizer`."""
 
-    for vname in variants:
-        v.check_choice("variant", vname, tuple(VARIANT_COLUMNS))
-    v.check_choice("synthesizer", synthesizer, ("marginal", "mst"))
-    rng = np.random.default_rng(seed)
-    data = table if max_rows is None or len(table) <= max_rows else table.sample(max_rows, random_state=seed)
-    data = data.reset_index(drop=True)
-    perm = rng.permutation(len(data))
-    n_test = int(round(test_size * len(data)))
-    test, train = data.iloc[perm[:n_test]].reset_index(drop=True), data.iloc[perm[n_test:]].reset_index(drop=True)
-    feats = [c for c in data.columns if c != target]
-    sens_test = test["sex"].astype(str) + "_" + test["race"].astype(str)
-    domains = [int(data[c].max()) + 1 for c in data.columns]
-    codes = train.to_numpy(np.int32)
-    # one static number of strata for every variant (unused strata are empty and never sampled),
-    # so the marginal synthesizer compiles once for the whole study
-    strata_ids = {}
-    for vname in variants:
-        scols = VARIANT_COLUMNS[vname]
-        if scols:
-            strata_ids[vname] = pd.factorize(train[scols].astype(str).agg("|".join, axis=1), sort=True)[0]
-        else:
-            strata_ids[vname] = np.zeros(len(train), np.int64)
-    k_pad = max(int(s.max()) + 1 for s in strata_ids.values())
-    rows = []
-    for eps in epsilons:
-        rho = acc.dp_to_rho(float(eps), delta)
-        rho_fit, count_rho = (1.0 - COUNT_FRACTION) * rho, COUNT_FRACTION * rho
-        for vname in variants:
-            scols = VARIANT_COLUMNS[vname]
-            for sd in range(seeds):
-                key = jax.random.key(seed * 1000 + sd)
-                sid = strata_ids[vname].astype(np.int32)
-                k_v = int(sid.max()) + 1  # the variant's strata (values of the public schema)
-                # noisy stratum counts: sampling proportions and the number of synthetic rows (the
-                # exact counts, and len(train), would be released by the synthetic table)
-                counts = _stratum_counts(sid, k_v, key=jax.random.fold_in(key, 2), count_rho=count_rho)
-                n_rows = max(int(round(counts.sum())), 1)
-                props = np.zeros(k_pad)
-                props[:k_v] = counts if counts.sum() > 0 else 1.0
-                if synthesizer == "marginal":
-                    model = fit_marginal_synthesizer(key, codes, domains, rho_fit, s=sid, num_groups=k_pad)
-                    sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
-                    synth = pd.DataFrame(sc, columns=list(data.columns))
-                else:
-                    fac = mst_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
-                    if scols:
-                        syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
-                        c_fit = _noisy_fitted_counts(syn, train, scols, strata_ids[vname], counts)
-                        synth = syn.sample(n_rows, proportions=c_fit).astype(int)
-                    else:
-                        synth = fac().fit(train.astype(str)).sample(n_rows).astype(int)
-                ysyn = synth[target].to_numpy()
-                if len(np.unique(ysyn)) < 2:
-                    pred = np.full(len(test), ysyn[0])
-                else:
-                    clf = RandomForestClassifier(n_estimators=trees, random_state=42, n_jobs=1)
-                    clf.fit(synth[feats].to_numpy(), ysyn)
-                    pred = clf.predict(test[feats].to_numpy())
-                ytest = test[target].to_numpy()
-                dp_ratio, fnr = _selection_ratio_and_fnr_difference(ytest, pred, sens_test)
-                rows.append({
-                    "epsilon": float(eps), "variant": vname, "seed": sd, "synthesizer": synthesizer,
-                    "accuracy": float(np.mean(pred == ytest)),
-                    "parity_error": column_mean_parity_error(train.astype(np.float32), synth.astype(np.float32),
-                                                             ["sex", "race"]),
-                    "dp_ratio": dp_ratio,
-                    "fnr_difference": float(fnr),
-                    "majority_rate": float(max(ytest.mean(), 1 - ytest.mean())),
-                })
-    return pd.DataFrame(rows)
+    model: MarginalModel
+    counts: np.ndarray | None
+    proportions: np.ndarray | None
+
+
+def _rho_split(config: SynthesisConfig, rho: float) -> tuple[float, float]:
+    f = config.fraction
+    return (1.0 - f) * rho, f * rho
+
+
+def fit(key: jax.Array, data: Any, hparams: SynthesisHparams, config: SynthesisConfig) -> SynthesisFit:
+    """Fit the marginal synthesizer on ``data`` (codes ``[n, d]``, or ``(codes, s)`` with stratum
+    ids) with ``(1 - count_fraction) rho`` per stratum and release the noisy stratum counts with
+    ``count_fraction rho`` (keys: ``key`` for the marginals, ``fold_in(key, 2)`` for the counts,
+    as the study). The spanning trees are computed on the host, so ``rho`` is a host number.
+
+    Privacy: ``rho``-zCDP under add/remove of one row (:func:`spend`).
+    """
+    config = config.validate()
+    codes, s = data if isinstance(data, tuple) else (data, None)
+    rho = _host_rho(hparams)
+    rho_fit, count_rho = _rho_split(config, rho)
+    if s is None:
+        s = np.zeros(np.shape(codes)[0], np.int32)
+    model = fit_marginal_synthesizer(key, codes, config.domains, rho_fit, s=s,
+                                     num_groups=config.num_groups, mode=config.mode)
+    if config.counts == "none":
+        return SynthesisFit(model, None, None)
+    counts = stratum_counts(s, config.num_groups, key=jax.random.fold_in(key, 2), count_rho=count_rho)
+    props = counts / counts.sum() if counts.sum() > 0 else np.full(config.num_groups, 1.0 / config.num_groups)
+    return SynthesisFit(model, counts, props)
+
+
+def _host_rho(hparams: SynthesisHparams) -> float:
+    if isinstance(hparams.rho, jax.core.Tracer) or np.ndim(hparams.rho) != 0:
+        raise ValueError(f"hparams.rho must be one host number, got shape {np.shape(hparams.rho)}.")
+    v.check_rho(hparams.rho, "hparams.rho")
+    return float(hparams.rho)
+
+
+def _check_sizes(config: SynthesisConfig, sizes: Any) -> None:
+    if np.ndim(sizes) == 0:
+        v.check_int("sizes", sizes, minimum=1)
+    elif np.ndim(sizes) != 1 or np.size(sizes) != config.num_groups:
+        raise ValueError(f"sizes must be n or one size per stratum ({config.num_groups}), got {sizes!r}.")
+
+
+def spend(config: SynthesisConfig, sizes: Any, hparams: SynthesisHparams) -> acc.PrivacySpend:
+    """The spend of :func:`fit`: the ledger ``marginals`` (``(1 - count_fraction) rho``, parallel
+    over the strata) plus ``stratum_counts`` (``count_fraction rho``), converted at
+    ``config.delta`` (CKS), add/remove. ``sizes``: ``n`` or the per-stratum sizes (the
+    accounting needs neither: the strata are disjoint)."""
+    config = config.validate()
+    _check_sizes(config, sizes)
+    rho_fit, count_rho = _rho_split(config, _host_rho(hparams))
+    ledger = acc.ZcdpLedger()
+    ledger.charge(f"marginals (parallel over {config.num_groups} strata)", rho_fit)
+    if count_rho > 0:
+        ledger.charge("stratum_counts", count_rho)
+    notes = (f"marginal synthesizer with {1 - config.fraction:g} rho, strata by parallel composition"
+             + (f"; stratum proportions and counts from Gaussian noisy counts with "
+                f"{config.fraction:g} rho" if count_rho > 0 else "; no stratum counts released")
+             + "; category domains and the strata's values taken as public (the data's schema)")
+    return ledger.to_spend(config.delta, relation="add_remove", notes=notes)
+
+
+def calibrate(config: SynthesisConfig, sizes: Any, target: tuple[float, float],
+              hparams: SynthesisHparams = SynthesisHparams()) -> SynthesisHparams:
+    """``hparams`` with ``rho = dp_to_rho(epsilon, delta)`` (CKS) for ``target = (epsilon,
+    delta)``, so that ``spend(...).epsilon <= epsilon``; ``delta`` must equal ``config.delta``."""
+    config = config.validate()
+    _check_sizes(config, sizes)
+    if not isinstance(target, tuple) or len(target) != 2:
+        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
+    eps, delta = target
+    v.check_epsilon(eps, "target epsilon")
+    v.check_delta(delta, "target delta")
+    if float(delta) != float(config.delta):
+        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
+                         "the spend is stated at; set config.delta to the target's.")
+    rho = acc.dp_to_rho(float(eps), float(delta))
+    out = dataclasses.replace(hparams, rho=rho)
+    while spend(config, sizes, out).epsilon > float(eps):  # float rounding of the split: step down
+        rho *= 1.0 - 1e-12
+        out = dataclasses.replace(hparams, rho=rho)
+    return out

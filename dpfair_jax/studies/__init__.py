@@ -11,15 +11,15 @@ here:
 - :mod:`.stratification` (paper 003): ``mixture_trial``;
 - :mod:`.tradeoff` (paper 004): ``tradeoff_study``, ``equal_error_table``, ``baseline_name``,
   ``plot_tradeoff``;
-- ``synthesis_study`` (paper 003), defined with its algorithm in
-  :mod:`dpfair_jax.algorithms.synthesis`.
+- :mod:`.synthesis` (paper 003): ``synthesis_study``, ``adult_synthesis_table``,
+  ``column_mean_parity_error`` (its algorithm: :mod:`dpfair_jax.algorithms.synthesis`).
 
 The named data sets of paper 001 are :func:`dpfair_jax.data.load_dataset`.
 """
 
 from __future__ import annotations
 
-from dpfair_jax.algorithms.synthesis import synthesis_study
+from dpfair_jax.studies.synthesis import synthesis_study
 from dpfair_jax.studies import allocation, bgl, grids, stratification, tradeoff
 from dpfair_jax.studies.allocation import (
     PRIVATE_METHODS,

@@ -581,7 +581,7 @@ def strata_improvement_test(df, level: float = 0.05) -> dict[str, Any]:
 # synthesis (Figs. 4, 5, 7)
 # ------------------------------------------------------------------------------------------------
 def run_synthesis(config: dict, ctx: Any):
-    from dpfair_jax.algorithms import synthesis as syn
+    from dpfair_jax.studies import synthesis as syn
 
     try:
         table = syn.adult_synthesis_table(path=config.get("adult_path"))
