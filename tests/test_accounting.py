@@ -449,3 +449,13 @@ def test_analytic_gaussian_epsilon_inverts_the_calibration(eps, delta, sens):
     assert A.analytic_gaussian_epsilon(1e6, 1e-5) == 1e-12
     with pytest.raises(ValueError, match="sigma"):
         A.analytic_gaussian_epsilon(0.0, 1e-5)
+
+
+def test_relations_as_names_or_enums_recorded_by_name():
+    sp = A.PrivacySpend(epsilon=1.0, delta=1e-5, relation=NR.REPLACE_ONE)
+    assert sp.relation == "replace_one" and sp.to_dict()["relation"] == "replace_one"
+    with pytest.raises(ValueError, match="swap"):
+        A.PrivacySpend(epsilon=1.0, delta=1e-5, relation="swap")
+    ev = A.dpsgd_event(1.1, 0.01, 100)
+    assert A.epsilon_of_event(ev, 1e-5, relation=NR.ADD_OR_REMOVE_ONE) == A.epsilon_of_event(
+        ev, 1e-5, relation="add_remove")

@@ -36,6 +36,7 @@ from dp_accounting import dp_event as _ev
 from scipy import optimize, special
 
 from dpfair_jax import _validation as V
+from dpfair_jax.privacy import relations as _relations
 
 __all__ = [
     "ACCOUNTANTS",
@@ -74,8 +75,6 @@ RELATIONS = ("add_remove", "replace_one")
 UNITS = ("example", "sensitive_attribute", "group_member", "user")
 ZCDP_METHODS = ("cks", "bun_steinke")
 
-_NR = dp_accounting.NeighboringRelation
-_RELATION_ENUM = {"add_remove": _NR.ADD_OR_REMOVE_ONE, "replace_one": _NR.REPLACE_ONE}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,8 +238,7 @@ def _make_accountant(event: Any, accountant: str, relation: str | None) -> Any:
     if not isinstance(event, dp_accounting.DpEvent):
         raise ValueError(f"event must be a dp_accounting.DpEvent, got {type(event).__name__}.")
     relation = _default_relation(event) if relation is None else relation
-    V.check_choice("relation", relation, RELATIONS)
-    rel = _RELATION_ENUM[relation]
+    rel = _relations.as_relation(relation)
     if accountant == "rdp":
         acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=rel)
     else:
@@ -904,7 +902,8 @@ class PrivacySpend:
             V.check_rho(self.rho, allow_inf=True)
         if self.event is not None and not isinstance(self.event, dp_accounting.DpEvent):
             raise ValueError(f"event must be a dp_accounting.DpEvent or None, got {self.event!r}.")
-        V.check_choice("relation", self.relation, RELATIONS)
+        # a name or NeighboringRelation; recorded by name ("swap" and unknown names refused)
+        object.__setattr__(self, "relation", _relations.relation_name(self.relation))
         V.check_choice("unit", self.unit, UNITS)
         if self.accountant is not None:
             V.check_choice("accountant", self.accountant, ACCOUNTANTS + ("zcdp", "closed_form", "exact"))

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.relations import replace_factor
 
 __all__ = [
     "PoissonSample",
@@ -261,12 +262,13 @@ def accounting_for(scheme: str, n: int, batch_size: int) -> SamplingSpec:
     spe = steps_per_epoch(n, batch_size)
     q = batch_size / n
     if scheme == "poisson":
-        return SamplingSpec(scheme, "poisson", q, "add_remove", 1.0, batch_size, spe,
+        return SamplingSpec(scheme, "poisson", q, "add_remove", replace_factor("add_remove"), batch_size, spe,
                             "Poisson-subsampled Gaussian; add truncation_delta for the padded batch.")
     if scheme == "fixed_size":
-        return SamplingSpec(scheme, "without_replacement", q, "replace_one", 2.0, batch_size, spe,
+        return SamplingSpec(scheme, "without_replacement", q, "replace_one", replace_factor("replace_one"),
+                            batch_size, spe,
                             "sampling without replacement (exact for independent fixed-size batches)")
-    return SamplingSpec(scheme, "shuffle", q, "replace_one", 2.0, batch_size, spe,
+    return SamplingSpec(scheme, "shuffle", q, "replace_one", replace_factor("replace_one"), batch_size, spe,
                         "shuffled epochs without amplification: each record is in at most "
                         "ceil(steps / steps_per_epoch) batches, accounted as that many composed "
                         "Gaussians (sampling-without-replacement accounting is not proven for shuffling)")
