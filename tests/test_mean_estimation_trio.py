@@ -127,3 +127,18 @@ def test_relation_enum_accepted_and_recorded_by_name():
     sp = me.spend(cfg, (10,), me.MeanHparams(rho=0.5))
     assert sp.relation == "add_remove"
     assert sp == me.gaussian_privacy(0.5, 1e-6, relation="add_remove")
+
+
+def test_dataset_input_and_its_checks():
+    from dpfair_jax.data.dataset import make_dataset
+
+    x, s = _data()
+    ds = make_dataset(np.asarray(x), np.zeros(len(s), np.int32), np.asarray(s), num_groups=K)
+    cfg = me.MeanConfig(method="gaussian", num_groups=K)
+    a = me.fit(jax.random.key(0), ds, me.MeanHparams(), cfg)
+    b = me.fit(jax.random.key(0), (x, s), me.MeanHparams(), cfg)
+    np.testing.assert_array_equal(a.means.group_means, b.means.group_means)
+    with pytest.raises(ValueError, match="num_groups"):
+        me.fit(jax.random.key(0), ds, me.MeanHparams(), me.MeanConfig(num_groups=2))
+    with pytest.raises(ValueError, match="mask"):
+        me.fit(jax.random.key(0), ds.replace(mask=np.ones(len(s), bool)), me.MeanHparams(), cfg)

@@ -201,3 +201,9 @@ def test_trio_bad_input_names_the_field(data):
     with pytest.raises(ValueError, match="sizes"):
         OP.spend(cfg, 0, OP.OutputPerturbationHparams(1.0))
     assert OP.spend(cfg, 10, OP.OutputPerturbationHparams(0.0)).epsilon == float("inf")
+
+
+def test_fit_refuses_a_padding_mask(data):
+    masked = data.replace(mask=np.ones(data.n, bool))
+    with pytest.raises(ValueError, match="mask"):
+        OP.fit(jax.random.key(0), masked, OP.OutputPerturbationHparams(radius=2.0))

@@ -329,6 +329,9 @@ def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
     v.check_threefry_key(key)
     config = config.validate()
     _check_hparams(hparams)
+    if isinstance(data, Dataset) and data.mask is not None:
+        raise ValueError("data.mask is set: the minimizer uses every row (n is the sensitivity's); "
+                         "drop padded rows first.")
     x, y = (data.x, data.y) if isinstance(data, Dataset) else (data[0], data[1])
     v.check_shape("x", x, ndim=2)
     n = v.check_same_length(x=x, y=y)

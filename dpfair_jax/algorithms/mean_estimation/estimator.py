@@ -141,6 +141,10 @@ def _budget(config: MeanConfig, hparams: MeanHparams) -> Any:
 
 def _split_data(data: Any, num_groups: int) -> tuple[Any, Any]:
     if isinstance(data, Dataset):
+        if data.mask is not None:
+            raise ValueError("data.mask is set: the estimators use every row; drop padded rows first.")
+        if data.num_groups != num_groups:
+            raise ValueError(f"data.num_groups={data.num_groups} but config.num_groups={num_groups}.")
         return data.x, data.s
     if isinstance(data, tuple) and len(data) == 2:
         return data
