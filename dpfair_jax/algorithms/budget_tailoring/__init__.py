@@ -21,6 +21,19 @@ feature (``xs: [d, n]``), forms per-example gradients as one scalar per example 
 (squared and logistic loss are generalized linear models), clips with the exact per-example norm
 ``|dloss| * ||x||`` and forms group sums with one matmul against the one-hot group matrix.
 
+Interface (the kit's common one): ``fit(key, data, hparams, config) -> (theta, Diagnostics)``;
+``spend(config, sizes, hparams) -> PrivacySpend`` (``sizes``: the per-group sizes ``n_k``; the
+spend is ``hparams.rho`` stated at ``config.delta``); ``calibrate(config, sizes, (epsilon,
+delta)) -> hparams`` (``rho`` from the inverse conversion, :func:`rho_for_epsilon`).
+
+Modules: :mod:`.core` (configuration, budget split, data layout, draws), :mod:`.stage1`
+(Algorithm 1), :mod:`.stage2` (Algorithms 2-3 and the pooled baseline), :mod:`.algorithm`
+(:func:`fit`), :mod:`.batched` and :mod:`.tables` (fast paths: several methods in one program, a
+dataset prepared once, exact clipped-sum tables), :mod:`.ledger` (spend, ledger, conversions),
+:mod:`.references` (non-private references and errors). Sensitivities come from
+``dpfair_jax.privacy.relations``, noise from ``privacy.mechanisms.gaussian_noise``, clipping from
+``privacy.bounding``.
+
 Departures from the paper (corrected default, literal behaviour behind an option):
 
 * ``scaling="group_mean"`` (default): noise is calibrated to the *clipped sum* (sensitivity
@@ -77,7 +90,8 @@ from __future__ import annotations
 from .algorithm import fit, fit_arrays
 from .batched import Prepared, fit_many, fit_many_from_draws, fit_many_prepared, prepare
 from .core import METHODS, Config, Diagnostics, Hyperparams, num_draws
-from .ledger import BudgetLedger, budget_ledger, epsilon_to_rho, privacy, zcdp_to_epsilon
+from .ledger import (BudgetLedger, budget_ledger, calibrate, epsilon_to_rho, privacy, rho_for_epsilon, spend,
+                     zcdp_to_epsilon)
 from .references import group_mspe, least_squares, population_mspe
 from .stage1 import Stage1Release, stage1_noise_stds, stage1_release, stage1_standard_errors
 from .stage2 import group_noise_stds, noisy_group_release, stage2_descent
@@ -113,5 +127,8 @@ __all__ = [
     "privacy",
     "zcdp_to_epsilon",
     "epsilon_to_rho",
+    "rho_for_epsilon",
     "BudgetLedger",
+    "spend",
+    "calibrate",
 ]

@@ -67,6 +67,9 @@ class Config:
       se_denominator: ``"n"`` (Algorithm 1 line 21) or ``"n_minus_d"`` (the text).
       fit_intercept: append a constant feature (it counts in ``||x||`` for clipping).
       box: projection onto ``[-box, box]^P`` (the paper's ``C_P = [-5, 5]^P``); ``inf`` for none.
+      delta: the ``delta`` at which :func:`~.ledger.spend` states ``epsilon`` (accounting only: the
+        run is ``rho``-zCDP, which holds at every ``delta``; :func:`~.ledger.calibrate` solves
+        for a target at this ``delta``).
     """
 
     method: str = "dpse"
@@ -81,6 +84,7 @@ class Config:
     se_denominator: str = "n"
     fit_intercept: bool = False
     box: float = 5.0
+    delta: float = 1e-5
 
     def __post_init__(self) -> None:
         # one spelling in records: the relation's name (as_relation refuses "swap" with a pointer)
@@ -98,6 +102,7 @@ class Config:
         v.check_choice("stage1_clip", self.stage1_clip, ("delta_sq", "paper"))
         v.check_choice("se_denominator", self.se_denominator, ("n", "n_minus_d"))
         v.check_positive("box", self.box, allow_inf=True)
+        v.check_delta(self.delta)
         if self.fairness and self.method == "pooled":
             raise ValueError(
                 "method='pooled' has no group losses, so it cannot run the fairness Lagrangian "

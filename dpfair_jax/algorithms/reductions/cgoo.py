@@ -43,7 +43,10 @@ class MixtureResult(NamedTuple):
     vector ``loss [K]``, ``objective = f(loss)``, ``constraint = g(loss)`` and ``h`` trajectory
     ``[T]`` of the iterate (diagnostic; computed on the private losses, do not release it).
     ``released [T, K]``: the Laplace-privatized loss vectors :func:`private_cgoo` read in each round
-    (part of its private output; ``None`` for the non-private :func:`frank_wolfe`)."""
+    (part of its private output; ``None`` for the non-private :func:`frank_wolfe`).
+    ``round_epsilon``: what one round of :func:`private_cgoo` spent, ``oracle_epsilon + (K/n) /
+    laplace_scale`` (``inf`` without Laplace noise or with ``variant="paper"``); the rounds compose
+    by :func:`algorithm2_ledger`. ``None`` for :func:`frank_wolfe`."""
 
     indices: Array
     weights: Array
@@ -52,6 +55,7 @@ class MixtureResult(NamedTuple):
     constraint: Array
     trajectory: Array
     released: Array | None = None
+    round_epsilon: Array | None = None
 
 
 def mixture_loss(losses: Array, indices: Array, weights: Array) -> Array:
@@ -228,12 +232,14 @@ def private_cgoo(key: Array, losses: Array, problem: CGOO, *, G: Any, steps: int
     return _private_cgoo(key, jnp.asarray(losses, jnp.float32), jnp.asarray(G, jnp.float32),
                          jnp.asarray(oracle_epsilon, jnp.float32), jnp.asarray(laplace_scale, jnp.float32),
                          problem=problem, steps=steps, lsens=loss_sensitivity(n, problem.num_groups),
-                         point=point, variant=variant, init_index=int(init_index),
+                         l1sens=loss_sensitivity(n, problem.num_groups, norm="l1"), point=point,
+                         variant=variant, init_index=int(init_index),
                          smoothing=None if smoothing is None else float(smoothing))
 
 
-@partial(jax.jit, static_argnames=("problem", "steps", "lsens", "point", "variant", "init_index", "smoothing"))
-def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, lsens, point, variant,
+@partial(jax.jit, static_argnames=("problem", "steps", "lsens", "l1sens", "point", "variant", "init_index",
+                                   "smoothing"))
+def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, lsens, l1sens, point, variant,
                   init_index, smoothing):
     K = problem.num_groups
     literal = variant == "paper"
@@ -259,7 +265,9 @@ def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, l
     wts = jnp.full((steps,), 1.0 / steps, jnp.float32)
     lm = jnp.cumsum(L[idx], axis=0) / jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
     traj = jax.vmap(lambda l: penalized(problem, l, G, smoothing=smoothing))(lm)
-    return _finish(problem, L, idx, wts, traj, released)
+    noisy = scale > 0
+    round_epsilon = oracle_epsilon + jnp.where(noisy, l1sens / jnp.where(noisy, scale, 1.0), jnp.inf)
+    return _finish(problem, L, idx, wts, traj, released)._replace(round_epsilon=round_epsilon)
 
 
 class RegressionMixture(NamedTuple):
