@@ -545,7 +545,7 @@ def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
     for path in ("auto", "generic"):
         cfg = F.FermiConfig(model=cnn, num_groups=2, num_classes=3, steps=3, batch_size=12, grad_path=path)
         theta0 = cnn.init(jax.random.key(0))
-        assert F._grad_path(cfg, ds, theta0) == ("cnn" if path == "auto" else "generic")
+        assert F._grad_path(cfg, ds.x, theta0) == ("cnn" if path == "auto" else "generic")
         outs.append(F.fit(jax.random.key(8), ds, hp, cfg, params0=theta0, validate=False))
     for a, b in zip(jax.tree_util.tree_leaves((outs[0].params, outs[0].W)),
                     jax.tree_util.tree_leaves((outs[1].params, outs[1].W))):
@@ -553,4 +553,4 @@ def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
     c0, c1 = (float(o.diagnostics["clipped_frac_theta"]) for o in outs)
     assert c0 == pytest.approx(c1) and 0 < c0
     bf16 = M.cnn(num_classes=3, channels=(8, 3), image_shape=(8, 8, 1), compute_dtype=jnp.bfloat16)
-    assert F._grad_path(F.FermiConfig(model=bf16, num_groups=2, num_classes=3), ds, theta0) == "generic"
+    assert F._grad_path(F.FermiConfig(model=bf16, num_groups=2, num_classes=3), ds.x, theta0) == "generic"

@@ -253,9 +253,10 @@ def _probs_one(model, logits):
     return E.soft_predictions(jnp.reshape(logits, (1, -1)) if model.num_outputs > 1 else jnp.reshape(logits, (1,)))[0]
 
 
-def _frequencies(config: FermiConfig, data: Dataset, key: jax.Array, p_s=None, p_y=None):
-    """``(P [C, k], example weights [n])``: the group frequencies of each condition (``P_S`` for DP,
-    ``P_{S|Y}`` for EO) and the per-example weights (``1 / p_Y(y_i)`` for unweighted EO, else 1).
+def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=None):
+    """``(P [C, k], example weights [n])`` from ``data = {"x", "y", "s"}``: the group frequencies
+    of each condition (``P_S`` for DP, ``P_{S|Y}`` for EO) and the per-example weights
+    (``1 / p_Y(y_i)`` for unweighted EO, else 1).
 
     ``group_frequencies="noisy"``: from one noisy ``[l, k]`` histogram of ``(y, s)``
     (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, charged by :func:`privacy`), cells
@@ -266,11 +267,11 @@ def _frequencies(config: FermiConfig, data: Dataset, key: jax.Array, p_s=None, p
     from dpfair_jax.privacy import mechanisms as Mech
 
     k, l = config.num_groups, config.num_classes
-    n = data.x.shape[0]
+    n = data["x"].shape[0]
     unweighted_eo = config.fairness == "eo" and not config.eo_weighted
     if config.group_frequencies == "noisy":
         counts = Mech.noisy_histogram(
-            key, data.y * k + data.s, l * k, noise_multiplier=config.count_noise_multiplier,
+            key, data["y"] * k + data["s"], l * k, noise_multiplier=config.count_noise_multiplier,
             relation=config.relation(),
         ).reshape(l, k)
         counts = jnp.maximum(counts, 1.0)
@@ -284,10 +285,10 @@ def _frequencies(config: FermiConfig, data: Dataset, key: jax.Array, p_s=None, p
         P = P[None] if P.ndim == 1 else P
         p_y_hat = None if p_y is None else jnp.asarray(p_y, jnp.float32)
         if unweighted_eo and p_y_hat is None:  # y is public under the sensitive-attribute unit
-            p_y_hat = jnp.mean(jax.nn.one_hot(data.y, l), axis=0)
+            p_y_hat = jnp.mean(jax.nn.one_hot(data["y"], l), axis=0)
     if not unweighted_eo:
         return P, jnp.ones((n,), jnp.float32)
-    return P, 1.0 / jnp.maximum(p_y_hat[data.y], 1e-12)
+    return P, 1.0 / jnp.maximum(p_y_hat[data["y"]], 1e-12)
 
 
 def _check_frequencies(config: FermiConfig, p_s, p_y) -> None:
@@ -345,12 +346,13 @@ def _psi_parts(probs_i: jax.Array, s_i, W: jax.Array, p_s: jax.Array):
     return quad, lin
 
 
-def _grad_path(config: FermiConfig, data: Dataset, theta0: Any) -> str:
-    """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap)."""
+def _grad_path(config: FermiConfig, x: jax.Array, theta0: Any) -> str:
+    """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap), for
+    features ``x`` and parameters shaped like ``theta0``."""
     if config.grad_path == "generic":
         return "generic"
     name = getattr(config.model, "name", "")
-    if name in ("logistic", "multinomial_logistic", "linear") and data.x.ndim == 2:
+    if name in ("logistic", "multinomial_logistic", "linear") and x.ndim == 2:
         return "linear"
     if name == "cnn":
         from dpfair_jax.privacy import ghost
@@ -416,6 +418,12 @@ def check_hparams(hparams: FermiHparams) -> FermiHparams:
     return hparams
 
 
+def _as_float32(hparams: FermiHparams) -> FermiHparams:
+    """Every field as a float32 array, so Python floats, NumPy scalars and arrays of one shape all
+    reach the compiled program with one signature (the values are those the run uses anyway)."""
+    return FermiHparams(*(jnp.asarray(f, jnp.float32) for f in hparams))
+
+
 @full_precision
 def fit(
     key: jax.Array,
@@ -436,8 +444,16 @@ def fit(
     ``batch_key`` (optional) draws the batches, so runs vmapped over hyperparameters can share
     them. ``params0`` overrides ``config.model.init``. ``p_s`` (``[k]`` or ``[l, k]`` for EO) and
     ``p_y`` (``[l]``): public frequencies, only with ``config.group_frequencies="public"`` (the
-    default draws them from a noisy histogram charged by :func:`privacy`). ``parts_builder(config, P) -> parts`` replaces the
-    ERMI terms by another regularizer split the same way (used by :mod:`.pfld`).
+    default draws them from a noisy histogram charged by :func:`privacy`). ``parts_builder(config,
+    P) -> parts`` replaces the ERMI terms by another regularizer split the same way (used by
+    :mod:`.pfld`).
+
+    Called eagerly, it runs one compiled program per ``(config, parts_builder)`` and argument
+    shapes: the key, the data, every ``hparams`` field (as float32), ``p_s``/``p_y``, ``params0``
+    and ``batch_key`` are its traced arguments, so a Python loop over lambdas, noise multipliers,
+    step sizes or seeds compiles once (build the config, and its model, once outside the loop: a new
+    model object is a new program). Called inside a ``jit``/``vmap`` (any argument traced), it is
+    traced into the caller's program.
 
     Privacy: (epsilon, delta)-DP for the unit ``config.privacy_unit`` when the noise multipliers
     come from :func:`calibrate` with the same config and data size (see the module docstring for
@@ -450,21 +466,33 @@ def fit(
         v.check_threefry_key(key)
         check_hparams(hparams)
         _check_frequencies(config, p_s, p_y)
+    if data.mask is not None:
+        raise ValueError("fit does not take padded datasets (mask); drop the padding rows first.")
+    examples = {"x": data.x, "y": data.y, "s": data.s}
+    args = (key, examples, hparams, batch_key, params0, p_s, p_y)
+    builder = parts_builder or _fermi_parts
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(args)):
+        return _fit_impl(config, builder, *args)  # inside the caller's jit/vmap: its program
+    return _fit_program(config, builder, key, examples, _as_float32(hparams), *args[3:])
+
+
+def _fit_impl(config: FermiConfig, parts_builder: Any, key: jax.Array, data: dict, hparams: FermiHparams,
+              batch_key: Any, params0: Any, p_s: Any, p_y: Any) -> FermiResult:
+    """The body of :func:`fit` on checked inputs (``data``: ``{"x", "y", "s"}``)."""
     k_init, k_w, k_run = jax.random.split(key, 3)
     model = config.model
-    theta0 = model.init(k_init, data.x.shape[1:] if data.x.ndim > 2 else data.x.shape[1]) if params0 is None else params0
+    x = data["x"]
+    theta0 = model.init(k_init, x.shape[1:] if x.ndim > 2 else x.shape[1]) if params0 is None else params0
     W0 = init_w(k_w, config)
     P, weights = _frequencies(config, data, jax.random.fold_in(key, _COUNT_KEY), p_s, p_y)
     lam = jnp.asarray(hparams.lam, jnp.float32)
     examples = {
-        "x": data.x,
-        "y": data.y,
-        "s": data.s,
-        "c": data.y if config.fairness == "eo" else jnp.zeros_like(data.s),
+        "x": x,
+        "y": data["y"],
+        "s": data["s"],
+        "c": data["y"] if config.fairness == "eo" else jnp.zeros_like(data["s"]),
         "wt": weights,
     }
-    if data.mask is not None:
-        raise ValueError("fit does not take padded datasets (mask); drop the padding rows first.")
     m = config.batch_size
     official = config.clip_mode == "official_batch"
     batch_scale = float(m) if official else 1.0
@@ -481,8 +509,8 @@ def fit(
         lr_theta=hparams.lr_theta, lr_w=hparams.lr_w, clip_theta=clip_theta * batch_scale,
         clip_w=clip_w * batch_scale, noise_theta=noise_theta, noise_w=noise_w, radius=hparams.radius,
     )
-    parts = (parts_builder or _fermi_parts)(config, P)
-    path = _grad_path(config, data, theta0)
+    parts = parts_builder(config, P)
+    path = _grad_path(config, x, theta0)
     private, public = _losses(config, parts, lam, path != "generic")
     res = sgda.dpsgda(
         k_run, examples, theta0, W0, hp, config.sgda_config(), private_loss=private,
@@ -490,6 +518,9 @@ def fit(
         cnn_model=config.model if path == "cnn" else None,
     )
     return FermiResult(res.theta, res.w, res.diagnostics)
+
+
+_fit_program = jax.jit(_fit_impl, static_argnums=(0, 1))
 
 
 # ------------------------------------------------------------------------------------------------
