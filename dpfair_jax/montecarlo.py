@@ -190,13 +190,38 @@ class _Item:
     num_trials: int
     swept: bool  # False: fn(key[, data]); True: fn(key[, data], **point)
     with_data: bool = False
+    with_hparams: bool = False  # True: data is (data, hparams) and fn(key[, data], hparams_at_point)
 
     def __call__(self, i: jax.Array, keys: jax.Array, points: dict[str, jax.Array], data: PyTree = None) -> PyTree:
+        if self.with_hparams:
+            data, base = data
         args = (keys[i % self.num_trials],) + ((data,) if self.with_data else ())
         if not self.swept:
             return self.fn(*args)
         point = {name: values[i // self.num_trials] for name, values in points.items()}
+        if self.with_hparams:
+            return self.fn(*args, _replace_fields(base, point))
         return self.fn(*args, **point)
+
+
+def _field_names(tree: Any) -> tuple[str, ...]:
+    """The replaceable top-level fields of an hparams pytree (dataclass, NamedTuple or dict)."""
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return tuple(f.name for f in dataclasses.fields(tree))
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return tuple(tree._fields)
+    if isinstance(tree, Mapping):
+        return tuple(str(k) for k in tree)
+    raise ValueError(f"hparams must be a dataclass, NamedTuple or dict pytree, got {type(tree).__name__}.")
+
+
+def _replace_fields(tree: Any, point: Mapping[str, Any]) -> Any:
+    """``tree`` with the fields named in ``point`` replaced (traced values inside the program)."""
+    if dataclasses.is_dataclass(tree):
+        return dataclasses.replace(tree, **point)
+    if isinstance(tree, tuple) and hasattr(tree, "_replace"):
+        return tree._replace(**point)
+    return type(tree)({**tree, **point}) if not isinstance(tree, dict) else {**tree, **point}
 
 
 def _device_chunks(item: _Item, plan: Plan, idx: jax.Array, keys: jax.Array, points: dict, data: PyTree) -> PyTree:
@@ -399,8 +424,18 @@ def sweep(
     mesh: Mesh | None = None,
     memory_budget_bytes: int | None = None,
     data: PyTree = None,
+    hparams: PyTree = None,
 ) -> "SweepResult":
     """Trials x the Cartesian product of ``grid``, as one jitted program.
+
+    With ``hparams`` (an algorithm's hyperparameter pytree: a dataclass registered as a pytree, a
+    NamedTuple or a dict), ``grid`` names its fields and ``fn(key[, data], hparams_at_point)``
+    receives ``hparams`` with those fields replaced by the point's traced values (the other fields
+    are program arguments too), so any algorithm's ``fit(key, data, hparams, config)`` can be swept
+    without hand-written meshgrids::
+
+        sweep(lambda k, d, hp: metrics(fermi.fit(k, d, hp, config)), key,
+              {"lam": lams, "noise_theta": zs}, seeds, data=train, hparams=FermiHparams(...))
 
     ``fn(key, **point) -> dict[str, scalar or array]`` receives each hyperparameter as a traced
     0-d array (float32 for floats, int32 for integers), so the grid's values can change without
@@ -430,11 +465,22 @@ def sweep(
     mesh_axes = np.meshgrid(*g.values(), indexing="ij")
     points = {n: jnp.asarray(a.ravel()) for n, a in zip(names, mesh_axes)}
     V.check_finite("data", data)
-    item = _Item(fn, num_trials, True, data is not None)
+    item = _Item(fn, num_trials, True, data is not None, hparams is not None)
+    if hparams is not None:
+        fields = _field_names(hparams)
+        unknown = [n for n in names if n not in fields]
+        if unknown:
+            raise ValueError(f"grid names {unknown} are not fields of {type(hparams).__name__} "
+                             f"(fields: {list(fields)}).")
+        for leaf in jax.tree_util.tree_leaves(hparams):
+            if not isinstance(leaf, jax.core.Tracer) and np.any(np.isnan(np.asarray(leaf, dtype=float))):
+                raise ValueError(f"hparams ({type(hparams).__name__}) contains NaN.")
+        data = (data, hparams)
 
     # check fn's output on the host before compiling the whole sweep
     out_shape = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32),
-                               jax.ShapeDtypeStruct((num_trials,), jax.random.key(0).dtype), points, data)
+                               jax.ShapeDtypeStruct((num_trials,), jax.random.key(0).dtype), points,
+                               data)
     if not isinstance(out_shape, Mapping) or not all(isinstance(k, str) for k in out_shape):
         raise ValueError("fn must return a dict mapping metric names (str) to scalars or arrays, "
                          f"got {type(out_shape).__name__}.")
