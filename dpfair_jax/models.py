@@ -23,12 +23,19 @@ Parameter layouts (the contract other modules read):
   "head": {"kernel": f32[flat, num_classes], "bias": f32[num_classes]}}``; float32 parameters
   and outputs also with ``compute_dtype=jnp.bfloat16`` (mixed precision, meant for GPUs).
 
-The MLP and CNN are flax nnx modules; ``nnx.split``/``nnx.merge`` convert between the module and
-the pure dict at the boundary. No batch normalization anywhere (it mixes examples, which breaks
-per-example clipping and the DP-SGD sensitivity analysis).
+Every model's forward pass is written once, as a pure function of the parameter dict
+(:attr:`Model.forward`): ``apply`` is its output, and the ghost-norm code of
+``dpfair_jax.privacy.clipping`` reads the inputs of every layer from the same function
+(:attr:`Model.layers` says which per-example gradient identity applies: ``"glm"``, ``"mlp"``,
+``"cnn"``, or ``None`` for ``vmap(grad)``). The MLP's and CNN's parameters are created by flax nnx
+layers (LeCun normal kernels, zero biases) and handed out as a plain dict (``nnx.to_pure_dict``).
+:func:`from_nnx` and :func:`from_apply` wrap a user's own nnx module or pure ``apply`` as a
+``Model`` (per-example gradients by ``vmap(grad)``). No batch normalization anywhere (it mixes
+examples, which breaks per-example clipping and the DP-SGD sensitivity analysis).
 
 Losses are per-example (no reduction): :func:`binary_logistic_loss`, :func:`softmax_cross_entropy`,
-:func:`squared_loss`. Helpers: :func:`predict_proba`, :func:`predict_label`, :func:`param_count`,
+:func:`squared_loss`; :func:`output_loss` picks one for a model, :class:`ExampleLoss` turns a model
+and an output loss into ``loss(params, x_i, y_i)``. Helpers: :func:`predict_proba`, :func:`predict_label`, :func:`param_count`,
 :func:`flops_per_example`.
 
 Privacy: models carry no privacy guarantee of their own. Training privately means clipping each
@@ -53,6 +60,13 @@ Params = Any  # nested dict of jax.Array
 
 __all__ = [
     "Model",
+    "LAYER_KINDS",
+    "from_nnx",
+    "from_apply",
+    "dense_stack_forward",
+    "output_loss",
+    "ExampleLoss",
+    "example_loss",
     "linear",
     "logistic",
     "multinomial_logistic",
@@ -82,6 +96,16 @@ class Model(NamedTuple):
       input_shape: shape of one example (``(d,)`` or ``(H, W, C)``), or ``None`` if given at init.
       config: the factory's hyperparameters as hashable ``(name, value)`` pairs (e.g.
         ``("activation", "tanh")``); :attr:`hparams` gives them as a dict.
+      layers: which per-example gradient identity the layer structure admits (``LAYER_KINDS``):
+        ``"glm"`` (one dense layer ``x @ w + b``), ``"mlp"`` (a stack of dense layers with an
+        elementwise activation), ``"cnn"`` (the kit's float32 CNN), or ``None`` (no declaration:
+        per-example gradients by ``vmap(grad)``). ``dpfair_jax.privacy.clipping`` dispatches on it.
+      forward: ``forward(params, x, probes=None) -> (outputs, layer_inputs)`` on a batch ``x [B, ...]``
+        (``None`` when ``layers`` is ``None``): the function ``apply`` evaluates (same outputs), with
+        ``probes`` (one zero array per layer, the shape of its pre-activation ``[B, ..., out]``)
+        added to every pre-activation, so that one gradient with respect to the probes gives each
+        layer's per-example output gradients; ``layer_inputs`` are the inputs of every layer, in
+        order (the CNN's last one is the flattened input of its dense head).
     """
 
     init: Callable[..., Params]
@@ -90,12 +114,16 @@ class Model(NamedTuple):
     num_outputs: int
     input_shape: tuple[int, ...] | None = None
     config: tuple[tuple[str, Any], ...] = ()
+    layers: str | None = None
+    forward: Callable[..., tuple[jax.Array, tuple]] | None = None
 
     @property
     def hparams(self) -> dict[str, Any]:
         """The factory's hyperparameters (``fit_intercept``, ``hidden``, ``activation``, ...)."""
         return dict(self.config)
 
+
+LAYER_KINDS = ("glm", "mlp", "cnn")
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": jnp.tanh,
@@ -167,14 +195,20 @@ def _glm(
             params["b"] = jnp.zeros((out,), jnp.float32)
         return params
 
-    def apply(params: Params, x: jax.Array) -> jax.Array:
-        z = jnp.asarray(x) @ params["w"]
+    def forward(params: Params, x: jax.Array, probes: Sequence[jax.Array] | None = None):
+        x = jnp.asarray(x)
+        z = x @ params["w"]
         if "b" in params:
             z = z + params["b"]
-        return _maybe_squeeze(z, out)
+        if probes is not None:
+            z = z + probes[0]
+        return _maybe_squeeze(z, out), (x,)
+
+    def apply(params: Params, x: jax.Array) -> jax.Array:
+        return forward(params, x)[0]
 
     return Model(init, apply, name, out, None if input_dim is None else (int(input_dim),),
-                 (("fit_intercept", fit_intercept), ("init", init_scheme)))
+                 (("fit_intercept", fit_intercept), ("init", init_scheme)), "glm", forward)
 
 
 def linear(
@@ -211,50 +245,65 @@ def multinomial_logistic(
 
 
 # ------------------------------------------------------------------------------------------------
-# nnx modules -> pure functions
+# parameters from nnx layers; the one forward pass of each model
 # ------------------------------------------------------------------------------------------------
 
 
-def _pure_model(
-    build: Callable[[nnx.Rngs], nnx.Module],
-    name: str,
-    num_outputs: int,
-    input_shape: tuple[int, ...],
-    prepare: Callable[[jax.Array], tuple[jax.Array, bool]],
-) -> tuple[Callable[..., Params], Callable[[Params, jax.Array], jax.Array]]:
-    """Turn an nnx module builder into pure (init, apply) over a plain dict of params."""
-    graphdef, abstract_state = nnx.split(nnx.eval_shape(lambda: build(nnx.Rngs(0))))
+def _nnx_init(build: Callable[[nnx.Rngs], nnx.Module]) -> Callable[[jax.Array], Params]:
+    """Pure ``init(key) -> params`` (plain dict) from an nnx module builder.
+
+    jit: eager nnx construction dispatches op by op (seconds for the CNN)."""
 
     def init_from_key(key: jax.Array) -> Params:
-        module = build(nnx.Rngs(params=key))
-        _, state = nnx.split(module)
+        _, state = nnx.split(build(nnx.Rngs(params=key)))
         return nnx.to_pure_dict(state)
 
-    def apply(params: Params, x: jax.Array) -> jax.Array:
-        state = copy.deepcopy(abstract_state)
-        nnx.replace_by_pure_dict(state, params)
-        module = nnx.merge(graphdef, state)
-        xb, single = prepare(jnp.asarray(x))
-        out = _maybe_squeeze(module(xb), num_outputs)
-        return out[0] if single else out
-
-    # jit: eager nnx construction dispatches op by op (seconds for the CNN); nested under an outer
-    # jit/vmap/grad these are ordinary inlined calls.
-    return jax.jit(init_from_key), jax.jit(apply)
+    return jax.jit(init_from_key)
 
 
-class _MLP(nnx.Module):
-    def __init__(self, sizes: Sequence[int], activation: str, rngs: nnx.Rngs):
-        self.activation = activation
+def _batched(forward: Callable, x: jax.Array, example_ndim: int) -> jax.Array:
+    """``forward``'s outputs for a batch ``[n, ...]`` or for one example (``example_ndim`` dims)."""
+    x = jnp.asarray(x)
+    single = x.ndim == example_ndim
+    out = forward(x[None] if single else x)
+    return out[0] if single else out
+
+
+class _MLPParams(nnx.Module):
+    """The MLP's parameters: one ``nnx.Linear`` per layer (the forward is :func:`dense_stack_forward`)."""
+
+    def __init__(self, sizes: Sequence[int], rngs: nnx.Rngs):
         self.layers = nnx.List(
             [nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:])]
         )
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        act = ACTIVATIONS[self.activation]
-        for layer in self.layers[:-1]:
-            x = act(layer(x))
-        return self.layers[-1](x)
+
+def dense_stack_forward(
+    layers: Sequence[tuple[jax.Array, jax.Array]],
+    x: jax.Array,
+    activation: Callable[[jax.Array], jax.Array] = jnp.tanh,
+    probes: Sequence[jax.Array] | None = None,
+) -> tuple[jax.Array, list[jax.Array]]:
+    """Dense stack ``z_l = a_l W_l + b_l (+ probe_l)``, ``a_{l+1} = activation(z_l)``, linear output.
+
+    ``layers``: ``(W_l [in, out], b_l [out])`` pairs; ``x [B, d]``. Returns the output ``z_L`` and
+    the layer inputs ``[a_0 = x, a_1, ...]``. The forward pass of :func:`mlp` (its ``apply`` and
+    the dense ghost norms of ``privacy.clipping`` both run this function).
+    """
+    a = x
+    inputs = []
+    for l, (w, b) in enumerate(layers):
+        inputs.append(a)
+        z = a @ w + b
+        if probes is not None:
+            z = z + probes[l]
+        a = activation(z) if l < len(layers) - 1 else z
+    return a, inputs
+
+
+def _mlp_layer_pairs(params: Params) -> list[tuple[jax.Array, jax.Array]]:
+    layers = params["layers"]
+    return [(layers[k]["kernel"], layers[k]["bias"]) for k in sorted(layers)]
 
 
 def mlp(
@@ -266,9 +315,9 @@ def mlp(
 ) -> Model:
     """Fully connected network ``d -> hidden[0] -> ... -> out`` with ``activation`` between layers.
 
-    Params ``{"layers": {i: {"kernel": [in, out], "bias": [out]}}}`` (flax nnx ``Linear``, LeCun
-    normal kernels, zero biases). Outputs ``[n]`` when ``out == 1`` else ``[n, out]``.
-    Activations: see ``ACTIVATIONS``.
+    Params ``{"layers": {i: {"kernel": [in, out], "bias": [out]}}}`` (created by flax nnx
+    ``Linear``: LeCun normal kernels, zero biases). Outputs ``[n]`` when ``out == 1`` else
+    ``[n, out]``. Activations: see ``ACTIVATIONS``. ``layers="mlp"``: dense ghost norms.
     """
     hidden = tuple(hidden)
     for i, h in enumerate(hidden):
@@ -277,60 +326,145 @@ def mlp(
     v.check_choice("activation", activation, ACTIVATIONS)
     if input_dim is not None:
         v.check_int("input_dim", input_dim, minimum=1)
-
-    def build_for(d: int) -> Callable[[nnx.Rngs], nnx.Module]:
-        return lambda rngs: _MLP((d, *hidden, out), activation, rngs)
-
-    def prepare(x: jax.Array) -> tuple[jax.Array, bool]:
-        return (x[None], True) if x.ndim == 1 else (x, False)
-
-    cache: dict[int, tuple] = {}
-
-    def fns(d: int) -> tuple:
-        if d not in cache:
-            cache[d] = _pure_model(build_for(d), "mlp", out, (d,), prepare)
-        return cache[d]
+    act = ACTIVATIONS[activation]
+    inits: dict[int, Callable] = {}
 
     def init(key: jax.Array, input_dim_or_shape: Any = None) -> Params:
         _check_key(key)
         d = _resolve_input_dim("mlp", input_dim_or_shape, input_dim)
-        return fns(d)[0](key)
+        if d not in inits:
+            inits[d] = _nnx_init(lambda rngs, d=d: _MLPParams((d, *hidden, out), rngs))
+        return inits[d](key)
 
+    def forward(params: Params, x: jax.Array, probes: Sequence[jax.Array] | None = None):
+        z, inputs = dense_stack_forward(_mlp_layer_pairs(params), jnp.asarray(x), act, probes)
+        return _maybe_squeeze(z, out), tuple(inputs)
+
+    @jax.jit
     def apply(params: Params, x: jax.Array) -> jax.Array:
-        d = int(params["layers"][0]["kernel"].shape[-2])
-        return fns(d)[1](params, x)
+        return _batched(lambda xb: forward(params, xb)[0], x, 1)
 
     return Model(init, apply, "mlp", out, None if input_dim is None else (int(input_dim),),
-                 (("hidden", hidden), ("activation", activation)))
+                 (("hidden", hidden), ("activation", activation)), "mlp", forward)
 
 
-class _CNN(nnx.Module):
-    def __init__(
-        self, image_shape: tuple[int, int, int], channels: Sequence[int], num_classes: int,
-        activation: str, rngs: nnx.Rngs, compute_dtype: Any = None,
-    ):
+class _CNNParams(nnx.Module):
+    """The CNN's parameters: ``nnx.Conv`` 3x3 layers and an ``nnx.Linear`` head."""
+
+    def __init__(self, image_shape: tuple[int, int, int], channels: Sequence[int], num_classes: int,
+                 rngs: nnx.Rngs):
         h, w, c = image_shape
-        self.activation = activation
-        self.compute_dtype = compute_dtype
         convs = []
-        # dtype= is the computation dtype (flax casts inputs, kernel and bias to it); the
-        # parameters themselves stay float32 (param_dtype).
         for cout in channels:
-            convs.append(nnx.Conv(c, cout, kernel_size=(3, 3), padding="SAME", dtype=compute_dtype,
-                                  rngs=rngs))
+            convs.append(nnx.Conv(c, cout, kernel_size=(3, 3), padding="SAME", rngs=rngs))
             c = cout
             h, w = h // 2, w // 2
         self.convs = nnx.List(convs)
-        self.head = nnx.Linear(h * w * c, num_classes, dtype=compute_dtype, rngs=rngs)
+        self.head = nnx.Linear(h * w * c, num_classes, rngs=rngs)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        act = ACTIVATIONS[self.activation]
-        for conv in self.convs:
-            x = nnx.avg_pool(act(conv(x)), window_shape=(2, 2), strides=(2, 2))
-        out = self.head(x.reshape(x.shape[0], -1))
-        # Mixed precision: logits go back to float32, so losses and everything computed from
-        # them (gradients w.r.t. the float32 parameters, clipping, noise) are float32.
-        return out if self.compute_dtype is None else out.astype(jnp.float32)
+
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+@jax.custom_vjp
+def _conv2d_same_cpu(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
+
+
+def _conv2d_same_fwd(x, kernel):
+    return _conv2d_same_cpu(x, kernel), (x, kernel)
+
+
+def _conv2d_same_bwd(res, g):
+    # Both gradients as forward-layout (NHWC x HWIO -> NHWC) convolutions: the input gradient
+    # correlates g with the kernel rotated by 180 degrees (in/out swapped); the kernel gradient
+    # treats input channels as the batch, the batch as features and the image as the window.
+    x, kernel = res
+    kh, kw = kernel.shape[:2]
+    lo_h, lo_w = (kh - 1) // 2, (kw - 1) // 2
+    hi_h, hi_w = kh - 1 - lo_h, kw - 1 - lo_w
+    k_rot = jnp.flip(kernel, (0, 1)).swapaxes(2, 3)
+    dx = jax.lax.conv_general_dilated(g, k_rot, (1, 1), ((hi_h, lo_h), (hi_w, lo_w)),
+                                      dimension_numbers=_NHWC)
+    dk = jax.lax.conv_general_dilated(jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(g, (1, 2, 0, 3)),
+                                      (1, 1), ((lo_h, hi_h), (lo_w, hi_w)), dimension_numbers=_NHWC)
+    return dx.astype(x.dtype), jnp.transpose(dk, (1, 2, 0, 3)).astype(kernel.dtype)
+
+
+_conv2d_same_cpu.defvjp(_conv2d_same_fwd, _conv2d_same_bwd)
+
+
+def _conv2d_same(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """Stride-1 SAME convolution, NHWC inputs, HWIO kernel (the values of ``nnx.Conv``).
+
+    On XLA's CPU backend its reverse-mode gradient is written as two forward-layout convolutions
+    (same values; ``jax.custom_vjp``, so no forward-mode autodiff through it). Inside a
+    ``lax.scan`` body, as in ``dpsgd.train`` and ``fermi.fit``, XLA:CPU leaves the backward
+    convolutions of plain autodiff in layouts its fast convolution path does not take: a CNN
+    gradient step ran ~20x slower than the same step outside the loop (measured with jax 0.10.2).
+    Other backends use plain autodiff.
+    """
+    if jax.default_backend() == "cpu":
+        return _conv2d_same_cpu(x, kernel)
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
+
+
+def _conv2d_same_plain(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """The same convolution with JAX's own derivatives (forward and reverse mode)."""
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
+
+
+def _avg_pool_flax(a: jax.Array) -> jax.Array:
+    """2x2 average pooling as ``nnx.avg_pool`` computes it (``lax.reduce_window`` sum / 4)."""
+    return nnx.avg_pool(a, window_shape=(2, 2), strides=(2, 2))
+
+
+def _avg_pool_reshape(a: jax.Array) -> jax.Array:
+    """2x2 average pooling as a reshape and a mean (same values up to summation order; cheaper
+    to differentiate inside ``lax.scan`` on XLA:CPU)."""
+    b, h, w, c = a.shape
+    a = a[:, : h // 2 * 2, : w // 2 * 2]
+    return a.reshape(b, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
+
+
+def _cnn_pass(hp: tuple, conv: Callable, pool: Callable, params: Params, x: jax.Array,
+              probes: Sequence[jax.Array] | None = None) -> tuple[jax.Array, tuple]:
+    """The CNN's forward pass on a batch: ``(outputs, (conv inputs..., head input))``.
+
+    Per conv layer ``a -> pool(act(conv(a, K) + b (+ probe)))``, then the dense head
+    (``+ probe``); with a ``compute_dtype`` the inputs, kernels and biases are cast to it and the
+    logits back to float32 (what ``nnx.Conv``/``nnx.Linear`` with ``dtype=`` compute). ``conv``
+    and ``pool`` are the stride-1 SAME convolution and the 2x2 average pool, as one of two
+    implementations with the same values: ``apply`` takes JAX's own (``lax`` convolution,
+    ``nnx.avg_pool``), ``forward`` the ones whose reverse-mode gradient stays fast inside
+    ``lax.scan`` on XLA:CPU (:func:`_conv2d_same`, :func:`_avg_pool_reshape`). Float rounding
+    aside they compute one function; each keeps the arithmetic its path always had.
+    """
+    image_shape, n_convs, num_outputs, activation, compute_dtype = hp
+    act = ACTIVATIONS[activation]
+    cast = (lambda a: a) if compute_dtype is None else (lambda a: a.astype(compute_dtype))
+    a = jnp.asarray(x).reshape((-1, *image_shape))
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        a = a.astype(jnp.result_type(params["head"]["kernel"]))
+    a = cast(a)
+    inputs = []
+    for l in range(n_convs):
+        layer = params["convs"][l]
+        inputs.append(a)
+        z = conv(a, cast(layer["kernel"])) + cast(layer["bias"])
+        if probes is not None:
+            z = z + probes[l]
+        a = pool(act(z))
+    flat = a.reshape(a.shape[0], -1)
+    inputs.append(flat)
+    out = flat @ cast(params["head"]["kernel"]) + cast(params["head"]["bias"])
+    if probes is not None:
+        out = out + probes[-1]
+    # Mixed precision: logits go back to float32, so losses and everything computed from them
+    # (gradients w.r.t. the float32 parameters, clipping, noise) are float32.
+    if compute_dtype is not None:
+        out = out.astype(jnp.float32)
+    return _maybe_squeeze(out, num_outputs), tuple(inputs)
 
 
 _COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
@@ -373,8 +507,13 @@ def cnn(
     gradient norms, clipping, noise and privacy accounting are float32 as without it; only the
     forward/backward arithmetic is rounded to ``compute_dtype`` (relative error ~1e-2 for bfloat16).
     It is meant for GPUs (tensor cores); on CPU bfloat16 convolutions are usually *slower* than
-    float32. ``dpsgd.train`` computes the per-example norms of such a model with ``vmap(grad)``
-    (the float32 ghost-norm forward pass does not reproduce a bfloat16 ``apply``).
+    float32. Such a model declares no ghost-norm layers (``layers=None``): per-example norms
+    computed from bfloat16 activations would be rounded, so ``dpsgd.train`` takes ``vmap(grad)``.
+
+    ``forward`` (the ghost-norm pass) and ``apply`` run the same layer sequence
+    (:func:`_cnn_pass`); ``forward``'s convolutions carry a custom reverse-mode gradient on CPU
+    (fast inside ``lax.scan``, see ``_conv2d_same``), so forward-mode autodiff (``jax.jvp``,
+    ``jax.hessian``) goes through ``apply``.
     """
     v.check_int("num_classes", num_classes, minimum=1)
     channels = tuple(channels)
@@ -393,6 +532,8 @@ def cnn(
     v.check_choice("activation", activation, ACTIVATIONS)
     compute_dtype = _check_compute_dtype(compute_dtype)
     flat = int(np.prod(image_shape))
+    hp = (image_shape, len(channels), num_classes, activation,
+          None if compute_dtype is None else jnp.dtype(compute_dtype))
 
     def prepare(x: jax.Array) -> tuple[jax.Array, bool]:
         if x.shape[-3:] == image_shape and x.ndim in (3, 4):
@@ -405,11 +546,16 @@ def cnn(
             f"got {x.shape}."
         )
 
-    init_from_key, apply = _pure_model(
-        lambda rngs: _CNN(image_shape, channels, num_classes, activation, rngs,
-                          None if compute_dtype is None else jnp.dtype(compute_dtype)),
-        "cnn", num_classes, image_shape, prepare,
-    )
+    init_from_key = _nnx_init(lambda rngs: _CNNParams(image_shape, channels, num_classes, rngs))
+
+    def forward(params: Params, x: jax.Array, probes: Sequence[jax.Array] | None = None):
+        return _cnn_pass(hp, _conv2d_same, _avg_pool_reshape, params, x, probes)
+
+    @jax.jit
+    def apply(params: Params, x: jax.Array) -> jax.Array:
+        xb, single = prepare(jnp.asarray(x))
+        out = _cnn_pass(hp, _conv2d_same_plain, _avg_pool_flax, params, xb)[0]
+        return out[0] if single else out
 
     def init(key: jax.Array, input_dim_or_shape: Any = None) -> Params:
         _check_key(key)
@@ -427,7 +573,8 @@ def cnn(
 
     return Model(init, apply, "cnn", num_classes, image_shape,
                  (("channels", channels), ("image_shape", image_shape), ("activation", activation),
-                  ("compute_dtype", compute_dtype)))
+                  ("compute_dtype", compute_dtype)),
+                 "cnn" if compute_dtype is None else None, forward)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -497,6 +644,137 @@ def predict_label(
     if model.num_outputs == 1:
         return (jax.nn.sigmoid(out) > threshold).astype(jnp.int32)
     return jnp.argmax(out, axis=-1).astype(jnp.int32)
+
+
+_OUTPUT_LOSSES = {
+    "logistic": binary_logistic_loss,
+    "cross_entropy": softmax_cross_entropy,
+    "squared": squared_loss,
+}
+
+
+def output_loss(model: Model, num_classes: int | None = None, loss: Any = None) -> Callable:
+    """Per-example loss ``(outputs, y) -> [B]`` for ``model``.
+
+    ``loss`` may be a callable (returned as is), ``"logistic"``, ``"cross_entropy"`` or
+    ``"squared"``; by default it follows the model (logistic -> logistic, multinomial ->
+    cross-entropy, linear -> squared) and otherwise the data (``num_classes == 0``: squared; one
+    output: logistic; else cross-entropy).
+    """
+    if callable(loss):
+        return loss
+    if loss is not None:
+        return _OUTPUT_LOSSES[v.check_choice("loss", loss, _OUTPUT_LOSSES)]
+    if model.name == "logistic":
+        return binary_logistic_loss
+    if model.name == "multinomial_logistic":
+        return softmax_cross_entropy
+    if model.name == "linear" or num_classes == 0:
+        return squared_loss
+    return binary_logistic_loss if model.num_outputs == 1 else softmax_cross_entropy
+
+
+class ExampleLoss(NamedTuple):
+    """``loss(params, x_i, y_i) = output_loss(apply(params, x_i), y_i)`` for ONE example (hashable,
+    so it can key a compiled program). ``batch_axis``: call ``apply`` on ``x_i[None]`` (models whose
+    ``apply`` needs a batch axis, :func:`from_nnx`/:func:`from_apply`)."""
+
+    apply: Callable
+    output_loss: Callable
+    batch_axis: bool = False
+
+    def __call__(self, params: Params, xi: jax.Array, yi: jax.Array) -> jax.Array:
+        if self.batch_axis:
+            return self.output_loss(self.apply(params, xi[None]), jnp.asarray(yi)[None])[0]
+        return self.output_loss(self.apply(params, xi), yi)
+
+
+def example_loss(model: Model, output_loss_fn: Callable) -> ExampleLoss:
+    """The per-example loss of ``model`` under ``output_loss_fn`` (:class:`ExampleLoss`)."""
+    return ExampleLoss(model.apply, output_loss_fn, bool(model.hparams.get("batched_apply", False)))
+
+
+def _infer_num_outputs(apply: Callable, params: Params, input_shape: Sequence[int]) -> int:
+    x = jax.ShapeDtypeStruct((1, *tuple(input_shape)), jnp.float32)
+    try:
+        out = jax.eval_shape(apply, params, x)
+    except Exception as err:  # the user's function failed on a batch of one: say so
+        raise ValueError(f"apply(params, x) failed on a batch of shape {x.shape}: {err}") from err
+    shape = tuple(getattr(out, "shape", ()))
+    if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
+        return 1
+    if len(shape) == 2:
+        return int(shape[1])
+    raise ValueError(f"apply must return outputs [B] or [B, k] for inputs [B, ...]; got shape {shape}.")
+
+
+def from_apply(
+    apply: Callable[[Params, jax.Array], jax.Array],
+    params: Params,
+    input_shape: Sequence[int],
+    *,
+    num_outputs: int | None = None,
+    name: str = "apply",
+) -> Model:
+    """Wrap any pure ``apply(params, x [B, ...]) -> [B] | [B, k]`` as a :class:`Model`.
+
+    ``num_outputs`` is read from the output shape on a batch of one (``input_shape``: one example's
+    shape) unless given. The model declares no layer structure (``layers=None``), so per-example
+    gradients come from ``vmap(grad)`` of ``apply`` on batches of one. ``init`` returns ``params``.
+    Outputs ``[B, 1]`` are squeezed to ``[B]`` (the kit's one-output convention).
+
+    Privacy: as for the kit's models; ``apply`` must not mix examples of a batch (no batch
+    normalization), or per-example clipping does not bound one example's influence.
+    """
+    if not callable(apply):
+        raise ValueError(f"apply must be a function apply(params, x), got {type(apply).__name__}.")
+    input_shape = tuple(int(s) for s in input_shape)
+    k = _infer_num_outputs(apply, params, input_shape) if num_outputs is None else num_outputs
+    k = v.check_int("num_outputs", k, minimum=1)
+
+    def init(key: jax.Array, input_dim_or_shape: Any = None) -> Params:
+        return params
+
+    def wrapped(p: Params, x: jax.Array) -> jax.Array:
+        out = apply(p, x)
+        return out[..., 0] if k == 1 and out.ndim == 2 else out
+
+    return Model(init, wrapped, name, k, input_shape, (("batched_apply", True),))
+
+
+def from_nnx(module: nnx.Module, input_shape: Sequence[int], *,
+             num_outputs: int | None = None) -> tuple[Model, Params]:
+    """A user's flax nnx module as ``(Model, params)``: ``params`` is the module's ``nnx.Param``
+    state as a plain dict (``nnx.to_pure_dict``), ``apply(params, x)`` merges it back into the
+    module's graph and calls it on a batch ``x [B, *input_shape]``.
+
+    Put trained parameters back with ``state = nnx.state(module, nnx.Param);
+    nnx.replace_by_pure_dict(state, params); nnx.update(module, state)``. Modules holding other
+    state (batch statistics, dropout RNG streams) are refused: their forward pass is not a pure
+    function of the parameters, or mixes the examples of a batch.
+
+    Privacy: per-example gradients by ``vmap(grad)`` (``layers=None``), clipped by the kit.
+    """
+    if not isinstance(module, nnx.Module):
+        raise ValueError(f"module must be a flax.nnx.Module, got {type(module).__name__}.")
+    graphdef, param_state, rest = nnx.split(module, nnx.Param, ...)
+    others = sorted({type(var).__name__ for _, var in nnx.to_flat_state(rest)})
+    if others:
+        raise ValueError(
+            f"the nnx module holds state other than parameters ({', '.join(others)}); DP-SGD needs a "
+            "forward pass that is a pure function of the parameters and treats each example alone "
+            "(no BatchNorm, no dropout RNGs): remove these layers or write a pure apply "
+            "(models.from_apply)."
+        )
+    params = nnx.to_pure_dict(param_state)
+
+    def apply(p: Params, x: jax.Array) -> jax.Array:
+        state = copy.deepcopy(param_state)
+        nnx.replace_by_pure_dict(state, p)
+        return nnx.merge(graphdef, state)(x)
+
+    model = from_apply(apply, params, input_shape, num_outputs=num_outputs, name="nnx")
+    return model, params
 
 
 # ------------------------------------------------------------------------------------------------

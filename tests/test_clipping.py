@@ -87,7 +87,8 @@ def test_clipped_grad_sum_matches_numpy_loop():
     y = (rng.random(b) < 0.5).astype(np.float32)
     mask = (rng.random(b) < 0.75).astype(np.float32)
     params = {"w": rng.normal(size=d).astype(np.float32), "b": np.float32(0.3)}
-    total, norms = clip.clipped_grad_sum(_logistic_loss, params, x, y, clip_norm=c, mask=mask)
+    res = clip.clipped_grad_sum(_logistic_loss, params, (x, y), clip_norm=c, weights=mask)
+    total, norms = res.sums, res.norms
     # NumPy loop reference with the closed-form logistic gradient (sigmoid(z) - y) [x, 1].
     ref_w, ref_b, ref_norms = np.zeros(d), 0.0, []
     for i in range(b):
@@ -103,8 +104,8 @@ def test_clipped_grad_sum_matches_numpy_loop():
     np.testing.assert_allclose(total["w"], ref_w, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(total["b"], ref_b, rtol=1e-5, atol=1e-6)
     # jit equals eager.
-    f = jax.jit(lambda p, x, y, m, c: clip.clipped_grad_sum(_logistic_loss, p, x, y, clip_norm=c, mask=m))
-    tj, nj = f(params, x, y, mask, c)
+    f = jax.jit(lambda p, x, y, m, c: clip.clipped_grad_sum(_logistic_loss, p, (x, y), clip_norm=c, weights=m))
+    tj, nj = f(params, x, y, mask, c)[:2]
     np.testing.assert_allclose(tj["w"], total["w"], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(nj, norms, rtol=1e-6)
 
@@ -144,7 +145,7 @@ def test_glm_ghost_norms_equal_vmap(kind, fit_intercept):
     mask = (np.arange(x.shape[0]) % 5 != 0).astype(np.float32)
     c = float(np.median(vmap_norms))
     sums, _ = clip.glm_clipped_grad_sum(x, dz, c, mask, fit_intercept)
-    ref, _ = jax.jit(lambda p: clip.clipped_grad_sum(loss, p, x, y, clip_norm=c, mask=mask))(params)
+    ref = jax.jit(lambda p: clip.clipped_grad_sum(loss, p, (x, y), clip_norm=c, weights=mask).sums)(params)
     np.testing.assert_allclose(sums["w"], ref["w"], rtol=1e-5, atol=1e-6)
     if fit_intercept:
         np.testing.assert_allclose(sums["b"], ref["b"], rtol=1e-5, atol=1e-6)
@@ -200,7 +201,7 @@ def test_mlp_ghost_clipping_equals_vmap(hidden):
     sums, norms, losses = jax.jit(
         lambda p: clip.mlp_clipped_grad_sum(p, x, y, out_loss, c, mask=mask))(params)
     np.testing.assert_allclose(norms, vmap_norms, rtol=1e-5)
-    ref, _ = jax.jit(lambda p: clip.clipped_grad_sum(loss_one, p, x, y, clip_norm=c, mask=mask))(params)
+    ref = jax.jit(lambda p: clip.clipped_grad_sum(loss_one, p, (x, y), clip_norm=c, weights=mask).sums)(params)
     for got, want in zip(jax.tree_util.tree_leaves(sums), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(losses, jax.jit(jax.vmap(loss_one, in_axes=(None, 0, 0)))(params, x, y), rtol=1e-5)

@@ -9,7 +9,7 @@ import pytest
 
 from dpfair_jax import models
 from dpfair_jax.algorithms import dpsgd
-from dpfair_jax.privacy import ghost
+from dpfair_jax.privacy import clipping, ghost
 
 # Two conv layers: the first (1 input channel) takes the unfolded-patch product, the second
 # (8 input channels) the shifted-view one; both direct (T^2 >= 9 C_in C_out) on 8x8 images.
@@ -41,8 +41,8 @@ def test_resolve_per_example_for_cnns():
     with pytest.raises(ValueError, match="per_example='ghost'"):
         dpsgd.resolve_per_example(bf16, params, "ghost")
     with pytest.raises(ValueError, match="compute_dtype"):
-        ghost.cnn_clipped_grad_sum(bf16, params, jnp.zeros((2, 64)), jnp.zeros(2, int),
-                                   dpsgd.output_loss_for(bf16, 3), 1.0)
+        clipping.cnn_clipped_grad_sum(bf16, params, jnp.zeros((2, 64)), jnp.zeros(2, int),
+                                      dpsgd.output_loss_for(bf16, 3), 1.0)
     # models without ghost norms still refuse "ghost"
     with pytest.raises(ValueError, match="per_example='ghost'"):
         dpsgd.resolve_per_example(lambda p, a, b: jnp.sum(p["w"]), {"w": jnp.ones(2)}, "ghost")

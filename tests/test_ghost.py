@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dpfair_jax.privacy import ghost
+from dpfair_jax import models
+from dpfair_jax.privacy import clipping, ghost
 
 RTOL = 1e-5
 
@@ -173,7 +174,7 @@ def test_kit_cnn_ghost_clipping_matches_vmap():
     loss = output_loss_for(model, 3)
     clip = 0.05
     mask = jnp.asarray([1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
-    gsum, norms, _ = ghost.cnn_clipped_grad_sum(model, params, x, y, loss, clip, mask=mask)
+    gsum, norms, _ = clipping.cnn_clipped_grad_sum(model, params, x, y, loss, clip, mask=mask)
     grads = _vmap_grads(lambda p, xi, yi: loss(model.apply(p, xi[None]), yi[None])[0], params, x, y)
     ref_sq = _np_norm_sq(grads)
     np.testing.assert_allclose(np.asarray(norms) ** 2, ref_sq, rtol=RTOL)
@@ -230,7 +231,7 @@ def test_conv2d_same_custom_gradient_equals_autodiff(kshape):
     def plain(xx, kk):
         return jax.lax.conv_general_dilated(xx, kk, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
-    for conv in (ghost._conv2d_same, ghost._conv2d_same_cpu):
+    for conv in (models._conv2d_same, models._conv2d_same_cpu):
         np.testing.assert_allclose(np.asarray(conv(x, k)), np.asarray(plain(x, k)), rtol=1e-6, atol=1e-6)
         got = jax.grad(lambda xx, kk: jnp.sum(jnp.sin(conv(xx, kk))), argnums=(0, 1))(x, k)
         ref = jax.grad(lambda xx, kk: jnp.sum(jnp.sin(plain(xx, kk))), argnums=(0, 1))(x, k)

@@ -28,10 +28,9 @@ PRECISION_PRIMITIVES = ("dot_general", "conv_general_dilated")
 DECORATED = {
     "dpfair_jax.privacy.clipping": "per_example_grads per_example_norms clip_per_example clip_per_layer weighted_sum "
                                    "clipped_grad_sum glm_per_example_norms glm_clipped_grad_sum dense_ghost_norm_sq "
-                                   "mlp_clipped_grad_sum",
+                                   "mlp_clipped_grad_sum cnn_clipped_grad_sum",
     "dpfair_jax.privacy.ghost": "gram_norm_sq dense_norm_sq embedding_norm_sq conv2d_norm_sq dense_weighted_grad "
-                                "embedding_weighted_grad conv2d_weighted_grad cnn_ghost_backward cnn_weighted_grad "
-                                "cnn_clipped_grad_sum",
+                                "embedding_weighted_grad conv2d_weighted_grad cnn_ghost_backward cnn_weighted_grad",
     "dpfair_jax.privacy.aggregation": "private_sum private_mean group_clipped_sums combine_group_means "
                                       "group_weighted_private_mean",
     "dpfair_jax.privacy.mechanisms": "noisy_sufficient_statistics",

@@ -5,17 +5,19 @@ shuffled epochs), computes per-example gradients, clips each to L2 norm ``C`` ov
 parameter pytree, sums, adds ``N(0, (sigma C)^2 I)``, divides by the public batch size (the
 *expected* size ``q n`` under Poisson sampling) and hands the result to an optax optimizer.
 
-Per-example norms come from ghost norms where the model allows (``models.linear``, ``logistic``,
+Each step's clipped sum comes from the kit's one dispatcher, ``privacy.clipping.clipped_grad_sum``:
+ghost norms where the model declares its layers (``models.linear``, ``logistic``,
 ``multinomial_logistic``: one dense layer; ``models.mlp``: a dense stack; ``models.cnn``: conv
-layers and the dense head, ``privacy.ghost.cnn_clipped_grad_sum``), and from ``vmap(grad)``
-otherwise (any per-example loss over any pytree, and mixed-precision CNNs built with
-``compute_dtype``, whose bfloat16 ``apply`` the float32 ghost forward pass does not reproduce).
+layers and the dense head), ``vmap(grad)`` otherwise (any per-example loss over any pytree, a
+user's nnx module or pure ``apply``, and mixed-precision CNNs built with ``compute_dtype``).
 Norms, clipping, noise and the update are float32 in every mode (at least the precision of ``x``),
 whatever a model computes internally. ``clip_norm``,
 ``noise_multiplier`` and ``learning_rate`` are traced, so ``jax.jit(jax.vmap(...))`` over a grid of
 them is one program; shapes (batch size, steps, model) are static.
 
-Public names: :func:`train`, :func:`privacy`, :func:`resolve_per_example`.
+Public names: :func:`train`, :func:`privacy`, :func:`resolve_per_example`, :func:`resolve_steps`,
+:func:`clipped_grad_sum`, :func:`output_loss_for`; the trio :func:`fit` / :func:`spend` /
+:func:`calibrate` with :class:`DPSGDConfig` and :class:`DPSGDHparams`.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
 from dpfair_jax.data.dataset import Dataset
-from dpfair_jax.privacy import aggregation as _agg
+from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import clipping as _clip
-from dpfair_jax.privacy import ghost as _ghost
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
@@ -42,21 +44,15 @@ __all__ = ["train", "privacy", "clipped_grad_sum", "resolve_per_example", "outpu
            "GLM_MODELS"]
 
 GLM_MODELS = ("linear", "logistic", "multinomial_logistic")
-_LOSSES = {
-    "logistic": _models.binary_logistic_loss,
-    "cross_entropy": _models.softmax_cross_entropy,
-    "squared": _models.squared_loss,
-}
 PER_EXAMPLE_MODES = ("auto", "vmap", "ghost")
 
 
 class _Config(NamedTuple):
     """Static (hashable) configuration of one compiled training program."""
 
-    mode: str  # "glm", "mlp", "cnn" or "vmap"
-    model: Any  # models.Model or None
-    loss: Callable  # per-example loss: (params, x_i, y_i) for "vmap"; (outputs[B, ...], y) for ghost
-    activation: str | None
+    mode: str  # "glm", "mlp", "cnn" or "vmap" (clipping.per_example_path)
+    target: Any  # what the dispatcher differentiates: a models.Model or a per-example loss
+    loss: Any  # output loss (outputs, y) -> [B] for a model; None for a loss function
     n: int
     batch_size: int
     max_batch_size: int
@@ -70,155 +66,90 @@ class _Config(NamedTuple):
 # Model resolution
 # ------------------------------------------------------------------------------------------------
 def output_loss_for(model: _models.Model, num_classes: int | None, loss: Any = None) -> Callable:
-    """Per-example loss ``(outputs, y) -> [B]`` for a ``models.Model``.
+    """Per-example loss ``(outputs, y) -> [B]`` for a ``models.Model`` (``models.output_loss``).
 
     ``loss`` may be a callable, ``"logistic"``, ``"cross_entropy"`` or ``"squared"``; by default it
     follows the model (logistic -> logistic, multinomial -> cross-entropy, linear -> squared) and,
     for an MLP, the data (``num_classes == 0``: squared; one output: logistic; else cross-entropy).
     """
-    if callable(loss):
-        return loss
-    if loss is not None:
-        return _LOSSES[v.check_choice("loss", loss, _LOSSES)]
-    if model.name == "logistic":
-        return _LOSSES["logistic"]
-    if model.name == "multinomial_logistic":
-        return _LOSSES["cross_entropy"]
-    if model.name == "linear" or num_classes == 0:
-        return _LOSSES["squared"]
-    return _LOSSES["logistic"] if model.num_outputs == 1 else _LOSSES["cross_entropy"]
+    return _models.output_loss(model, num_classes, loss)
 
 
-def _mlp_layers(params: Any) -> list[dict]:
-    layers = params["layers"]
-    return [{"w": layers[k]["kernel"], "b": layers[k]["bias"]} for k in sorted(layers)]
-
-
-def _mlp_params(like: Any, grads: list[dict]) -> Any:
-    keys = sorted(like["layers"])
-    return {"layers": {k: {"kernel": g["w"], "bias": g["b"]} for k, g in zip(keys, grads)}}
-
-
-_ACTIVATION_CACHE: dict[Any, str | None] = {}
-
-
-def _detect_mlp_activation(model: _models.Model, params: Any) -> str | None:
-    """Find the activation under which the ghost forward pass reproduces ``model.apply``.
-
-    Checked on random parameters of the same shapes (the identity does not depend on the values),
-    evaluated eagerly even while tracing. Returns None when no activation matches.
-    """
-    shapes = tuple((tuple(l["w"].shape), tuple(l["b"].shape)) for l in _mlp_layers(params))
-    cache_key = (model, shapes)
-    if cache_key in _ACTIVATION_CACHE:
-        return _ACTIVATION_CACHE[cache_key]
-    rng = np.random.default_rng(0)
-    found = None
-    with jax.ensure_compile_time_eval():
-        fake = {"layers": {k: {"kernel": jnp.asarray(rng.normal(size=ws), jnp.float32),
-                               "bias": jnp.asarray(rng.normal(size=bs), jnp.float32)}
-                           for k, (ws, bs) in zip(sorted(params["layers"]), shapes)}}
-        x = jnp.asarray(rng.normal(size=(3, shapes[0][0][0])), jnp.float32)
-        ref = jnp.reshape(model.apply(fake, x), (3, -1))
-        for name, act in _models.ACTIVATIONS.items():
-            out, _ = _clip.mlp_forward(_mlp_layers(fake), x, act)
-            if out.shape == ref.shape and bool(jnp.allclose(out, ref, rtol=1e-5, atol=1e-5)):
-                found = name
-                break
-    _ACTIVATION_CACHE[cache_key] = found
-    return found
-
-
-def resolve_per_example(model_or_loss: Any, params: Any, per_example: str = "auto") -> tuple[str, str | None]:
+def resolve_per_example(model_or_loss: Any, params: Any = None, per_example: str = "auto"
+                        ) -> tuple[str, str | None]:
     """How per-example norms will be computed: ``("glm" | "mlp" | "cnn" | "vmap", activation)``.
 
-    ``"auto"`` uses ghost norms for the GLMs, the MLP (when its activation is recognised) and the
-    CNN (when ``privacy.ghost.cnn_forward`` reproduces its ``apply``: float32 models; one built with
-    ``compute_dtype=jnp.bfloat16`` gets ``"vmap"``) of :mod:`dpfair_jax.models`, and
-    ``vmap(grad)`` for anything else; ``"ghost"`` raises if ghost norms are not available;
-    ``"vmap"`` forces the generic path. The checks run once per model and parameter shapes
-    (cached).
+    What the model declares about its layers decides (``models.Model.layers``, read by
+    ``privacy.clipping.per_example_path``): ghost norms for the GLMs, the MLP and the float32 CNN
+    of :mod:`dpfair_jax.models` (a CNN built with ``compute_dtype=jnp.bfloat16`` declares none),
+    ``vmap(grad)`` for anything else. ``"ghost"`` raises if ghost norms are not available;
+    ``"vmap"`` forces the generic path. ``activation`` is the MLP's (else ``None``). ``params`` is
+    not needed (kept for callers that pass it).
     """
     v.check_choice("per_example", per_example, PER_EXAMPLE_MODES)
-    mode, act = "vmap", None
-    if isinstance(model_or_loss, _models.Model):
-        if model_or_loss.name in GLM_MODELS:
-            mode = "glm"
-        elif model_or_loss.name == "mlp":
-            act = _detect_mlp_activation(model_or_loss, params)
-            mode = "mlp" if act is not None else "vmap"
-        elif model_or_loss.name == "cnn":
-            mode = "cnn" if _ghost.cnn_matches_apply(model_or_loss, params) else "vmap"
-    if per_example == "vmap":
-        return "vmap", None
-    if per_example == "ghost" and mode == "vmap":
-        raise ValueError(
-            "per_example='ghost' needs a models.linear/logistic/multinomial_logistic, models.mlp or "
-            "float32 models.cnn model (not compute_dtype=bfloat16); use per_example='auto' or "
-            "'vmap' for other models and loss functions."
-        )
+    try:
+        mode = _clip.per_example_path(model_or_loss, per_example)
+    except ValueError as err:
+        raise ValueError(f"per_example='ghost': {err}") from err
+    act = model_or_loss.hparams.get("activation") if mode == "mlp" else None
     return mode, act
 
 
-# ------------------------------------------------------------------------------------------------
-# One step's clipped sum
-# ------------------------------------------------------------------------------------------------
-def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm, x_sq=None):
-    """Returns (clipped gradient sum, norms [B], per-example losses [B])."""
-    if cfg.mode == "glm":
-        w = params["w"]
-        z = xb @ w
-        if "b" in params:
-            z = z + params["b"]
-
-        def total(zz):
-            out = zz[:, 0] if zz.shape[1] == 1 else zz
-            losses = cfg.loss(out, yb)
-            return jnp.sum(losses), losses
-
-        dz, losses = jax.grad(total, has_aux=True)(z)
-        sums, norms = _clip.glm_clipped_grad_sum(xb, dz, clip_norm, mask, fit_intercept="b" in params,
-                                                 x_sq_norms=x_sq)
-        grads = {"w": sums["w"]}
-        if "b" in params:
-            grads["b"] = sums["b"]
-        return grads, norms, losses
-    if cfg.mode == "mlp":
-        act = _models.ACTIVATIONS[cfg.activation]
-
-        def out_loss(out, y):
-            return cfg.loss(out[:, 0] if out.shape[1] == 1 else out, y)
-
-        grads, norms, losses = _clip.mlp_clipped_grad_sum(
-            _mlp_layers(params), xb, yb, out_loss, clip_norm, activation=act, mask=mask
-        )
-        return _mlp_params(params, grads), norms, losses
-    if cfg.mode == "cnn":
-        # Book-keeping ghost clipping: one backward pass w.r.t. the pre-activations, norms from
-        # the conv patches and the head; the sum comes back in the model's param structure.
-        return _ghost.cnn_clipped_grad_sum(cfg.model, params, xb, yb, cfg.loss, clip_norm, mask=mask)
-    # generic vmap(grad) path
-    vg = jax.vmap(jax.value_and_grad(cfg.loss), in_axes=(None, 0, 0))
-    losses, grads = vg(params, xb, yb)
-    norms = _clip.per_example_norms(grads)
-    c = _clip.clip_factors(norms, clip_norm) * mask
-    return _clip.weighted_sum(grads, c), norms, losses
-
-
-def _resolve_path(model_or_loss: Any, params: Any, per_example: str, num_classes: int | None,
-                  loss: Any) -> tuple[str, str | None, Any, Callable]:
-    """``(mode, activation, model or None, loss)``: the loss takes ``(outputs, y)`` on the ghost
-    paths and ``(params, x_i, y_i)`` on the vmap path."""
-    mode, act = resolve_per_example(model_or_loss, params, per_example)
+def _as_target(model_or_loss: Any, params: Any, x: Any, loss: Any) -> tuple[Any, Any]:
+    """``(models.Model or per-example loss, params)``: an nnx module or a pure ``apply`` (given
+    with ``loss=``) become a ``Model`` (``models.from_nnx`` / ``models.from_apply``)."""
+    if isinstance(model_or_loss, nnx.Module):
+        model, own = _models.from_nnx(model_or_loss, np.shape(x)[1:])
+        return model, own if params is None else params
+    if params is None:
+        raise ValueError("params is required (the initial parameters), except for an nnx module.")
     if isinstance(model_or_loss, _models.Model):
-        out_loss = output_loss_for(model_or_loss, num_classes, loss)
-        loss_fn = _PerExampleLoss(model_or_loss.apply, out_loss) if mode == "vmap" else out_loss
-        return mode, act, model_or_loss, loss_fn
+        return model_or_loss, params
     if callable(model_or_loss):
-        if loss is not None:
-            raise ValueError("loss= is only used with a models.Model; model_or_loss is already a loss.")
-        return mode, act, None, model_or_loss
-    raise ValueError("model_or_loss must be a models.Model or a per-example loss function.")
+        if loss is not None:  # a pure apply(params, x) with its output loss
+            return _models.from_apply(model_or_loss, params, np.shape(x)[1:]), params
+        return model_or_loss, params
+    raise ValueError("model_or_loss must be a models.Model, a flax nnx module, a pure apply(params, x) "
+                     "(with loss=) or a per-example loss function loss(params, x_i, y_i).")
+
+
+def _resolve_path(model_or_loss: Any, per_example: str, num_classes: int | None, loss: Any
+                  ) -> tuple[str, Any, Any]:
+    """``(mode, target, output loss or None)`` for :func:`clipping.clipped_grad_sum`."""
+    mode, _ = resolve_per_example(model_or_loss, None, per_example)
+    if isinstance(model_or_loss, _models.Model):
+        return mode, model_or_loss, output_loss_for(model_or_loss, num_classes, loss)
+    if loss is not None:
+        raise ValueError("loss= is only used with a model; model_or_loss is already a loss.")
+    return mode, model_or_loss, None
+
+
+def _check_labels_for_loss(y: Any, mask: Any, out_loss: Any, model: Any) -> None:
+    """Host-side: the logistic loss needs labels in {0, 1}, cross-entropy in [0, num_classes)."""
+    if out_loss is _models.binary_logistic_loss:
+        k, what = 2, "the logistic loss needs labels y in {0, 1}"
+    elif out_loss is _models.softmax_cross_entropy:
+        k, what = int(model.num_outputs), f"cross-entropy needs integer labels y in [0, {model.num_outputs})"
+    else:
+        return
+    if isinstance(y, jax.core.Tracer) or (mask is not None and isinstance(mask, jax.core.Tracer)):
+        return
+    arr = np.asarray(y)
+    if mask is not None:
+        arr = arr[np.asarray(mask) != 0]
+    ok = arr.dtype.kind in "iub" or (arr.dtype.kind == "f" and np.all(np.mod(arr, 1) == 0))
+    if arr.size and (not ok or arr.min() < 0 or arr.max() >= k):
+        found = np.unique(arr)[:6]
+        hint = " (map labels -1/+1 with (y + 1) // 2)" if k == 2 and np.any(arr < 0) else ""
+        raise ValueError(f"y: {what}; got values {found.tolist()}{'...' if np.unique(arr).size > 6 else ''}{hint}.")
+
+
+def _clipped_sum(cfg: _Config, params, xb, yb, mask, clip_norm, x_sq=None):
+    """Returns (clipped gradient sum, norms [B], per-example losses [B]) from the dispatcher."""
+    res = _clip.clipped_grad_sum(cfg.target, params, (xb, yb), clip_norm=clip_norm, weights=mask,
+                                 path="vmap" if cfg.mode == "vmap" else "ghost", loss=cfg.loss,
+                                 x_sq_norms=x_sq)
+    return res.sums, res.norms, res.losses
 
 
 @full_precision
@@ -228,19 +159,19 @@ def clipped_grad_sum(model_or_loss: Any, params: Any, xb: jax.Array, yb: jax.Arr
                      ) -> tuple[Any, jax.Array, jax.Array]:
     """One batch's sum of per-example gradients clipped to ``clip_norm``: ``(sums, norms, losses)``.
 
-    The primitive :func:`train` applies at every step (same path selection: ghost norms for GLMs,
-    dense MLPs and float32 CNNs, ``vmap(grad)`` otherwise), for custom loops. ``mask [B]`` weights
+    The step :func:`train` takes (``privacy.clipping.clipped_grad_sum``, with the same path
+    selection and the loss :func:`output_loss_for` picks), for custom loops. ``mask [B]`` weights
     the examples (padding rows 0). ``norms`` and ``losses`` are per example (not private). Add
-    Gaussian noise of std ``noise_multiplier * clip_norm`` (e.g. ``aggregation.noisy_sum``) and
-    normalise by the expected batch size to get a DP-SGD gradient. jit/vmap-able.
+    Gaussian noise of std ``noise_multiplier * clip_norm`` (``privacy.mechanisms``) and normalise
+    by the expected batch size to get a DP-SGD gradient. jit/vmap-able.
 
     Privacy: the sum has L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm``
     replace-one); it is not private until noise is added.
     """
     v.check_clip_norm(clip_norm)
-    mode, act, model, loss_fn = _resolve_path(model_or_loss, params, per_example, num_classes, loss)
+    mode, target, out_loss = _resolve_path(model_or_loss, per_example, num_classes, loss)
     b = int(np.shape(xb)[0])
-    cfg = _Config(mode, model, loss_fn, act, b, b, b, 1, "fixed_size", optax.sgd, False)
+    cfg = _Config(mode, target, out_loss, b, b, b, 1, "fixed_size", optax.sgd, False)
     dt = jnp.promote_types(jnp.result_type(xb), jnp.float32)
     w = jnp.ones((b,), dt) if mask is None else jnp.asarray(mask, dt)
     return _clipped_sum(cfg, params, xb, yb, w, jnp.asarray(clip_norm, dt))
@@ -285,7 +216,7 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
         xb, yb = x[idx], y[idx]
         x_sq = None if x_sq_all is None else x_sq_all[idx]
         sums, norms, losses = _clipped_sum(cfg, params, xb, yb, mask, clip_norm, x_sq)
-        noisy = _agg.noisy_sum(k_noise, sums, std)
+        noisy = _mech.gaussian_mechanism(k_noise, sums, std)
         grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy)
         updates, opt_state = opt.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)
@@ -330,7 +261,11 @@ def _unpack_data(data: Any) -> tuple[Any, Any, Any, int | None]:
     raise ValueError("data must be a Dataset or a tuple (x, y) / (x, y, mask).")
 
 
-def _resolve_steps(n: int, batch_size: int, steps: int | None, epochs: int | None, sampling: str) -> int:
+def resolve_steps(n: int, batch_size: int, steps: int | None = None, epochs: int | None = None,
+                  sampling: str = "poisson") -> int:
+    """The number of steps of a run given ``steps=`` or ``epochs=`` (exactly one): an epoch is
+    ``n // batch_size`` steps; with ``sampling="shuffle"``, ``steps`` must be whole epochs.
+    Raises ``ValueError`` naming the field otherwise."""
     spe = _sampling.steps_per_epoch(n, batch_size)
     if (steps is None) == (epochs is None):
         raise ValueError("pass exactly one of steps= or epochs=.")
@@ -369,10 +304,17 @@ def train(
 
     Args:
       key: threefry PRNG key (sampling and noise).
-      model_or_loss: a ``models.Model`` (loss from :func:`output_loss_for`, or ``loss=``), or a
-        per-example loss ``loss(params, x_i, y_i) -> scalar`` over any parameter pytree.
-      params: initial parameters.
-      data: a ``Dataset`` (its ``mask`` is honoured) or ``(x, y[, mask])``.
+      model_or_loss: a ``models.Model`` (loss from :func:`output_loss_for`, or ``loss=``); a
+        flax ``nnx.Module`` of your own (``models.from_nnx``: its ``nnx.Param`` state, as a plain
+        dict, is trained and returned); a pure ``apply(params, x [B, ...])`` together with
+        ``loss=`` (``models.from_apply``); or a per-example loss ``loss(params, x_i, y_i) ->
+        scalar`` over any parameter pytree. The per-example path follows the model's layer
+        declaration (ghost norms for the kit's GLMs, MLP and float32 CNN; ``vmap(grad)`` for
+        everything else, user modules included).
+      params: initial parameters (``None`` for an nnx module: the module's own).
+      data: a ``Dataset`` (its ``mask`` is honoured) or ``(x, y[, mask])``. With the logistic
+        loss the labels must lie in {0, 1}, with cross-entropy in ``[0, num_outputs)`` (refused
+        before any compute otherwise).
       clip_norm, noise_multiplier, learning_rate: traced scalars (vmappable over a grid).
       batch_size: the (expected, for Poisson) batch size; ``q = batch_size / n``.
       steps / epochs: exactly one; an epoch is ``n // batch_size`` steps.
@@ -400,6 +342,7 @@ def train(
     n = v.check_same_length(x=x, y=y, mask=data_mask)
     v.check_finite("x", x)
     v.check_finite("y", y)
+    target, params = _as_target(model_or_loss, params, x, loss)
     v.check_finite("params", params)
     v.check_clip_norm(clip_norm)
     v.check_noise_multiplier(noise_multiplier)
@@ -407,7 +350,7 @@ def train(
     batch_size = v.check_int("batch_size", batch_size, minimum=1)
     if batch_size > n:
         raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
-    steps = _resolve_steps(n, batch_size, steps, epochs, sampling)
+    steps = resolve_steps(n, batch_size, steps, epochs, sampling)
     if isinstance(optimizer, optax.GradientTransformation):
         if learning_rate is not None:
             raise ValueError("learning_rate must be None when optimizer is a GradientTransformation "
@@ -425,20 +368,11 @@ def train(
         max_batch_size = min(max_batch_size, n)
     else:
         max_batch_size = batch_size
-    mode, act, model, loss_fn = _resolve_path(model_or_loss, params, per_example, num_classes, loss)
-    cfg = _Config(mode, model, loss_fn, act, n, batch_size, max_batch_size, steps, sampling,
+    mode, target, out_loss = _resolve_path(target, per_example, num_classes, loss)
+    _check_labels_for_loss(y, data_mask, out_loss, target)
+    cfg = _Config(mode, target, out_loss, n, batch_size, max_batch_size, steps, sampling,
                   optimizer, bool(diagnostics))
     return _train_program(cfg, key, params, x, y, data_mask, clip_norm, noise_multiplier, learning_rate)
-
-
-class _PerExampleLoss(NamedTuple):
-    """``loss(params, x_i, y_i) = output_loss(apply(params, x_i), y_i)`` (hashable)."""
-
-    apply: Callable
-    output_loss: Callable
-
-    def __call__(self, params, xi, yi):
-        return self.output_loss(self.apply(params, xi), yi)
 
 
 def privacy(
@@ -479,7 +413,7 @@ def privacy(
     v.check_choice("sampling", sampling, _sampling.SAMPLING_SCHEMES)
     n = v.check_int("n", n, minimum=1)
     batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    steps = _resolve_steps(n, batch_size, steps, epochs, sampling)
+    steps = resolve_steps(n, batch_size, steps, epochs, sampling)
     spec = _sampling.accounting_for(sampling, n, batch_size)
     z = float(noise_multiplier) / spec.sensitivity_factor
     if sampling == "shuffle":

@@ -256,7 +256,7 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
     batch_size = v.check_int("batch_size", batch_size, minimum=1)
     if batch_size > n:
         raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
-    steps = _dpsgd._resolve_steps(n, batch_size, steps, epochs, "poisson")
+    steps = _dpsgd.resolve_steps(n, batch_size, steps, epochs, "poisson")
     if isinstance(optimizer, optax.GradientTransformation):
         if learning_rate is not None:
             raise ValueError("learning_rate must be None when optimizer is a GradientTransformation.")
@@ -266,7 +266,7 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
         v.check_positive("learning_rate", learning_rate)
     max_batch_size = padded_batch_size(n, batch_size, steps, max_batch_size)
     out_loss = _dpsgd.output_loss_for(model, data.num_classes, loss)
-    loss_fn = _dpsgd._PerExampleLoss(model.apply, out_loss)
+    loss_fn = _models.example_loss(model, out_loss)
     cfg = _Cfg(model, loss_fn, n, batch_size, max_batch_size, steps, data.num_groups,
                model.num_outputs, optimizer, bool(diagnostics))
     return _program(cfg, key, params, data.x, data.y, data.s, data.mask, clip_norm, noise_multiplier,
@@ -300,7 +300,7 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
     v.check_delta(delta)
     n = v.check_int("n", n, minimum=1)
     batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    steps = _dpsgd._resolve_steps(n, batch_size, steps, epochs, "poisson")
+    steps = _dpsgd.resolve_steps(n, batch_size, steps, epochs, "poisson")
     width = padded_batch_size(n, batch_size, steps, max_batch_size)
     for name, g in (("gamma1", gamma1), ("gamma2", gamma2)):
         if g is not None:

@@ -27,9 +27,10 @@ contraction, no ``[B, ...]`` per-example gradient array.
 
 The kit's CNN (:func:`dpfair_jax.models.cnn`): :func:`cnn_ghost_backward` gets every layer's
 per-example output gradients from one backward pass with respect to zero probes on the
-pre-activations (book-keeping), :func:`cnn_weighted_grad` assembles the clipped sum in the params'
-structure, :func:`cnn_clipped_grad_sum` does both; ``dpsgd.train`` (``per_example="auto"``) and
-``fermi.fit`` (``grad_path="auto"``) use them for float32 CNNs (:func:`cnn_matches_apply`).
+pre-activations of the model's own forward pass (``Model.forward``; book-keeping),
+:func:`cnn_weighted_grad` assembles the clipped sum in the params' structure;
+``privacy.clipping.cnn_clipped_grad_sum`` does both, and ``clipping.clipped_grad_sum`` (the
+dispatcher ``dpsgd.train`` uses) takes that path for float32 CNNs (``Model.layers == "cnn"``).
 
 Privacy: these are exact identities (no approximation), so a clipped sum assembled from them has
 the same L2 sensitivity as with ``vmap`` per-example gradients: ``C`` under add/remove-one
@@ -63,7 +64,6 @@ __all__ = [
     "CnnGhost",
     "cnn_ghost_backward",
     "cnn_weighted_grad",
-    "cnn_clipped_grad_sum",
     "cnn_matches_apply",
 ]
 
@@ -300,91 +300,19 @@ def total_norms(*norm_sqs: jax.Array) -> jax.Array:
     return jnp.sqrt(sum(jnp.asarray(s) for s in norm_sqs))
 
 
-_NHWC = ("NHWC", "HWIO", "NHWC")
-
-
-@jax.custom_vjp
-def _conv2d_same_cpu(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
-
-
-def _conv2d_same_fwd(x, kernel):
-    return _conv2d_same_cpu(x, kernel), (x, kernel)
-
-
-def _conv2d_same_bwd(res, g):
-    # Both gradients as forward-layout (NHWC x HWIO -> NHWC) convolutions: the input gradient
-    # correlates g with the kernel rotated by 180 degrees (in/out swapped); the kernel gradient
-    # treats input channels as the batch, the batch as features and the image as the window.
-    x, kernel = res
-    kh, kw = kernel.shape[:2]
-    lo_h, lo_w = (kh - 1) // 2, (kw - 1) // 2
-    hi_h, hi_w = kh - 1 - lo_h, kw - 1 - lo_w
-    k_rot = jnp.flip(kernel, (0, 1)).swapaxes(2, 3)
-    dx = jax.lax.conv_general_dilated(g, k_rot, (1, 1), ((hi_h, lo_h), (hi_w, lo_w)),
-                                      dimension_numbers=_NHWC)
-    dk = jax.lax.conv_general_dilated(jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(g, (1, 2, 0, 3)),
-                                      (1, 1), ((lo_h, hi_h), (lo_w, hi_w)), dimension_numbers=_NHWC)
-    return dx.astype(x.dtype), jnp.transpose(dk, (1, 2, 0, 3)).astype(kernel.dtype)
-
-
-_conv2d_same_cpu.defvjp(_conv2d_same_fwd, _conv2d_same_bwd)
-
-
-def _conv2d_same(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    """Stride-1 SAME convolution, NHWC inputs, HWIO kernel: the forward values of ``nnx.Conv`` in
-    :func:`dpfair_jax.models.cnn`.
-
-    On XLA's CPU backend its reverse-mode gradient is written as two forward-layout convolutions
-    (same values; ``jax.custom_vjp``, so no forward-mode autodiff through it). Inside a
-    ``lax.scan`` body, as in ``dpsgd.train`` and ``fermi.fit``, XLA:CPU leaves the backward
-    convolutions of plain autodiff in layouts its fast convolution path does not take: a CNN
-    gradient step ran ~20x slower than the same step outside the loop (measured with jax 0.10.2).
-    Other backends use plain autodiff.
-    """
-    if jax.default_backend() == "cpu":
-        return _conv2d_same_cpu(x, kernel)
-    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
-
-
-def _avg_pool2(a: jax.Array) -> jax.Array:
-    b, h, w, c = a.shape
-    a = a[:, : h // 2 * 2, : w // 2 * 2]
-    return a.reshape(b, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
-
-
 def cnn_forward(model: Any, params: Any, x: jax.Array, probes: Sequence[jax.Array] | None = None):
-    """Forward pass of :func:`dpfair_jax.models.cnn` from its parameter dict, with optional zero
+    """The forward pass of :func:`dpfair_jax.models.cnn` (``model.forward``), with optional zero
     "probes" added to every pre-activation (conv outputs, then the head's logits).
 
     Returns ``(outputs, conv_inputs, head_input)``; outputs as ``model.apply`` (one logit squeezed).
-    Computes in the dtype of ``x`` and ``params`` (float32): a model built with
-    ``compute_dtype=jnp.bfloat16`` is *not* reproduced (its ``apply`` rounds to bfloat16).
     Reverse-mode differentiable (on CPU the convolutions carry a custom VJP that keeps their
-    gradient fast inside ``lax.scan``, see ``_conv2d_same``); use ``model.apply`` for
+    gradient fast inside ``lax.scan``, ``models._conv2d_same``); use ``model.apply`` for
     forward-mode autodiff (``jax.jvp``, ``jax.hessian``).
     """
-    from dpfair_jax.models import ACTIVATIONS
-
-    hp = model.hparams
-    act = ACTIVATIONS[hp["activation"]]
-    a = jnp.asarray(x).reshape((-1, *hp["image_shape"]))
-    conv_inputs = []
-    for l in range(len(hp["channels"])):
-        layer = params["convs"][l]
-        conv_inputs.append(a)
-        # the model's conv (same values); its CPU gradient stays fast inside lax.scan
-        z = _conv2d_same(a, layer["kernel"]) + layer["bias"]
-        if probes is not None:
-            z = z + probes[l]
-        a = _avg_pool2(act(z))
-    flat = a.reshape(a.shape[0], -1)
-    out = flat @ params["head"]["kernel"] + params["head"]["bias"]
-    if probes is not None:
-        out = out + probes[-1]
-    if model.num_outputs == 1:
-        out = out[:, 0]
-    return out, conv_inputs, flat
+    if getattr(model, "forward", None) is None or getattr(model, "name", None) != "cnn":
+        raise ValueError("model must be dpfair_jax.models.cnn(...).")
+    out, inputs = model.forward(params, x, probes)
+    return out, list(inputs[:-1]), inputs[-1]
 
 
 class CnnGhost(NamedTuple):
@@ -427,7 +355,7 @@ def cnn_ghost_backward(model: Any, params: Any, x: jax.Array, y: Any, output_los
     if getattr(model, "name", None) != "cnn":
         raise ValueError("model must be dpfair_jax.models.cnn(...); use clipping.clipped_grad_sum otherwise.")
     hp = model.hparams
-    if hp.get("compute_dtype") is not None:
+    if hp.get("compute_dtype") is not None or model.layers != "cnn":
         raise ValueError(
             f"CNN ghost norms compute in float32 and do not reproduce a model built with "
             f"compute_dtype={hp['compute_dtype']!r}; use vmap(grad) per-example gradients "
@@ -501,75 +429,16 @@ def cnn_weighted_grad(model: Any, ghost: CnnGhost, c: jax.Array) -> Any:
     return {"convs": convs, "head": {"kernel": head["w"], "bias": head["b"]}}
 
 
-@full_precision
-def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, output_loss: Any,
-                         clip_norm: Any, *, mask: jax.Array | None = None, method: str = "auto"):
-    """Ghost clipping for the kit's CNN (:func:`dpfair_jax.models.cnn`): ``(clipped sum, norms [B], losses [B])``.
-
-    :func:`cnn_ghost_backward` (one backward pass with respect to zero probes on every
-    pre-activation; norms from the unfolded conv patches and the dense head), then
-    ``sum_i c_i grad_i`` layer by layer (:func:`cnn_weighted_grad`) with
-    ``c_i = mask_i min(1, C / ||grad_i||)``; the result has the structure of ``params``.
-    ``output_loss(outputs, y) -> [B]`` per-example losses.
-
-    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
-    Norms, clip factors and sums are computed in float32 (the dtype of ``x`` and ``params``);
-    mixed-precision models (``compute_dtype`` set) are refused, since this float32 forward pass
-    would clip the gradients of a different function than ``model.apply`` (use ``vmap(grad)``).
-    """
-    from dpfair_jax.privacy.clipping import clip_factors
-
-    v.check_clip_norm(clip_norm)
-    if getattr(model, "name", None) == "cnn":
-        v.check_same_length(x=jnp.reshape(jnp.asarray(x), (-1, *model.hparams["image_shape"])),
-                            y=y, mask=mask)
-    gh = cnn_ghost_backward(model, params, x, y, output_loss, method=method)
-    c = clip_factors(gh.norms, clip_norm)
-    if mask is not None:
-        c = c * jnp.asarray(mask, c.dtype)
-    return cnn_weighted_grad(model, gh, c), gh.norms, gh.losses
-
-
-_CNN_MATCH_CACHE: dict[Any, bool] = {}
-
-
 def cnn_matches_apply(model: Any, params: Any) -> bool:
-    """Whether :func:`cnn_forward` (hence :func:`cnn_ghost_backward`) reproduces ``model.apply``
-    for parameters with the structure and shapes of ``params``.
-
-    False for anything but a float32 :func:`dpfair_jax.models.cnn` (other models, other parameter
-    layouts, ``compute_dtype`` set). Checked once per (model, shapes) on random parameters of the
-    same shapes (the identity does not depend on the values), at full float32 matmul precision and
-    evaluated eagerly even while tracing; the answer is cached.
-    """
-    if getattr(model, "name", None) != "cnn":
+    """Whether the CNN ghost norms (:func:`cnn_ghost_backward`) apply to ``model`` with parameters
+    shaped like ``params``: a float32 :func:`dpfair_jax.models.cnn` (``model.layers == "cnn"``;
+    its ``forward`` is the function ``apply`` evaluates) whose parameters fit its layout.
+    False for other models and for mixed-precision CNNs (``compute_dtype`` set)."""
+    if getattr(model, "name", None) != "cnn" or getattr(model, "layers", None) != "cnn":
         return False
     try:
-        leaves, treedef = jax.tree_util.tree_flatten(params)
-        shapes = tuple(tuple(jnp.shape(l)) for l in leaves)
-        dtypes = tuple(jnp.result_type(l).name for l in leaves)
-        cache_key = (model, treedef, shapes, dtypes)
-        hash(cache_key)
-    except TypeError:
+        x = jax.ShapeDtypeStruct((1, *model.hparams["image_shape"]), jnp.float32)
+        out = jax.eval_shape(lambda p, xx: model.forward(p, xx)[0], params, x)
+    except (KeyError, TypeError, ValueError, IndexError):
         return False
-    if cache_key in _CNN_MATCH_CACHE:
-        return _CNN_MATCH_CACHE[cache_key]
-    found = False
-    if model.hparams.get("compute_dtype") is None:
-        import numpy as np
-
-        rng = np.random.default_rng(0)
-        flat = int(np.prod(model.hparams["image_shape"]))
-        try:
-            with jax.ensure_compile_time_eval(), jax.default_matmul_precision("highest"):
-                fake = jax.tree_util.tree_unflatten(treedef, [
-                    jnp.asarray(rng.normal(size=sh) / np.sqrt(max(1, int(np.prod(sh[:-1])))), jnp.float32)
-                    for sh in shapes])
-                x = jnp.asarray(rng.normal(size=(3, flat)), jnp.float32)
-                ref = jnp.reshape(model.apply(fake, x), (3, -1))
-                out = jnp.reshape(cnn_forward(model, fake, x)[0], (3, -1))
-                found = out.shape == ref.shape and bool(jnp.allclose(out, ref, rtol=1e-4, atol=1e-5))
-        except (KeyError, TypeError, ValueError, IndexError):
-            found = False
-    _CNN_MATCH_CACHE[cache_key] = found
-    return found
+    return tuple(out.shape) in ((1,), (1, model.num_outputs))
