@@ -16,20 +16,70 @@ from _studies import load_study
 P = load_study("paper_004")
 
 
-def test_registered_with_quick_and_full_and_paper_grid():
+def test_registered_with_quick_and_full_and_the_study_design():
     names = {e.name for e in P.EXPERIMENTS}
-    assert {"fermi_adult_dp", "fermi_credit_dp", "fermi_parkinsons_dp", "fermi_credit_eo",
-            "fermi_adult_eo", "fermi_adult_nonbinary", "fermi_cnn_synthetic", "sgda_convergence"} <= names
+    assert {"fermi_adult_dp", "fermi_credit_dp", "fermi_parkinsons_dp", "fermi_credit_eo", "fermi_adult_eo",
+            "fermi_official_code", "fermi_adult_nonbinary", "fermi_cnn_synthetic", "sgda_convergence"} <= names
     for e in P.EXPERIMENTS:
         assert registry.get(e.name) is e and e.paper == "004"
         assert set(e.configs) == {"quick", "full"}
-    full = registry.get("fermi_adult_dp").configs["full"]
-    # the paper's grid: 15 seeds x 6 lambdas in [0, 2.5] x eps {0.5, 1, 3, 9} (+ inf), batch 1024,
-    # 200 epochs, step sizes 0.005 / 0.01
-    assert full["seeds"] == 15 and len(full["lams"]) == 6 and max(full["lams"]) == 2.5
-    assert full["epsilons"][:4] == [0.5, 1.0, 3.0, 9.0] and math.isinf(full["epsilons"][4])
-    assert (full["batch_size"], full["epochs"], full["lr_theta"], full["lr_w"]) == (1024, 200, 0.005, 0.01)
-    assert registry.get("fermi_credit_eo").configs["full"]["epsilons"][:3] == [0.5, 1.0, 3.0]
+    for name in ("fermi_adult_dp", "fermi_credit_dp", "fermi_adult_eo", "fermi_credit_eo"):
+        full = registry.get(name).configs["full"]
+        # four methods, one unit; lambda log-spaced up to ~40 (the full ERMI); splits for intervals;
+        # an equal random-stopping budget; DP-SGD trained to convergence (20 epochs, lr tuned)
+        assert full["methods"] == ["dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd"]
+        lams = np.asarray(full["lams"])
+        assert 30 <= lams.max() <= 50 and np.all(np.diff(np.log(lams)) > 0) and np.ptp(np.diff(np.log(lams))) < 0.3
+        assert full["replicates"] >= 5 and full["selection"] == "private" and full["epochs"] >= 20
+        assert len(full["lr_grid"]) >= 3 and full["epsilons"][:3] == [0.5, 1.0, 3.0] and math.isinf(full["epsilons"][-1])
+        quick = registry.get(name).configs["quick"]
+        assert quick["max_rows"] and quick["replicates"] >= 2 and set(quick) == set(full)
+    official = registry.get("fermi_official_code").configs["full"]
+    assert (official["lr_theta"], official["lr_w"], official["radius"], official["epochs"]) == (0.005, 0.01, 5.0, 200)
+    assert max(official["lams"]) == 2.5  # the paper's range belongs to the one-cell regularizer
+
+
+class _Ctx:
+    name, seed = "fermi_toy_dp", 0
+
+    def __init__(self):
+        self.claims, self.tables = [], {}
+
+    def add_claim(self, cid, statement, measured, target, passed, paper=None, *, kind="claim", reason=None,
+                  status=None):
+        self.claims.append({"id": cid, "passed": passed, "status": status, "reason": reason, "measured": measured})
+
+    def skip_claim(self, cid, statement, reason, *, target=None, paper=None, kind="claim"):
+        self.claims.append({"id": cid, "passed": False, "status": "skipped", "reason": reason})
+
+    def save_table(self, df, name):
+        self.tables[name] = df
+
+
+@pytest.mark.parametrize("statuses, expect, words", [
+    (["lower", "lower", "baseline_unreached"], "holds", None),
+    (["lower", "higher", "unresolved"], "fails", "below DP-FERMI's at equal error"),
+    (["lower", "unresolved", "lower"], "fails", "not resolved"),
+])
+def test_frontier_claim_status_and_reason(statuses, expect, words):
+    cmp = pd.DataFrame({"epsilon": [1.0] * 3, "baseline": ["dpsgd", "pfld_epoch", "pfld_stochastic"],
+                        "level": 0.16, "first_violation": 0.1, "baseline_violation": [0.2, 0.05, 0.1],
+                        "diff": [-0.1, 0.05, 0.0], "diff_lo": [-0.12, 0.01, -0.02], "diff_hi": [-0.08, 0.09, 0.02],
+                        "status": statuses})
+
+    class Res:
+        def compare(self, **kw):
+            return cmp
+
+    ctx = _Ctx()
+    config = {"methods": ["dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd"], "slack": 0.01, "dataset": "toy",
+              "fairness": "dp", "replicates": 5, "bootstrap": 100, "epsilons": [1.0]}
+    P._frontier_claim(ctx, config, Res(), "dp_violation")
+    (row,) = ctx.claims
+    assert row["status"] == expect and row["passed"] == (expect == "holds")
+    assert (row["reason"] is None) if words is None else (words in row["reason"] and "[+0.0100, +0.0900]" in
+                                                          row["reason"] or words in row["reason"])
+    assert "frontier_comparison" in ctx.tables
 
 
 def test_equal_error_table_rule():
@@ -73,11 +123,12 @@ def test_tradeoff_study_grid_and_shared_lambda_zero_baseline():
 
 
 def test_parkinsons_skips_with_reason(tmp_path, monkeypatch):
+    from dpfair_jax.data import tabular
     from dpfair_jax.runner import run_experiment
 
     monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
-    res = run_experiment(registry.get("fermi_parkinsons_dp"), size="quick",
-                         overrides={"path": str(tmp_path / "missing.csv")}, root=tmp_path)
+    monkeypatch.setattr(tabular, "default_parkinsons_path", lambda: None)  # no CSV anywhere
+    res = run_experiment(registry.get("fermi_parkinsons_dp"), size="quick", root=tmp_path)
     assert [c["id"] for c in res.claims] == ["fermi_parkinsons_dp_lower_violation_equal_error"]
     row = res.claims[0]
     assert row["status"] == "skipped" and row["passed"] is False and "Parkinsons CSV" in row["reason"]

@@ -33,7 +33,7 @@ from dpfair_jax.studies.allocation import (
 from dpfair_jax.studies.bgl import bgl_problem, public_private_split
 from dpfair_jax.studies.grids import candidate_grid, clipped_square_losses, halfplane_grid
 from dpfair_jax.studies.stratification import mixture_trial
-from dpfair_jax.studies.tradeoff import baseline_name, equal_error_table, plot_tradeoff, tradeoff_study
+from dpfair_jax.studies.tradeoff import TradeoffStudy, baseline_name, compare_frontiers, equal_error_table, plot_tradeoff, tradeoff_frontier_study, tradeoff_study  # noqa: E501
 
 __all__ = [
     "PRIVATE_METHODS",
@@ -56,6 +56,7 @@ __all__ = [
     "synthesis_study",
     "tradeoff",
     "tradeoff_study",
+    "tradeoff_frontier_study",
     "trial_chunk_size",
     "two_group_study",
     "two_group_trial",
