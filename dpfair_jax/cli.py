@@ -435,7 +435,7 @@ def _enable_compile_cache(path: str | None, command: str) -> bool:
         return False
     from dpfair_jax import compile_cache
 
-    if compile_cache.is_enabled():
+    if path is None and compile_cache.is_enabled():  # set by the caller: keep it
         return False
     try:
         return compile_cache.configure(path) is not None

@@ -75,7 +75,8 @@ def test_run_kit_quick_subprocess(tmp_path):
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["config"]["sigmas"] == [1.0, 2.0] and cfg["overrides"]["samples"] == 256
     assert (d / "figures" / "noise_std_ratio.png").is_file()
-    assert "claims hold" in proc.stdout and "HOLDS          kit_gaussian_noise_variance: measured max_abs_z" in proc.stdout
+    assert "claims hold" in proc.stdout
+    assert "HOLDS          kit_gaussian_noise_variance: measured max_abs_z" in proc.stdout
     # bad input from a real process: exit 2, one line, no traceback
     bad = _run_cli("run", "kit_accounting", "--quick", "--set", "nope=1", env_out=tmp_path)
     assert bad.returncode == 2 and "valid keys" in _one_line_error(bad.stderr)

@@ -38,13 +38,13 @@ CASES = [
     ("fermi_adult_dp", "batch_size=0", ["--set batch_size=0", "batch_size must be a whole number > 0, got 0"]),
     ("fermi_adult_dp", "epochs=-1", ["--set epochs=-1", "epochs must be a whole number > 0, got -1"]),
     ("fermi_adult_dp", "epochs=2.5", ["epochs must be a whole number"]),
-    ("fermi_adult_dp", "seeds=0", ["seeds must be a whole number > 0"]),
-    ("fermi_adult_dp", "lr_theta=-0.1", ["lr_theta must be a number > 0"]),
-    ("fermi_adult_dp", "lr_w=NaN", ["lr_w must be a finite number, got NaN"]),
+    ("lens_dpsgd", "seeds=0", ["seeds must be a whole number > 0"]),
+    ("lens_dpsgd", "learning_rate=-0.1", ["learning_rate must be a number > 0"]),
+    ("lens_dpsgd", "learning_rate=NaN", ["learning_rate must be a finite number, got NaN"]),
     ("fermi_adult_dp", "epsilons=[0.0]", ["epsilons[0] must be a number > 0"]),
     ("fermi_adult_dp", "epsilons=3", ["epsilons must be a JSON list"]),
     ("fermi_adult_dp", "delta=1.5", ["delta must be a number in [0, 1)"]),
-    ("fermi_adult_dp", "clip_theta=0", ["clip_theta must be a number > 0"]),
+    ("lens_dpsgd", "clip_norm=0", ["clip_norm must be a number > 0"]),
     ("fermi_adult_dp", "path=/no/such/adult.csv", ["path", "'/no/such/adult.csv' does not exist"]),
     ("fermi_adult_dp", "seed=-3", ["seed must be a whole number >= 0"]),
     ("kit_accounting", "sigmas=[1.0, -2.0]", ["sigmas[1] must be a number > 0, got -2.0"]),
@@ -88,11 +88,11 @@ def _exp(configs, constraints=None):
 
 
 def test_defaults_by_key_name_and_declared_constraints():
-    exp = _exp({"quick": {"steps": 3, "eps": [1.0, math.inf], "share": 0.5, "name": "a", "opt": None,
+    exp = _exp({"quick": {"steps": 3, "eps": [1.0, math.inf], "share": 0.5, "name": "a", "opt": None, "val_size": 0.15,
                           "pairs": [[-1.0, 1.0]], "sub": {"lr": 0.1, "n_rows": 4}}},
                {"share": Constraint(0, 1, high_open=True, doc="a share"), "name": Constraint(choices=("a", "b"))})
     ok = registry.resolve_config(exp, "quick", {"eps": [0.5, math.inf], "share": 0, "name": "b", "opt": 3.5,
-                                                "pairs": [[-5, 2.0]], "sub": {"lr": 1e-3}})
+                                                "pairs": [[-5, 2.0]], "sub": {"lr": 1e-3}, "val_size": 0.3})
     assert ok["share"] == 0 and ok["eps"] == [0.5, math.inf]
     bad = [({"steps": 0}, "steps must be a whole number > 0"),
            ({"steps": True}, "steps must be a whole number"),
@@ -103,7 +103,9 @@ def test_defaults_by_key_name_and_declared_constraints():
            ({"pairs": [[1.0, "x"]]}, "pairs[0][1] must be a number"),
            ({"pairs": [[1.0, math.inf]]}, "pairs[0][1] must be finite"),
            ({"sub": {"lr": 0.0}}, "sub.lr must be a number > 0"),
-           ({"sub": {"n_rows": -1}}, "sub.n_rows must be a whole number > 0")]
+           ({"sub": {"n_rows": -1}}, "sub.n_rows must be a whole number > 0"),
+           ({"sub": {"max_rows": -1}}, "sub.max_rows must be a whole number >= 0"),
+           ({"val_size": 0.0}, "val_size must be a number > 0, got 0.0")]  # a fraction default: not whole
     for override, message in bad:
         with pytest.raises(ValueError) as err:
             registry.resolve_config(exp, "quick", override)
@@ -114,7 +116,8 @@ def test_defaults_by_key_name_and_declared_constraints():
 
 
 @pytest.mark.parametrize("key, rule", [
-    ("batch_size", "a whole number > 0"), ("num_seeds", "a whole number > 0"), ("steps_per_checkpoint", "a whole number > 0"),
+    ("batch_size", "a whole number > 0"), ("num_seeds", "a whole number > 0"),
+    ("steps_per_checkpoint", "a whole number > 0"),
     ("n_train", "a whole number > 0"), ("learning_rate", "a number > 0"), ("real_lr", "a number > 0"),
     ("thm1_min_epsilon", "a number > 0 (inf allowed)"), ("clip_norms", "a number > 0 (inf allowed)"),
     ("synth_delta", "a number in [0, 1)"), ("batch_frac", "a number in (0, 1]"), ("lams", "a number >= 0"),

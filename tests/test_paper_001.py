@@ -42,14 +42,17 @@ def test_output_perturbation_tiny(tmp_path):
 
 def test_missing_data_skips_every_claim(tmp_path, monkeypatch):
     """A missing data set gives each of the experiment's claims a skipped row with the reason
-    (formerly one placeholder row named '<experiment>_skipped')."""
+    (formerly one placeholder row named '<experiment>_skipped'); a path that is given but missing
+    is bad input, refused before the run."""
     monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # no ../shared/data/parkinsons_updrs.csv from here
+    with pytest.raises(ValueError, match="missing.csv' does not exist"):
+        _run("lens_dpsgd", tmp_path, dataset="parkinsons", path=str(tmp_path / "missing.csv"))
     for name in ("lens_mitigation", "lens_dpsgd"):
-        _, _, claims, _ = _run(name, tmp_path, dataset="parkinsons", path=str(tmp_path / "missing.csv"))
+        _, _, claims, _ = _run(name, tmp_path, dataset="parkinsons")
         assert [c["id"] for c in claims] == [cid for cid, _ in P.CLAIMS[name]]
         assert all(c["status"] == "skipped" and c["passed"] is False and c["reason"] for c in claims)
-    _, _, claims, _ = _run("lens_output_perturbation", tmp_path, datasets=["parkinsons"],
-                           path=str(tmp_path / "missing.csv"))
+    _, _, claims, _ = _run("lens_output_perturbation", tmp_path, datasets=["parkinsons"])
     assert [c["id"] for c in claims] == [cid for cid, _ in P.CLAIMS["lens_output_perturbation"]]
     assert all(c["status"] == "skipped" for c in claims)
 

@@ -9,7 +9,7 @@ from dpfair_jax.privacy.accounting import PrivacySpend
 
 def _run(config, ctx):
     ctx.record_privacy("release", PrivacySpend(1.0, 1e-5, notes="DP-SGD"), not_covered="standardization moments")
-    ctx.record_privacy("plain", {"epsilon": 2.0, "delta": 1e-5, "relation": "replace_one"})
+    ctx.record_privacy("plain", {"epsilon": 2.0, "delta": 1e-5, "relation": "replace_one", "unit": "example"})
     ctx.add_claim("t", "a claim", measured=1, target=1, passed=True)
 
 

@@ -324,7 +324,8 @@ def test_resume_after_sigkill(tmp_path):
 
 def _claims_run(config, ctx):
     ctx.add_claim("t_ok", "a passing claim", measured=np.float32(0.5), target="<= 1", passed=np.bool_(True))
-    ctx.add_claim("t_fail", "a failing claim", measured=float("nan"), target=[0, 1], passed=False, paper="003")
+    ctx.add_claim("t_fail", "a failing claim", measured=float("nan"), target=[0, 1], passed=False, paper="003",
+                  reason="the measurement was NaN")
     ctx.record_privacy("release", {"epsilon": 1.0, "delta": 1e-5, "relation": "add_remove", "unit": "example"})
     ctx.record_compile_time(0.25)
     ns = _compute_ns()
@@ -340,12 +341,15 @@ def test_run_experiment_writes_claims_privacy_meta(tmp_path):
     claims = json.loads((d / "claims.json").read_text())
     assert isinstance(claims, list) and len(claims) == 2
     for c in claims:
-        assert set(c) == {"id", "paper", "statement", "measured", "target", "passed", "kind", "status", "reason"}
+        assert set(c) == {"id", "paper", "statement", "measured", "target", "passed", "kind", "status", "reason",
+                          "target_met"}
         assert isinstance(c["passed"], bool) and c["paper"] in registry.PAPERS
     assert claims[0] == {"id": "t_ok", "paper": "kit", "statement": "a passing claim", "measured": 0.5,
-                         "target": "<= 1", "passed": True, "kind": "claim", "status": "passed", "reason": None}
+                         "target": "<= 1", "passed": True, "kind": "claim", "status": "holds", "reason": None,
+                         "target_met": True}
     assert claims[1]["measured"] is None and claims[1]["paper"] == "003" and claims[1]["passed"] is False
-    assert claims[1]["status"] == "failed" and claims[1]["kind"] == "claim"
+    assert claims[1]["status"] == "fails" and claims[1]["kind"] == "claim"
+    assert claims[1]["reason"] == "the measurement was NaN"
     assert json.loads((d / "privacy.json").read_text())["release"]["relation"] == "add_remove"
     meta = json.loads((d / "meta.json").read_text())
     assert meta["seed"] == 3 and meta["status"] == "complete" and meta["compile_seconds"] == 0.25
@@ -355,6 +359,8 @@ def test_run_experiment_writes_claims_privacy_meta(tmp_path):
     assert meta["wall_seconds"] >= 0 and meta["start_time"] <= meta["end_time"]
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["config"] == {"seed": 3, "n": 2} and cfg["size"] == "quick"
+    assert cfg["code_version"] == meta["code_version"] == context.code_version(exp)
+    assert len(cfg["code_version"]["package"]) == 64
     # the returned table is saved as "results", exactly
     table = store.read_table(d, "results")
     pd.testing.assert_frame_equal(table, _compute_ns()["compute"]({"i": 0}).pipe(
@@ -390,7 +396,9 @@ def test_claim_and_privacy_validation(tmp_path):
     with pytest.raises(ValueError, match="relation"):
         ctx.record_privacy("p", {"epsilon": 1.0, "delta": 1e-5})
     with pytest.raises(ValueError, match="epsilon"):
-        ctx.record_privacy("p", {"relation": "replace_one"})
+        ctx.record_privacy("p", {"relation": "replace_one", "unit": "example"})
+    with pytest.raises(ValueError, match="'unit' must be one of example, sensitive_attribute"):
+        ctx.record_privacy("p", {"relation": "replace_one", "epsilon": 1.0})
     with pytest.raises(ValueError, match="table name"):
         ctx.save_table(pd.DataFrame(), "../x")
 
@@ -400,25 +408,61 @@ def test_formula_checks_and_skipped_claims(tmp_path):
     (passed False, status "skipped", a reason), never left out; ids are unique over both kinds."""
     ctx = _ctx(tmp_path)
     chk = ctx.add_check("f1", "closed form vs SciPy", measured=1e-14, target="<= 1e-12", passed=True)
-    assert chk["kind"] == "formula" and chk["status"] == "passed" and chk["reason"] is None
+    assert chk["kind"] == "formula" and chk["status"] == "holds" and chk["reason"] is None
     bad = ctx.add_check("f2", "ledger vs hand", measured=None, target="importable", passed=False,
                         reason="dpfair_jax.privacy.accounting failed to import (ImportError: x)")
-    assert bad["status"] == "failed" and "ImportError" in bad["reason"]
+    assert bad["status"] == "fails" and "ImportError" in bad["reason"]
+    # a failing formula check without a reason: a coding error in the kit, said so
+    assert ctx.add_check("f3", "s", 1, 0, False)["reason"] == context.FORMULA_FAILURE
     sk = ctx.skip_claim("c_cell", "needs the K = 5 cell", "the grid has no K = 5 cell", target="> 0.1")
     assert sk == {"id": "c_cell", "paper": "kit", "statement": "needs the K = 5 cell", "measured": None,
                   "target": "> 0.1", "passed": False, "kind": "claim", "status": "skipped",
-                  "reason": "the grid has no K = 5 cell"}
+                  "reason": "the grid has no K = 5 cell", "target_met": None}
     on_disk = json.loads((ctx.workdir / "claims.json").read_text())
     assert [(c["id"], c["kind"], c["status"]) for c in on_disk] == [
-        ("f1", "formula", "passed"), ("f2", "formula", "failed"), ("c_cell", "claim", "skipped")]
+        ("f1", "formula", "holds"), ("f2", "formula", "fails"), ("f3", "formula", "fails"),
+        ("c_cell", "claim", "skipped")]
     with pytest.raises(ValueError, match="already added"):
         ctx.skip_claim("f1", "s", "r")
     with pytest.raises(ValueError, match="reason"):
         ctx.skip_claim("c2", "s", "  ")
     with pytest.raises(ValueError, match="kind"):
         ctx.add_claim("c3", "s", 1, 1, True, kind="theorem")
-    nan = ctx.add_claim("c4", "s", float("nan"), 1, float("nan"))
-    assert nan["passed"] is False and nan["status"] == "failed"
+    nan = ctx.add_claim("c4", "s", float("nan"), 1, float("nan"), reason="no measurement")
+    assert nan["passed"] is False and nan["status"] == "fails"
+
+
+def test_claim_statuses_and_reasons(tmp_path):
+    """status: holds / fails / untestable / reconstruction / skipped; every status but "holds" has a
+    reason, and a claim that fails (or is labelled) without one is an error naming the claim."""
+    ctx = _ctx(tmp_path)
+    held = ctx.add_claim("h", "s", 0.5, "< 1", True, reason="why it would fail")
+    assert held["status"] == "holds" and held["passed"] is True and held["reason"] is None
+    with pytest.raises(ValueError, match=r"claim 'f' fails \(measured 2, target \"< 1\"\) but gives no reason"):
+        ctx.add_claim("f", "s", 2, "< 1", False)
+    with pytest.raises(ValueError, match="claim 'f' fails"):
+        ctx.add_claim("f", "s", 2, "< 1", False, reason="   ")
+    assert "f" not in {c["id"] for c in ctx.claims}  # nothing recorded
+    fail = ctx.add_claim("f", "s", 2, "< 1", False, reason="the paper's margin is within one standard error")
+    assert (fail["status"], fail["passed"], fail["target_met"]) == ("fails", False, False)
+    rec = ctx.add_claim("r", "s", 0.2, "lower", True, status="reconstruction", reason="Alg. 4 is not specified")
+    assert (rec["status"], rec["passed"], rec["target_met"]) == ("reconstruction", False, True)
+    unt = ctx.add_claim("u", "s", None, "lower", False, status="untestable", reason="no GEM port")
+    assert (unt["status"], unt["passed"], unt["reason"]) == ("untestable", False, "no GEM port")
+    with pytest.raises(ValueError, match="claim 'u2' is 'untestable' but gives no reason"):
+        ctx.add_claim("u2", "s", None, "lower", False, status="untestable")
+    with pytest.raises(ValueError, match="status must be one of holds, fails, untestable, reconstruction, skipped"):
+        ctx.add_claim("x", "s", 1, 1, True, status="passed")
+    with pytest.raises(ValueError, match="'holds' with passed=False"):
+        ctx.add_claim("x", "s", 1, 1, False, status="holds")
+    with pytest.raises(ValueError, match="'fails' with passed=True"):
+        ctx.add_claim("x", "s", 1, 1, True, status="fails", reason="r")
+    # inside a run the error fails the run, naming the claim
+    res = run_experiment(_exp(run=lambda c, x: x.add_claim("t_no_reason", "s", 0, 1, False)), root=tmp_path,
+                         progress=False, raise_errors=False)
+    assert res.status == "failed" and "claim 't_no_reason' fails" in res.error
+    cmp = ctx.comparison(0.124, 0.130, ci=(-0.010, -0.002))
+    assert cmp == {"value": 0.124, "vs": 0.130, "diff": pytest.approx(-0.006), "ci": [-0.010, -0.002], "level": 0.95}
 
 
 def _kit_small() -> dict:
@@ -440,10 +484,10 @@ def test_kit_missing_mechanisms_is_a_fail_row(tmp_path, monkeypatch):
     assert res.ok
     by = {c["id"]: c for c in res.claims}
     row = by["kit_gaussian_noise_variance"]
-    assert row["passed"] is False and row["status"] == "failed" and row["kind"] == "claim"
+    assert row["passed"] is False and row["status"] == "fails" and row["kind"] == "claim"
     assert "dpfair_jax.privacy.mechanisms" in row["reason"]
     assert not (res.run_dir / "gaussian_noise.csv").exists()
-    assert all(by[cid]["status"] == "passed" for cid, _ in kit.ACCOUNTING_CHECKS)  # the accountant still runs
+    assert all(by[cid]["status"] == "holds" for cid, _ in kit.ACCOUNTING_CHECKS)  # the accountant still runs
 
 
 def test_kit_missing_accounting_is_fail_rows(tmp_path, monkeypatch):
@@ -461,9 +505,9 @@ def test_kit_missing_accounting_is_fail_rows(tmp_path, monkeypatch):
     res = run_experiment(registry.get("kit_accounting"), size="quick", overrides=_kit_small(), root=tmp_path,
                          progress=False)
     by = {c["id"]: c for c in res.claims}
-    assert by["kit_gaussian_noise_variance"]["status"] == "passed"
+    assert by["kit_gaussian_noise_variance"]["status"] == "holds"
     for cid, _ in kit.ACCOUNTING_CHECKS:
-        assert by[cid]["status"] == "failed" and by[cid]["kind"] == "formula", by.get(cid)
+        assert by[cid]["status"] == "fails" and by[cid]["kind"] == "formula", by.get(cid)
         assert "dpfair_jax.privacy.accounting" in by[cid]["reason"]
 
 
@@ -472,8 +516,8 @@ def test_kit_accountant_rows_are_formula_checks(tmp_path):
     res = run_experiment(registry.get("kit_accounting"), size="quick", overrides=_kit_small(), root=tmp_path,
                          progress=False)
     kinds = {c["id"]: (c["kind"], c["status"]) for c in res.claims}
-    assert kinds.pop("kit_gaussian_noise_variance") == ("claim", "passed")
-    assert kinds == {cid: ("formula", "passed") for cid, _ in kit.ACCOUNTING_CHECKS}
+    assert kinds.pop("kit_gaussian_noise_variance") == ("claim", "holds")
+    assert kinds == {cid: ("formula", "holds") for cid, _ in kit.ACCOUNTING_CHECKS}
 
 
 def test_record_privacy_spend_object(tmp_path):
@@ -549,6 +593,104 @@ def test_plot_helpers(tmp_path):
         plots.tradeoff(df, "eps", "err", band="iqr")
 
 
+def _texts(fig):
+    """Every drawn, non-empty text of ``fig`` (tick labels only at ticks inside the view), with its
+    window extent after a draw."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ticks = set()
+    shown = set()
+    for ax in fig.get_axes():
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick, loc in zip(axis.get_major_ticks(), axis.get_majorticklocs()):
+                ticks.update((tick.label1, tick.label2))
+                if lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo):
+                    shown.update(t for t in (tick.label1, tick.label2) if t.get_visible())
+    return [(t, t.get_window_extent(renderer)) for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text() and (t not in ticks or t in shown)]
+
+
+def _overlaps(fig):
+    """Pairs of texts whose boxes overlap (tick labels, axis labels, titles, legend entries)."""
+    boxes = _texts(fig)
+    out = []
+    for i, (a, ba) in enumerate(boxes):
+        for b, bb in boxes[i + 1:]:
+            inter = ba.intersection(ba, bb)
+            if inter is not None and inter.width > 1 and inter.height > 1:
+                out.append((a.get_text(), b.get_text()))
+    return out
+
+
+def test_plots_one_font_no_overlaps_clipped_bands_and_full_legends(tmp_path):
+    """One font family in every text (also text added after the helpers, and figures made with
+    pyplot once saved through ctx.save_figure); no overlapping labels; bands of a non-negative
+    quantity stop at 0; the legend names every hue level, the band and the reference."""
+    from matplotlib.collections import PolyCollection
+
+    rng = np.random.default_rng(0)
+    rows = [{"eps": e, "seed": s, "err": rng.exponential(0.03), "method": m, "data": d}
+            for e in (0.5, 1.0, 2.0, 4.0, 8.0, np.inf) for s in range(4)
+            for m in ("a very long method name", "b", "c", "d", "e") for d in ("adult", "credit")]
+    df = pd.DataFrame(rows)
+    fig = plots.error_vs_budget(df, "eps", "err", hue="method", panel="data", title="error vs budget")
+    ax0 = fig.get_axes()[0]
+    ax0.set_title("added after the helper")  # outside the helper's style context
+    fams = {t.get_fontname() for t, _ in _texts(plots.finish(fig))}
+    assert fams == {plots.FONT}
+    assert _overlaps(fig) == []
+    legend = fig.legends[0]  # one legend below the panels (5 methods + band + reference)
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels[:5] == ["a very long method name", "b", "c", "d", "e"]
+    assert labels[5] == "shaded: 95% CI of the mean over 4 seeds"
+    assert labels[6] == "dashed: non-private (eps = inf), mean"
+    assert legend.get_title().get_text() == "method"
+    # bands: the raw t-interval goes below 0 for these near-zero errors; the drawn band does not
+    raw = plots.summarize(df[np.isfinite(df.eps) & (df.data == "adult")], ["eps", "method"], "err")
+    assert (raw["ci_low"] < 0).any()
+    lows = [p.get_paths()[0].vertices[:, 1].min() for p in ax0.collections if isinstance(p, PolyCollection)]
+    assert lows and min(lows) >= 0
+    # explicit bounds, and a log axis keeps the band positive
+    fig = plots.tradeoff(df[np.isfinite(df.eps)], "eps", "err", hue="method", bounds=(0.01, 0.05), logy=True)
+    ys = np.concatenate([p.get_paths()[0].vertices[:, 1] for p in fig.get_axes()[0].collections])
+    assert ys.min() >= 0.01 - 1e-12 and ys.max() <= 0.05 + 1e-12
+    with pytest.raises(ValueError, match="low < high"):
+        plots.tradeoff(df, "eps", "err", bounds=(1, 0))
+    # without hue: the line, the band and the reference are still named
+    fig = plots.tradeoff(df[np.isfinite(df.eps)], "eps", "err", reference=0.02, reference_label="target")
+    names = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
+    assert names == ["mean of err", "shaded: 95% CI of the mean over 40 seeds", "dashed: target"]
+    # bars: error bars clipped at 0, long categories slanted and not overlapping, legend names the bars
+    bars = pd.DataFrame([{"cat": c, "v": abs(rng.normal(0.01, 0.05)), "m": m}
+                         for c in ("sex (binary)", "race (five groups)", "age buckets", "marital status")
+                         for m in ("x", "y") for _ in range(3)])
+    fig = plots.grouped_bars(bars, "cat", "v", hue="m")
+    ax = fig.get_axes()[0]
+    from matplotlib.container import ErrorbarContainer
+
+    errs = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    lows = [seg[:, 1].min() for c in errs for seg in c.lines[2][0].get_segments()]
+    assert len(lows) == 8 and min(lows) >= 0
+    assert (plots.summarize(bars, ["cat", "m"], "v")["ci_low"] < 0).any()  # raw intervals cross 0
+    assert _overlaps(fig) == [] and [t.get_text() for t in fig.legends[0].get_texts()][-1].startswith("bars: 95% CI")
+    # a pyplot figure in another font is brought to the one family when saved through the context
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"font.family": "sans-serif"}):
+        pfig, pax = plt.subplots()
+        pax.plot([1, 2], [1, 2], label="x")
+        pax.legend()
+        pax.set_title("pyplot")
+    ctx = _ctx(tmp_path)
+    ctx.save_figure(pfig, "pyplot_fig")
+    from matplotlib.text import Text
+
+    assert {t.get_fontname() for t in pfig.findobj(Text) if t.get_text()} == {plots.FONT}
+
+
 def test_interrupted_run_is_recorded_and_reraised(tmp_path):
     def interrupted(config, ctx):
         ctx.map_chunks([{"i": 0}], _compute_ns()["compute"])
@@ -596,3 +738,114 @@ def test_kit_noise_sweep_compiles_once_and_exact_epsilon():
         # Balle & Wang (2018) Thm. 8, evaluated directly
         d = stats.norm.cdf(1 / (2 * sigma) - eps * sigma) - np.exp(eps) * stats.norm.cdf(-1 / (2 * sigma) - eps * sigma)
         assert math.isclose(d, delta, rel_tol=1e-7)
+
+
+# --------------------------------------------------------------------------------------------
+# progress in logs, resumed runs and the code version in chunk identities
+
+
+def test_progress_lines_without_a_terminal_and_resume_message(tmp_path, capsys):
+    """No visible bar (not a terminal, or progress=False): one line per finished chunk with the time
+    left; a rerun says how many chunks it reused and that --fresh starts over."""
+    ns = _compute_ns()
+    _ctx(tmp_path).map_chunks(CHUNKS[:4], ns["compute"], desc="sweep")
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "sweep: chunk" in ln]
+    assert len(lines) == 4, err
+    assert lines[0].startswith("[t_exp] sweep: chunk 1/4 done (") and "about " in lines[0]
+    assert lines[0].endswith(" left")
+    assert lines[-1].startswith("[t_exp] sweep: chunk 4/4 done") and lines[-1].endswith("about 0 s left")
+    ctx = _ctx(tmp_path)
+    ctx.map_chunks(CHUNKS[:6], ns["compute"], desc="sweep")
+    err = capsys.readouterr().err
+    assert "[t_exp] sweep: reusing 4 of 6 finished chunks of an earlier run with the same config and code " \
+           "(rerun with --fresh to recompute them)." in err
+    assert [ln for ln in err.splitlines() if "sweep: chunk" in ln][0].startswith("[t_exp] sweep: chunk 5/6 done")
+    assert any("reusing 4 of 6" in m for m in ctx.messages)  # kept for meta.json; per-chunk lines are not
+    assert not any("sweep: chunk" in m for m in ctx.messages)
+
+
+def test_log_lines_go_above_a_visible_bar(tmp_path, monkeypatch):
+    """With a bar on screen, ctx.log, warnings and logging records are written through tqdm.write
+    (above the bar) instead of over it; no per-chunk lines then."""
+    import logging
+    import warnings
+
+    from tqdm.auto import tqdm
+
+    written = []
+    monkeypatch.setattr(tqdm, "write", classmethod(lambda cls, s, file=None, end="\n", nolock=False:
+                                                   written.append(s)))
+    ctx = RunContext(_exp(), {"seed": 3, "n": 2}, tmp_path / "runs" / "t_exp", progress=True)
+
+    def compute(chunk):
+        ctx.log(f"inside {chunk['i']}")
+        warnings.warn("a warning from the study", stacklevel=1)
+        logging.getLogger("dpfair_test").warning("a log record")
+        return pd.DataFrame({"i": [chunk["i"]]})
+
+    monkeypatch.setattr(logging.root, "handlers", [])  # as in the CLI: no handler configured
+    ctx.map_chunks(CHUNKS[:2], compute)
+    assert logging.root.handlers == []
+    assert "[t_exp] inside 0" in written and "[t_exp] inside 1" in written
+    assert any("a warning from the study" in w for w in written)
+    assert any("a log record" in w for w in written)
+    assert not any("chunk 1/2 done" in w for w in written)
+    ctx.log("after the bar")  # bar gone: plain stderr
+    assert "[t_exp] after the bar" not in written
+
+
+def test_sources_digest_follows_python_sources_only(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("text\n")
+    first = context._sources_digest(str(tmp_path))
+    (tmp_path / "README.md").write_text("other text\n")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.cpython.pyc").write_bytes(b"\0")
+    assert context._sources_digest(str(tmp_path)) == first
+    (tmp_path / "a.py").write_text("x = 1  # edited\n")
+    assert context._sources_digest(str(tmp_path)) != first
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("")
+    assert context._sources_digest(str(tmp_path)) != first
+
+
+def test_editing_the_study_or_the_library_recomputes_chunks(tmp_path, monkeypatch, capsys):
+    """Chunk identities include the code version: a copied study folder, run, edited and rerun
+    recomputes every chunk (and says why); an unchanged rerun reuses them; an edit of the
+    dpfair_jax sources (seen by the next process: a changed package digest) recomputes them too."""
+    import shutil
+
+    folder = tmp_path / "studies" / "kit"
+    shutil.copytree(EXPERIMENTS / "kit", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    try:
+        registry.load_study(folder)
+        exp = registry.get("kit_accounting")
+        assert registry.study_folder(exp) == folder.resolve()
+        small = {"num_seeds": 4, "seeds_per_chunk": 2, "samples": 64, "sigmas": [1.0]}
+
+        def run():
+            res = run_experiment(exp, size="quick", overrides=small, root=tmp_path / "out", progress=False)
+            assert res.ok
+            return res.meta["chunks"], capsys.readouterr().err
+
+        first, _ = run()
+        assert first["computed"] > 0 and first["reused"] == 0
+        again, err = run()
+        assert again == {"computed": 0, "reused": first["computed"], "corrupt": 0}
+        assert "finished chunks of an earlier run with the same config and code" in err and "--fresh" in err
+        with open(folder / "study.py", "a") as fh:
+            fh.write("\n# an edit of the study\n")
+        edited, err = run()
+        assert edited == first
+        assert "belong to another config or code version" in err
+        monkeypatch.setattr(context, "_PACKAGE_DIGEST", {})  # a new process after an edit of dpfair_jax
+        real = context._sources_digest
+        monkeypatch.setattr(context, "_sources_digest", lambda root: real(root) + ("-edited" if root.endswith(
+            "dpfair_jax") else ""))
+        lib, _ = run()
+        assert lib == first
+        assert context.code_version()["package"].endswith("-edited")
+    finally:
+        registry.load_study(EXPERIMENTS / "kit")

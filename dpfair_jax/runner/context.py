@@ -10,6 +10,17 @@ The context owns one run directory (see :mod:`dpfair_jax.runner.store`) and offe
   :meth:`RunContext.skip_claim` (``claims.json``), :meth:`RunContext.record_privacy`
   (``privacy.json``), :meth:`RunContext.record_compile_time` (``meta.json``).
 
+Every ``claims.json`` row has a ``status`` (:data:`CLAIM_STATUSES`): "holds", "fails",
+"untestable", "reconstruction" or "skipped", and for every status but "holds" a ``reason``; a
+claim that fails without a reason is an error in the study (``ValueError`` naming the claim).
+``passed`` is true only for "holds".
+
+Chunk identities include the code version (:func:`code_version`: SHA-256 of the dpfair_jax package
+sources and of the study folder's sources), so a run after an edit of the library or the study
+recomputes its chunks instead of reusing results of other code. Without a visible progress bar
+(stderr not a terminal, or ``progress=False``) every finished chunk logs one line with an estimate
+of the time left; with a bar, log lines are written above it.
+
 Several processes (``jax.distributed``, e.g. ``dpfair run NAME --processes N``): every process runs
 the study; ``map_chunks`` deals the missing chunks round-robin to the processes (each chunk is
 computed whole on one process's local devices, so its table is the one-process table bitwise) and
@@ -22,8 +33,11 @@ the other processes are computing other chunks.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import hashlib
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -38,10 +52,10 @@ from typing import Any
 
 from dpfair_jax import launch
 from dpfair_jax.runner import store
-from dpfair_jax.runner.registry import Experiment, normalize_paper, resolve_config
+from dpfair_jax.runner.registry import Experiment, normalize_paper, resolve_config, study_folder
 
-__all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "CLAIM_KINDS",
-           "CLAIM_STATUSES"]
+__all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "code_version",
+           "comparison", "CLAIM_KINDS", "CLAIM_STATUSES"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -51,8 +65,133 @@ RELATIONS = ("add_remove", "replace_one")
 #: Kinds of rows in ``claims.json``: measured claims and deterministic formula-consistency checks.
 CLAIM_KINDS = ("claim", "formula")
 
-#: Statuses of rows in ``claims.json``.
-CLAIM_STATUSES = ("passed", "failed", "skipped")
+#: Statuses of rows in ``claims.json``: the claim holds; it fails (for the paper's reason, with an
+#: interval); it cannot be tested here (e.g. it rests on a method the kit has no port of); the kit's
+#: implementation is a reconstruction the paper does not fully specify (its verdict is no evidence
+#: for or against the paper); or this run could not check it (a grid cell or optional data set absent).
+CLAIM_STATUSES = ("holds", "fails", "untestable", "reconstruction", "skipped")
+
+#: The reason recorded for a failing formula check that gives none: what such a failure means.
+FORMULA_FAILURE = ("a closed form or ledger of the kit disagrees with its independent evaluation: a coding "
+                   "error in the kit, not a finding about the paper")
+
+
+def comparison(value: Any, reference: Any, *, ci: Sequence[float] | None = None, level: float = 0.95,
+               diff: Any = None, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """A ``measured`` value comparing ``value`` with ``reference``: ``{"value", "vs", "diff", "ci",
+    "level", "names"}``. ``diff`` defaults to ``value - reference``; ``ci`` is the ``level``
+    interval of the difference. The report prints it as ``0.124 vs 0.130 (diff -0.006, 95% CI
+    [-0.010, -0.002])``."""
+    out: dict[str, Any] = {"value": value, "vs": reference}
+    if diff is None:
+        try:
+            diff = float(value) - float(reference)
+        except (TypeError, ValueError):
+            diff = None
+    if diff is not None:
+        out["diff"] = diff
+    if ci is not None:
+        lo, hi = (float(v) for v in ci)
+        if not lo <= hi:
+            raise ValueError(f"comparison: ci must be (low, high) with low <= high, got {tuple(ci)!r}.")
+        out["ci"] = [lo, hi]
+        out["level"] = float(level)
+    if names is not None:
+        out["names"] = [str(n) for n in names]
+    return out
+
+
+def _tree_digest(h: Any, root: Path, pattern: str) -> None:
+    for path in sorted(root.rglob(pattern)):
+        rel = path.relative_to(root)
+        if "__pycache__" in rel.parts or any(part.startswith(".") for part in rel.parts):
+            continue
+        h.update(rel.as_posix().encode("utf-8") + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def _sources_digest(root: str) -> str:
+    h = hashlib.sha256()
+    _tree_digest(h, Path(root), "*.py")
+    return h.hexdigest()
+
+
+_PACKAGE_DIGEST: dict[str, str] = {}
+
+
+def code_version(exp: Experiment | None = None) -> dict[str, str | None]:
+    """SHA-256 of the ``dpfair_jax`` package's ``*.py`` sources and of ``exp``'s study folder's
+    (for an experiment not loaded from a folder: its module file when it has one, else ``None``).
+    The package digest is taken once per process (the sources this process imported); the study's
+    when a run's context is made."""
+    import dpfair_jax
+
+    root = str(Path(dpfair_jax.__file__).resolve().parent)
+    if root not in _PACKAGE_DIGEST:
+        _PACKAGE_DIGEST[root] = _sources_digest(root)
+    package = _PACKAGE_DIGEST[root]
+    study = None
+    if exp is not None:
+        from dpfair_jax.runner.registry import study_folder
+
+        folder = study_folder(exp)
+        if folder is not None:
+            study = _sources_digest(str(Path(folder).resolve()))
+        else:
+            module = sys.modules.get(exp.module or "")
+            file = getattr(module, "__file__", None)
+            if file and Path(file).is_file():
+                study = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    return {"package": package, "study": study}
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _duration(seconds: float) -> str:
+    """``"42 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+@contextlib.contextmanager
+def _through_bar(bar: Any):
+    """While ``bar`` (a visible tqdm bar, or None) runs, write warnings and log records above it
+    instead of over it."""
+    if bar is None:
+        yield
+        return
+    import logging
+    import warnings
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        bar.write(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"),
+                  file=sys.stderr)
+
+    class _AboveBar(logging.Handler):  # what logging's last-resort handler would print, above the bar
+        def emit(self, record: logging.LogRecord) -> None:
+            bar.write(self.format(record), file=sys.stderr)
+
+    saved = warnings.showwarning
+    warnings.showwarning = show
+    spare = None if logging.root.handlers else _AboveBar(logging.WARNING)
+    try:
+        if spare is not None:
+            logging.root.addHandler(spare)
+        with logging_redirect_tqdm(loggers=[logging.root], tqdm_class=type(bar)):
+            yield
+    finally:
+        if spare is not None:
+            logging.root.removeHandler(spare)
+        warnings.showwarning = saved
 
 
 def _utcnow() -> str:
@@ -133,8 +272,12 @@ class RunContext:
         self.compile_seconds = 0.0
         self.chunk_stats = {"computed": 0, "reused": 0, "corrupt": 0}
         self.messages: list[str] = []
-        self._config_hash = store.stable_hash({"experiment": experiment.name, "config": self.config})
+        self.code = code_version(experiment)
+        self._config_hash = store.stable_hash({"experiment": experiment.name, "config": self.config,
+                                               "code": self.code})
         self._used_chunks: set[str] = set()
+        self._bar: Any = None  # the visible progress bar, if any (log lines are written above it)
+        self._told_stale = False
 
     # ---------------------------------------------------------------------------------------
     @property
@@ -154,14 +297,23 @@ class RunContext:
         return self.workdir
 
     def log(self, message: str) -> None:
-        """Print ``message`` to stderr and keep it for ``meta.json``."""
+        """Print ``message`` to stderr (above a visible progress bar) and keep it for ``meta.json``."""
         self.messages.append(message)
-        if self.writes:
-            print(f"[{self.name}] {message}", file=sys.stderr, flush=True)
+        self._print(message)
+
+    def _print(self, message: str) -> None:
+        if not self.writes:
+            return
+        line = f"[{self.name}] {message}"
+        if self._bar is not None:
+            self._bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------------------------------
     def chunk_id(self, chunk: Mapping[str, Any], desc: str = "") -> str:
-        """Stable identity of ``chunk``: SHA-256 of its canonical JSON, ``desc`` and the run's config."""
+        """Stable identity of ``chunk``: SHA-256 of its canonical JSON, ``desc``, the run's config and
+        the code version (:func:`code_version`)."""
         return store.stable_hash({"config": self._config_hash, "stage": desc, "chunk": dict(chunk)})[:32]
 
     def map_chunks(
@@ -177,10 +329,11 @@ class RunContext:
         ``desc`` (which therefore also names the stage: two sweeps over equal chunk dicts in one
         run need different ``desc``). Finished chunks are written at once, atomically, with a
         SHA-256 sidecar; on a restart they are read back (after checking the checksum) and only
-        missing chunks are computed. A corrupt or partial chunk file is reported, deleted and
-        recomputed. The result concatenates the chunk frames in the order of ``chunks`` with a
-        fresh ``RangeIndex``, so an interrupted-then-resumed sweep returns the same table as an
-        uninterrupted one. A tqdm bar shows progress.
+        missing chunks are computed (the run says how many it reused and that ``--fresh`` starts
+        over). A corrupt or partial chunk file is reported, deleted and recomputed. The result
+        concatenates the chunk frames in the order of ``chunks`` with a fresh ``RangeIndex``, so an
+        interrupted-then-resumed sweep returns the same table as an uninterrupted one. A tqdm bar
+        shows progress on a terminal; otherwise each finished chunk logs one line with the time left.
         """
         import pandas as pd
         from tqdm.auto import tqdm
@@ -219,6 +372,16 @@ class RunContext:
                     self.log(f"{desc}: chunk {i} ({cid[:12]}) is corrupt: {status.reason}; recomputing it.")
                     cache.discard(cid)
                 todo.append(i)
+            reused = len(chunks) - len(todo)
+            if reused:
+                self.log(f"{desc}: reusing {reused} of {len(chunks)} finished chunks of an earlier run with the "
+                         "same config and code (rerun with --fresh to recompute them).")
+            elif not self._told_stale:
+                stale = {p.stem for p in cache.directory.glob("*.json")} - self._used_chunks
+                if stale:
+                    self.log(f"{desc}: {len(stale)} saved chunk(s) belong to another config or code version "
+                             "(the config, the study or the dpfair_jax sources changed); computing afresh.")
+            self._told_stale = True
         procs = launch.process_count()
         if procs > 1:
             frames, todo, self.chunk_stats = launch.broadcast_object((frames, todo, self.chunk_stats))
@@ -226,24 +389,36 @@ class RunContext:
         disable = None if self.progress is None else not self.progress
         bar = tqdm(total=len(chunks), initial=len(chunks) - len(todo), desc=f"{self.name}: {desc}",
                    unit="chunk", disable=True if not self.writes else disable, leave=False)
+        self._bar = None if bar.disable else bar
+        t_start, done = time.perf_counter(), 0
         try:
-            # several processes: round r computes todo[r*P + p] on process p, then all exchange
-            for start in range(0, len(todo), procs):
-                batch = todo[start:start + procs]
-                results = self._compute_round(batch, chunks, compute, procs)
-                for i, (frame, seconds) in zip(batch, results):
-                    if self.writes:
-                        cache.save(ids[i], frame, {"index": i, "stage": desc, "chunk": chunks[i],
-                                                   "rows": len(frame), "seconds": seconds,
-                                                   "written": _utcnow()})
-                    frames[i] = frame
-                    self.chunk_stats["computed"] += 1
-                    bar.update(1)
+            with _through_bar(self._bar):
+                # several processes: round r computes todo[r*P + p] on process p, then all exchange
+                for start in range(0, len(todo), procs):
+                    batch = todo[start:start + procs]
+                    results = self._compute_round(batch, chunks, compute, procs)
+                    for i, (frame, seconds) in zip(batch, results):
+                        if self.writes:
+                            cache.save(ids[i], frame, {"index": i, "stage": desc, "chunk": chunks[i],
+                                                       "rows": len(frame), "seconds": seconds,
+                                                       "written": _utcnow()})
+                        frames[i] = frame
+                        self.chunk_stats["computed"] += 1
+                        bar.update(1)
+                    done += len(batch)
+                    if self._bar is None:
+                        elapsed = time.perf_counter() - t_start
+                        left = elapsed / done * (len(todo) - done)
+                        finished = len(chunks) - len(todo) + done
+                        self._print(f"{desc}: chunk {finished}/{len(chunks)} done ({_duration(elapsed)} so far); "
+                                    f"about {_duration(left)} left")
         except KeyboardInterrupt:
             done = sum(f is not None for f in frames)
+            self._bar = None
             self.log(f"{desc}: interrupted; {done}/{len(chunks)} chunks saved, rerun to resume.")
             raise
         finally:
+            self._bar = None
             bar.close()
         if not frames:
             return pd.DataFrame()
@@ -295,12 +470,19 @@ class RunContext:
         return self.workdir / f"{name}.csv"
 
     def save_figure(self, fig: Any, name: str, *, dpi: int = 150) -> Path:
-        """Save a matplotlib figure as ``figures/<name>.png`` (atomically) and close it."""
+        """Save a matplotlib figure as ``figures/<name>.png`` (atomically) and close it, in the
+        kit's style: one font family, constrained layout (:func:`dpfair_jax.runner.plots.finish`)."""
         _check_name("figure", name)
         import io
 
+        import matplotlib
+
+        from dpfair_jax.runner import plots
+
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        with matplotlib.rc_context(plots.STYLE):
+            plots.finish(fig)
+            fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
         path = self.workdir / "figures" / f"{name}.png"
         if self.writes:
             store.atomic_write_bytes(path, buf.getvalue())
@@ -320,21 +502,38 @@ class RunContext:
         paper: str | None = None,
         *,
         kind: str = "claim",
+        status: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Record a check in ``claims.json`` (rewritten at once).
 
         ``measured`` and ``target`` are numbers, strings or small JSON-able structures (NaN is
-        written as null); ``passed`` is coerced to a bool (NaN: False). ``paper`` defaults to the
-        experiment's. Ids must be unique within a run (over both kinds).
+        written as null; :meth:`comparison` builds a value-vs-reference record with an interval);
+        ``passed`` (whether ``measured`` meets ``target``) is coerced to a bool (NaN: False).
+        ``paper`` defaults to the experiment's. Ids must be unique within a run (over both kinds).
 
         ``kind``: ``"claim"`` (a statement measured by simulation or on data, one a wrong paper or
         a wrong implementation could fail) or ``"formula"`` (a deterministic consistency check of a
-        closed form against an independent evaluation; :meth:`add_check`). ``reason``: why a row
-        failed without a measurement (e.g. a module that did not import). Each row also gets
-        ``status``: "passed", "failed" or (:meth:`skip_claim`) "skipped".
+        closed form against an independent evaluation; :meth:`add_check`).
+
+        ``status`` (:data:`CLAIM_STATUSES`): by default "holds" when ``passed``, else "fails".
+        Give "untestable" (the claim cannot be tested here, e.g. it rests on a method the kit has no
+        port of) or "reconstruction" (the kit's method is a reconstruction the paper does not fully
+        specify) to label the row for what it is, whatever ``passed`` says. ``reason``: why the
+        claim does not hold (the paper's reason, with its interval), or why it is untestable or a
+        reconstruction; it may be given whatever the outcome and is kept on every row that does not
+        hold. A claim that fails, or is labelled, without a reason raises ``ValueError`` naming
+        it. The row's ``passed`` is true only for "holds"; ``target_met`` keeps the outcome of the
+        measurement (``None`` for a skipped row).
         """
-        return self._add_row(id, statement, measured, target, passed, paper, kind=kind, reason=reason)
+        return self._add_row(id, statement, measured, target, passed, paper, kind=kind, reason=reason,
+                             status=status)
+
+    @staticmethod
+    def comparison(value: Any, reference: Any, *, ci: Sequence[float] | None = None, level: float = 0.95,
+                   diff: Any = None, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """:func:`comparison`: a ``measured`` value ``{"value", "vs", "diff", "ci", "level"}``."""
+        return comparison(value, reference, ci=ci, level=level, diff=diff, names=names)
 
     def add_check(
         self,
@@ -349,7 +548,8 @@ class RunContext:
     ) -> dict[str, Any]:
         """Record a formula-consistency check (``kind="formula"``): a closed form or ledger of the
         kit against an independent evaluation (a hand-written formula, SciPy, another library).
-        These are true unless a formula is mis-coded; the report lists them apart from claims."""
+        These are true unless a formula is mis-coded; the report lists them apart from claims. A
+        failing check without a ``reason`` gets :data:`FORMULA_FAILURE`."""
         return self._add_row(id, statement, measured, target, passed, paper, kind="formula", reason=reason)
 
     def skip_claim(
@@ -383,6 +583,8 @@ class RunContext:
             raise ValueError(f"claim {id!r}: kind must be one of {', '.join(CLAIM_KINDS)}, got {kind!r}.")
         if reason is not None and not isinstance(reason, str):
             raise ValueError(f"claim {id!r}: reason must be a string or None, got {type(reason).__name__}.")
+        if status is not None and status not in CLAIM_STATUSES:
+            raise ValueError(f"claim {id!r}: status must be one of {', '.join(CLAIM_STATUSES)}, got {status!r}.")
         paper = self.paper if paper is None else normalize_paper(paper, f"claim {id!r} paper")
         try:
             ok = bool(passed)
@@ -390,16 +592,35 @@ class RunContext:
             raise ValueError(f"claim {id!r}: passed must be a single boolean, got {passed!r}.") from None
         if isinstance(passed, float) and math.isnan(passed):
             ok = False
+        if status is None:
+            status = "holds" if ok else "fails"
+        elif status == "holds" and not ok:
+            raise ValueError(f"claim {id!r}: status 'holds' with passed=False; a claim holds only when its "
+                             "measurement meets the target.")
+        elif status == "fails" and ok:
+            raise ValueError(f"claim {id!r}: status 'fails' with passed=True; give status='untestable' or "
+                             "'reconstruction' (with a reason) to label a row whose measurement meets its target.")
+        reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
+        if status != "holds" and reason is None:
+            if kind == "formula" and status == "fails":
+                reason = FORMULA_FAILURE
+            else:
+                what = ("fails (measured " + _short(store.to_jsonable(measured)) + ", target "
+                        + _short(store.to_jsonable(target)) + ")") if status == "fails" else f"is {status!r}"
+                raise ValueError(
+                    f"claim {id!r} {what} but gives no reason: pass reason='...' saying why (the paper's reason, "
+                    "with its interval), or status='untestable'/'reconstruction' with a reason.")
         claim = {
             "id": id,
             "paper": paper,
             "statement": statement,
             "measured": store.to_jsonable(measured),
             "target": store.to_jsonable(target),
-            "passed": ok,
+            "passed": status == "holds",
             "kind": kind,
-            "status": status or ("passed" if ok else "failed"),
-            "reason": reason,
+            "status": status,
+            "reason": None if status == "holds" else reason,
+            "target_met": None if status == "skipped" else ok,
         }
         self.claims.append(claim)
         if self.writes:
@@ -410,7 +631,9 @@ class RunContext:
         """Record what the run spent under ``name`` in ``privacy.json``.
 
         ``spend`` is a ``PrivacySpend`` (anything with ``to_dict()``) or a dict with at least
-        ``relation`` ("add_remove" or "replace_one") and one of ``epsilon``/``rho``.
+        ``relation`` ("add_remove" or "replace_one"), ``unit`` (the privacy unit, one of
+        ``privacy.accounting.UNITS``: "example", "sensitive_attribute", ...) and one of
+        ``epsilon``/``rho``.
         ``not_covered`` names what the study computed from private data outside the spend (e.g.
         standardization statistics); it is appended to the record's ``notes`` and kept under
         ``not_covered``.
@@ -432,6 +655,11 @@ class RunContext:
             )
         if record.get("epsilon") is None and record.get("rho") is None:
             raise ValueError(f"record_privacy({name!r}): give 'epsilon' (with 'delta') or 'rho'.")
+        from dpfair_jax.privacy.accounting import UNITS
+
+        if record.get("unit") not in UNITS:
+            raise ValueError(f"record_privacy({name!r}): 'unit' must be one of {', '.join(UNITS)} (what one "
+                             f"neighbouring change adds, removes or replaces), got {record.get('unit')!r}.")
         self.privacy[name] = record
         if self.writes:
             store.atomic_write_json(self.workdir / "privacy.json", self.privacy)
@@ -568,9 +796,11 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
     ctx = RunContext(exp, config, directory, size=size, progress=progress)
     if ctx.writes:
         _clear_outputs(directory)
+        folder = study_folder(exp)
         store.atomic_write_json(directory / "config.json", {
             "experiment": exp.name, "paper": exp.paper, "description": exp.description,
             "size": size, "overrides": dict(overrides or {}), "config": config,
+            "study": None if folder is None else str(Path(folder).resolve()), "code_version": ctx.code,
         })
         store.atomic_write_json(directory / "claims.json", [])
         store.atomic_write_json(directory / "privacy.json", {})
@@ -607,6 +837,7 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         "wall_seconds": wall,
         "compile_seconds": ctx.compile_seconds if ctx.compile_seconds else None,
         "chunks": ctx.chunk_stats,
+        "code_version": ctx.code,
         "tables": ctx.tables,
         "figures": ctx.figures,
         "versions": package_versions(),

@@ -6,7 +6,15 @@ the rows that share ``(panel, hue, x)`` (the seeds), and draw the mean with a ba
 nor change the pyplot backend of a notebook. Save with ``ctx.save_figure(fig, name)``.
 
 Bands (``band=``): ``"ci95"`` (default) the 95% Student-t interval of the mean over seeds,
-``"se"`` +- one standard error, ``"sd"`` +- one standard deviation, ``None`` no band.
+``"se"`` +- one standard error, ``"sd"`` +- one standard deviation, ``None`` no band. Bands and
+error bars are clipped to the valid range of the quantity (``bounds=``; by default ``[0, inf)``
+when every value is non-negative, e.g. an error rate or a violation), and on a log axis to
+positive values.
+
+Every figure uses one font family (:data:`STYLE`, DejaVu Serif for text and mathematics; also
+applied to figures drawn elsewhere by :func:`finish`, which ``ctx.save_figure`` calls), constrained
+layout so labels do not overlap, and legends that name every series: each ``hue`` level, the band
+(what interval, over how many seeds) and the reference line.
 """
 
 from __future__ import annotations
@@ -17,11 +25,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["STYLE", "error_vs_budget", "grouped_bars", "new_figure", "summarize", "tradeoff"]
+__all__ = ["FONT", "STYLE", "error_vs_budget", "finish", "grouped_bars", "new_figure", "summarize", "tradeoff"]
 
-#: rc parameters applied to every figure (serif text, light grid, no top/right spines).
+#: The one font family of every figure (ships with matplotlib, so it is the same on every machine).
+FONT = "DejaVu Serif"
+
+#: rc parameters applied to every figure (one serif family for text and mathematics, light grid,
+#: no top/right spines).
 STYLE: dict[str, Any] = {
     "font.family": "serif",
+    "font.serif": [FONT],
+    "mathtext.fontset": "dejavuserif",
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.labelsize": 9,
@@ -35,6 +49,7 @@ STYLE: dict[str, Any] = {
     "lines.linewidth": 1.6,
     "lines.markersize": 4,
     "savefig.dpi": 150,
+    "legend.title_fontsize": 8,
 }
 
 _BANDS = ("ci95", "se", "sd", None)
@@ -79,14 +94,84 @@ def summarize(df: Any, by: Sequence[str], y: str, *, confidence: float = 0.95) -
     return out
 
 
-def _band(stats_df: Any, band: str | None) -> tuple[np.ndarray, np.ndarray] | None:
+_BAND_LABEL = {"ci95": "95% CI of the mean", "se": "mean +- 1 SE", "sd": "mean +- 1 SD"}
+
+
+def _band(stats_df: Any, band: str | None, bounds: tuple[float, float] = (-np.inf, np.inf),
+          log: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """The band's (low, high), clipped to ``bounds`` (and to positive values on a log axis)."""
     m = stats_df["mean"].to_numpy(dtype=float)
     if band is None:
         return None
     if band == "ci95":
-        return stats_df["ci_low"].to_numpy(dtype=float), stats_df["ci_high"].to_numpy(dtype=float)
-    width = stats_df["se" if band == "se" else "sd"].to_numpy(dtype=float)
-    return m - width, m + width
+        lo, hi = stats_df["ci_low"].to_numpy(dtype=float), stats_df["ci_high"].to_numpy(dtype=float)
+    else:
+        width = stats_df["se" if band == "se" else "sd"].to_numpy(dtype=float)
+        lo, hi = m - width, m + width
+    lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
+    if log:  # a log axis cannot show a non-positive bound: stop the band at the smallest positive mean
+        floor = np.nanmin(m[m > 0]) / 10 if np.any(m > 0) else np.nan
+        lo = np.where(lo > 0, lo, floor)
+    return lo, hi
+
+
+def _bounds(values: Any, bounds: tuple[float | None, float | None] | str | None) -> tuple[float, float]:
+    """``bounds="auto"``: ``[0, inf)`` when every value is >= 0, else unbounded; ``None``: unbounded."""
+    if bounds is None:
+        return -np.inf, np.inf
+    if isinstance(bounds, str):
+        if bounds != "auto":
+            raise ValueError(f"bounds must be 'auto', None or (low, high), got {bounds!r}.")
+        v = np.asarray(values, dtype=float)
+        v = v[np.isfinite(v)]
+        return (0.0 if v.size and v.min() >= 0 else -np.inf), np.inf
+    try:
+        low, high = bounds
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be 'auto', None or (low, high), got {bounds!r}.") from None
+    low = -np.inf if low is None else float(low)
+    high = np.inf if high is None else float(high)
+    if not low < high:
+        raise ValueError(f"bounds must have low < high, got {bounds!r}.")
+    return low, high
+
+
+def _seeds_text(counts: Sequence[int]) -> str:
+    counts = sorted({int(c) for c in counts if c > 0})
+    if not counts:
+        return ""
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f" over {n} seeds"
+
+
+def finish(fig: Any) -> Any:
+    """Give every text of ``fig`` the one font family (:data:`FONT`) and constrained layout when
+    it has no layout engine, so figures drawn outside these helpers (``plt.subplots``, text added
+    after :func:`new_figure`) match; returns ``fig``. ``ctx.save_figure`` calls it."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_fontfamily(STYLE["font.family"])
+        text.set_fontname(FONT)
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
+    return fig
+
+
+def _legend(fig: Any, axes: Sequence[Any], handles: list, labels: list, title: str | None,
+            inside: bool = True) -> None:
+    """One legend: inside the axes for a single panel with few entries (``inside``), else one
+    legend below the panels (constrained layout keeps it off the plots)."""
+    if not handles:
+        return
+    if inside and len(axes) == 1 and len(handles) <= 4:
+        axes[0].legend(handles, labels, title=title, loc="best")
+        return
+    ncols = min(len(handles), 3)
+    rows = -(-len(handles) // ncols) + (1 if title else 0)
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + 0.2 * rows + 0.15)  # room below the panels, not taken from them
+    fig.legend(handles, labels, title=title, loc="outside lower center", ncols=ncols)
 
 
 def new_figure(ncols: int = 1, nrows: int = 1, *, panel_size: tuple[float, float] = (3.4, 2.6),
@@ -100,6 +185,8 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, panel_size: tuple[float, float
         fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
+        for ax in axes.ravel():  # tick labels made later (at draw time) keep the family too
+            ax.tick_params(labelfontfamily=STYLE["font.family"])
     return fig, axes.ravel()
 
 
@@ -107,6 +194,11 @@ def _levels(df: Any, col: str | None) -> list[Any]:
     if col is None:
         return [None]
     return sorted(df[col].dropna().unique().tolist(), key=lambda v: (isinstance(v, str), v))
+
+
+def _value(value: Any) -> str:
+    """A hue level as a legend entry (the legend's title names the column)."""
+    return _fmt("", value)[1:]
 
 
 def _fmt(col: str, value: Any) -> str:
@@ -147,22 +239,31 @@ def tradeoff(
     ylabel: str | None = None,
     title: str | None = None,
     reference: float | None = None,
+    reference_label: str = "reference",
     markers: bool = True,
+    bounds: tuple[float | None, float | None] | str | None = "auto",
 ) -> Any:
     """Mean of ``y`` against ``x`` over seeds, one line per ``hue`` level, one panel per ``panel`` level.
 
-    The band is the seed-to-seed uncertainty of the mean (``band="ci95"``: 95% t-interval). A
-    horizontal dashed ``reference`` line (e.g. a non-private baseline) is drawn when given.
-    Returns the ``Figure``.
+    The band is the seed-to-seed uncertainty of the mean (``band="ci95"``: 95% t-interval),
+    clipped to ``bounds`` (``"auto"``: at 0 when every ``y`` is non-negative; ``(low, high)``; or
+    ``None``). A horizontal dashed ``reference`` line (e.g. a non-private baseline) is drawn when
+    given, named ``reference_label`` in the legend. The legend names every series: the ``hue``
+    levels (titled ``hue``), the band and the reference. Returns the ``Figure``.
     """
     _check_columns(df, x=x, y=y, hue=hue, panel=panel)
     if band not in _BANDS:
         raise ValueError(f"band must be one of {_BANDS}, got {band!r}.")
     import matplotlib
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
+    lim = _bounds(df[y], bounds)
     panels = _levels(df, panel)
     hues = _levels(df, hue)
     fig, axes = new_figure(ncols=len(panels))
+    handles: dict[str, Any] = {}
+    counts: list[int] = []
     with matplotlib.rc_context(STYLE):
         colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
         marks = "osD^vP*X"
@@ -173,12 +274,14 @@ def tradeoff(
                 if part.empty:
                     continue
                 s = summarize(part, [x], y)
+                counts += s["n"].astype(int).tolist()
                 xs = s[x].to_numpy(dtype=float)
                 color = colors[j % len(colors)]
-                ax.plot(xs, s["mean"].to_numpy(dtype=float), color=color,
-                        marker=marks[j % len(marks)] if markers else None,
-                        label=None if hue is None else _fmt(hue, hval))
-                lims = _band(s, band)
+                label = f"mean of {y}" if hue is None else _value(hval)
+                (line,) = ax.plot(xs, s["mean"].to_numpy(dtype=float), color=color,
+                                  marker=marks[j % len(marks)] if markers else None, label=label)
+                handles.setdefault(label, line)
+                lims = _band(s, band, lim, log=logy)
                 if lims is not None:
                     ax.fill_between(xs, lims[0], lims[1], color=color, alpha=0.2, linewidth=0)
             if reference is not None:
@@ -191,8 +294,12 @@ def tradeoff(
             ax.set_ylabel(ylabel or y)
             if panel is not None:
                 ax.set_title(_fmt(panel, pval))
-            if hue is not None:
-                ax.legend()
+        if band is not None and handles:
+            handles[f"shaded: {_BAND_LABEL[band]}{_seeds_text(counts)}"] = Patch(color="0.5", alpha=0.3, linewidth=0)
+        if reference is not None:
+            handles[f"dashed: {reference_label}"] = Line2D([], [], color="0.3", linestyle="--", linewidth=1.0)
+        if hue is not None or len(handles) > 1:
+            _legend(fig, axes, list(handles.values()), list(handles), hue)
         if title:
             fig.suptitle(title)
     return fig
@@ -211,19 +318,24 @@ def error_vs_budget(
     ylabel: str | None = None,
     title: str | None = None,
     reference: float | None = None,
+    reference_label: str | None = None,
+    bounds: tuple[float | None, float | None] | str | None = "auto",
 ) -> Any:
     """Error against privacy budget on a log x axis (the papers' error-vs-epsilon plots).
 
     Rows with a non-finite budget (epsilon = inf, the non-private limit) are drawn as the dashed
-    ``reference`` line (their mean) unless ``reference`` is given.
+    ``reference`` line (their mean, named "non-private (<budget> = inf)") unless ``reference`` is
+    given. Bands are clipped to ``bounds`` as in :func:`tradeoff`.
     """
     _check_columns(df, budget=budget, error=error, hue=hue, panel=panel)
     b = df[budget].astype(float)
     finite = np.isfinite(b.to_numpy())
     if reference is None and not finite.all():
         reference = float(df.loc[~finite, error].mean())
+        reference_label = reference_label or f"non-private ({budget} = inf), mean"
     return tradeoff(df[finite], budget, error, hue, panel, band, logx=True, logy=logy,
-                    xlabel=xlabel or budget, ylabel=ylabel or error, title=title, reference=reference)
+                    xlabel=xlabel or budget, ylabel=ylabel or error, title=title, reference=reference,
+                    reference_label=reference_label or "reference", bounds=bounds)
 
 
 def grouped_bars(
@@ -236,36 +348,54 @@ def grouped_bars(
     xlabel: str | None = None,
     ylabel: str | None = None,
     title: str | None = None,
+    bounds: tuple[float | None, float | None] | str | None = "auto",
 ) -> Any:
-    """Mean of ``value`` per ``category`` (x groups) and ``hue`` (bars within a group), error bars per ``band``."""
+    """Mean of ``value`` per ``category`` (x groups) and ``hue`` (bars within a group), error bars per
+    ``band`` (clipped to ``bounds`` as in :func:`tradeoff`); long category names are slanted so
+    they do not overlap, and the legend names the hue levels and the error bars."""
     _check_columns(df, category=category, value=value, hue=hue)
     if band not in _BANDS:
         raise ValueError(f"band must be one of {_BANDS}, got {band!r}.")
     import matplotlib
+    from matplotlib.lines import Line2D
 
+    lim = _bounds(df[value], bounds)
     cats = _levels(df, category)
     hues = _levels(df, hue)
     fig, axes = new_figure(panel_size=(max(3.4, 0.6 * len(cats) * max(1, len(hues)) + 1), 2.6))
     ax = axes[0]
     width = 0.8 / len(hues)
     pos = np.arange(len(cats), dtype=float)
+    counts: list[int] = []
     with matplotlib.rc_context(STYLE):
         colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+        handles: dict[str, Any] = {}
         for j, hval in enumerate(hues):
             part = df if hue is None else df[df[hue] == hval]
             s = summarize(part, [category], value).set_index(category).reindex(cats)
+            counts += s["n"].dropna().astype(int).tolist()
             means = s["mean"].to_numpy(dtype=float)
-            lims = _band(s, band)
+            lims = _band(s, band, lim)
             yerr = None
             if lims is not None:
-                yerr = np.nan_to_num(np.vstack([means - lims[0], lims[1] - means]), nan=0.0)
-            ax.bar(pos + (j - (len(hues) - 1) / 2) * width, means, width, yerr=yerr, capsize=2,
-                   color=colors[j % len(colors)], label=None if hue is None else _fmt(hue, hval))
-        ax.set_xticks(pos, [str(c) for c in cats])
+                yerr = np.clip(np.nan_to_num(np.vstack([means - lims[0], lims[1] - means]), nan=0.0), 0, None)
+            label = f"mean of {value}" if hue is None else _value(hval)
+            bars = ax.bar(pos + (j - (len(hues) - 1) / 2) * width, means, width, yerr=yerr, capsize=2,
+                          color=colors[j % len(colors)], label=label)
+            handles[label] = bars
+        labels = [str(c) for c in cats]
+        ax.set_xticks(pos, labels)
+        if sum(len(t) for t in labels) > 6 * len(labels) or len(labels) > 8:
+            ax.tick_params(axis="x", labelrotation=30)
+            for t in ax.get_xticklabels():
+                t.set_horizontalalignment("right")
         ax.set_xlabel(xlabel or category)
         ax.set_ylabel(ylabel or value)
-        if hue is not None:
-            ax.legend()
+        if band is not None:
+            handles[f"bars: {_BAND_LABEL[band]}{_seeds_text(counts)}"] = Line2D(
+                [], [], color="black", marker="|", linestyle="none", markersize=8)
+        if hue is not None or band is not None:
+            _legend(fig, [ax], list(handles.values()), list(handles), hue, inside=False)
         if title:
             ax.set_title(title)
     return fig

@@ -163,7 +163,7 @@ def _nonnegative(integer: bool = False, allow_inf: bool = False) -> Constraint:
 
 #: Name tokens (the key's last ``_``-separated part, lower case) of counts and sizes: whole numbers > 0.
 _COUNT_TOKENS = frozenset({
-    "seeds", "trials", "epochs", "steps", "draws", "runs", "samples", "size", "sizes", "rows", "trees",
+    "seeds", "trials", "epochs", "steps", "draws", "runs", "samples", "size", "sizes", "trees",
     "angles", "checkpoints", "probes", "hidden", "channels", "block", "chunk", "n", "ns", "k", "ks",
     "d", "dw", "minority", "designs", "axis", "iterations", "iters", "rounds", "width", "depth",
 })
@@ -183,8 +183,10 @@ def default_constraint(key: str) -> Constraint | None:
     """The constraint the key's name implies (``None``: only the type and finiteness are checked).
 
     ``seed``: a whole number >= 0; ``*path``: an existing path when given; ``delta``: in [0, 1);
-    ``*fraction``/``*frac``: in (0, 1]; ``relation``: "add_remove" or "replace_one"; counts and sizes (``seeds``, ``trials``, ``epochs``,
-    ``steps``, ``batch_size``, ``n``, ``ks``, ...): whole numbers > 0; learning rates (``lr*``,
+    ``*fraction``/``*frac``: in (0, 1]; ``relation``: "add_remove" or "replace_one"; counts and
+    sizes (``seeds``, ``trials``, ``epochs``, ``steps``, ``batch_size``, ``n``, ``ks``, ...): whole
+    numbers > 0 (a fraction where the default is one, e.g. ``val_size=0.15``); row limits
+    (``*rows``): whole numbers >= 0, 0 meaning every row; learning rates (``lr*``,
     ``learning_rate``), radii, standard deviations, temperatures: > 0; ``epsilon(s)``/``rho(s)``:
     > 0 with infinity allowed; clip norms (``clip*``): > 0 with infinity allowed; ``lams``,
     slacks, ``gamma(s)``, noise multipliers: >= 0.
@@ -214,6 +216,8 @@ def default_constraint(key: str) -> Constraint | None:
         return _positive(integer=True)
     if last in _NONNEG_TOKENS:
         return _nonnegative()
+    if last == "rows":  # row limits: 0 (or None) keeps every row
+        return _nonnegative(integer=True)
     return None
 
 
@@ -232,8 +236,10 @@ def _fmt_value(value: Any) -> str:
         return repr(value)
 
 
-def _check_number(where: str, value: Any, rule: Constraint | None, inf_ok: bool) -> None:
-    """``value`` (a number: bools and strings are left to the type check) against ``rule``."""
+def _check_number(where: str, value: Any, rule: Constraint | None, inf_ok: bool, default: Any = None) -> None:
+    """``value`` (a number: bools and strings are left to the type check) against ``rule``; a
+    ``rule.integer`` from the key's name does not apply where the default is a fraction (e.g.
+    ``val_size=0.15``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     if math.isnan(value):
@@ -247,12 +253,14 @@ def _check_number(where: str, value: Any, rule: Constraint | None, inf_ok: bool)
         if value not in rule.choices:
             raise ValueError(f"{where} must be {rule.describe()}, got {value!r}")
         return
-    if rule.integer and not math.isinf(value) and value != int(value):
+    whole = rule.integer and not (isinstance(default, float) and default != int(default))
+    if whole and not math.isinf(value) and value != int(value):
         raise ValueError(f"{where} must be a whole number, got {value!r}")
     low_bad = rule.low is not None and (value <= rule.low if rule.low_open else value < rule.low)
     high_bad = rule.high is not None and (value >= rule.high if rule.high_open else value > rule.high)
     if low_bad or high_bad:
-        raise ValueError(f"{where} must be {rule.describe()}, got {value!r}")
+        shown = rule if whole or not rule.integer else dataclasses.replace(rule, integer=False)
+        raise ValueError(f"{where} must be {shown.describe()}, got {value!r}")
 
 
 def _check_value(where: str, value: Any, default: Any, rule: Constraint | None, inf_ok: bool) -> None:
@@ -282,7 +290,7 @@ def _check_value(where: str, value: Any, default: Any, rule: Constraint | None, 
         if value not in rule.choices:
             raise ValueError(f"{where} must be {rule.describe()}, got {value!r}")
         return
-    _check_number(where, value, rule, inf_ok)
+    _check_number(where, value, rule, inf_ok, default)
 
 
 def _element_default(default: Any) -> Any:

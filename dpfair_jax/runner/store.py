@@ -8,10 +8,13 @@ Layout of one run directory::
       <table>.pkl     the same table, lossless (dtypes and all); .parquet instead when pyarrow is present
       figures/*.png   figures
       claims.json     [{"id", "paper", "statement", "measured", "target", "passed",
-                        "kind", "status", "reason"}, ...]; kind "claim" or "formula" (a
-                        formula-consistency check), status "passed", "failed" or "skipped"
+                        "kind", "status", "reason", "target_met"}, ...]; kind "claim" or "formula"
+                        (a formula-consistency check); status "holds", "fails", "untestable",
+                        "reconstruction" or "skipped", with a reason for every status but "holds";
+                        passed is true only for "holds"
       privacy.json    {name: {"epsilon", "delta", "rho", "relation", "unit", ...}}
-      meta.json       seed, package versions, devices, start/end/wall/compile time, status
+      meta.json       seed, package versions, devices, start/end/wall/compile time, status, chunks
+                      computed/reused, code version (SHA-256 of the package and study sources)
       manifest.json   SHA-256 of every file above
       chunks/         resumable sweep chunks: <id>.pkl + <id>.json (sidecar holding its SHA-256)
 

@@ -74,6 +74,34 @@ CLAIMS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 
+#: Why each claim does not hold when it does not (recorded with the claim; the page's "Reproduction"
+#: gives the numbers).
+WHY_NOT = {
+    "op_larger_trace_larger_risk": ("the risk order follows the trace order only where the trace gap is larger "
+                                    "than the Monte Carlo error (the real data sets' trace gaps are small)"),
+    "op_theorem1_tracks_mc": "Theorem 1 is a second-order expansion: it over-predicts the risk at large noise",
+    "op_hutchinson_within_se": ("a Hutchinson estimate more than 4 standard errors from the exact trace: a coding "
+                                "error in the estimator, or a heavy-tailed probe distribution"),
+    "cor2_group_normalization_closes_gap": (
+        "one-hot columns constant within a group get variance 0 under per-group standardization, so E_a ||x||^2 "
+        "still differs between groups (Adult: 192 vs 194), and the larger row norms raise the sensitivity"),
+    "fig9_group_normalization": (
+        "not reproduced on this task: at the quick size (synthetic data, 150 steps) the private model has barely "
+        "learned, and the effect depends on the training length; the full config (Adult, 10,000 steps) was not run"),
+    "gradnorm_larger_norm_larger_risk": "the group with the larger gradient norm does not have the larger risk at "
+                                        "every clip norm on this task",
+    "fig10_psi_negligible": "the Hessian part of R_clip is not negligible on this task",
+    "fig11_group_size_minor": "subsampling a group moves the excessive risks by more than the 0.5 threshold",
+    "trace_vs_boundary": "the per-example trace does not fall with the distance to the boundary on this task",
+}
+
+#: The mitigation is a reconstruction (the paper's objective is in its missing main text; see the page).
+RECONSTRUCTION = ("the paper's mitigation objective is not in the text available (supplement only); the kit's "
+                  "surrogate penalizes group gradient-norm and prediction-uncertainty gaps with privately released "
+                  "statistics (notes I.7): not the authors' method, so its verdict is no evidence for or against "
+                  "the paper")
+
+
 _PREPROCESSING = ("the features were standardized (globally or per group) with the training split's "
                   "moments, computed from the private data without noise (docs/trust.md); the spend "
                   "covers the training mechanism only")
@@ -213,7 +241,7 @@ def run_output_perturbation(config: dict, ctx) -> pd.DataFrame | None:
                   "Fig 8: at every epsilon the group with the larger Hessian trace has the larger "
                   "Monte Carlo excessive risk (every dataset)",
                   measured=f"{sum(order_ok)}/{len(order_ok)} (dataset, epsilon) pairs", target="all",
-                  passed=all(order_ok))
+                  passed=all(order_ok), reason=WHY_NOT["op_larger_trace_larger_risk"])
     thm1 = (f"Theorem 1: 1/2 std^2 Tr(H_a) matches the Monte Carlo R_a within 5% at small noise "
             f"(epsilon >= {config['thm1_min_epsilon']:g}); the second-order expansion degrades at "
             f"larger noise (max relative error below that epsilon also reported)")
@@ -224,9 +252,11 @@ def run_output_perturbation(config: dict, ctx) -> pd.DataFrame | None:
         ctx.add_claim("op_theorem1_tracks_mc", thm1,
                       measured={"max_rel_err": round(float(np.max(rel_err)), 4),
                                 "max_rel_err_small_epsilon": round(low_err, 4)},
-                      target="max_rel_err <= 0.05", passed=float(np.max(rel_err)) <= 0.05)
+                      target="max_rel_err <= 0.05", passed=float(np.max(rel_err)) <= 0.05,
+                      reason=WHY_NOT["op_theorem1_tracks_mc"])
     ctx.add_claim("op_hutchinson_within_se", "Hutchinson traces within 4 standard errors of the exact ones",
-                  measured=round(float(np.max(hutch_z)), 3), target="<= 4", passed=float(np.max(hutch_z)) <= 4)
+                  measured=round(float(np.max(hutch_z)), 3), target="<= 4", passed=float(np.max(hutch_z)) <= 4,
+                  reason=WHY_NOT["op_hutchinson_within_se"])
     c2 = pd.DataFrame(cor2)
     gaps = c2.groupby(["dataset", "normalization"])["gap_mc"].first().unstack()
     ratio = (gaps["group"] / gaps["standard"]).to_dict()
@@ -234,7 +264,8 @@ def run_output_perturbation(config: dict, ctx) -> pd.DataFrame | None:
                   "Corollary 2 (squared loss): per-group standardization equalizes E||x||^2 and shrinks "
                   "the excessive-risk gap of output perturbation to < 25% of the globally standardized one",
                   measured={k: round(float(v), 4) for k, v in ratio.items()}, target="< 0.25 each",
-                  passed=all(v < 0.25 for v in ratio.values()))
+                  passed=all(v < 0.25 for v in ratio.values()),
+                  reason=WHY_NOT["cor2_group_normalization_closes_gap"])
     return df
 
 
@@ -434,30 +465,33 @@ def run_dpsgd(config: dict, ctx) -> pd.DataFrame | None:
                   "Fig 9: per-group normalization reduces the excessive-risk gap and the mean excessive risk "
                   "(final checkpoint, C = clip_norm)",
                   measured={"gap": gap, "mean_risk": mean_risk}, target="group < standard for both",
-                  passed=gap["group"] < gap["standard"] and mean_risk["group"] < mean_risk["standard"])
+                  passed=gap["group"] < gap["standard"] and mean_risk["group"] < mean_risk["standard"],
+                  reason=WHY_NOT["fig9_group_normalization"])
     std_last = last[last["normalization"] == "standard"]
     agree = []
     for c, g in std_last.groupby("clip_norm"):
         agree.append(int(np.argmax(g["grad_norm"].to_numpy())) == int(np.argmax(g["risk"].to_numpy())))
     ctx.add_claim("gradnorm_larger_norm_larger_risk",
                   "App. C.2: the group with the larger gradient norm has the larger excessive risk (each C)",
-                  measured=f"{sum(agree)}/{len(agree)} clip norms", target="all", passed=all(agree))
+                  measured=f"{sum(agree)}/{len(agree)} clip norms", target="all", passed=all(agree),
+                  reason=WHY_NOT["gradnorm_larger_norm_larger_risk"])
     ratio_psi = (dec_df["psi_term"].abs() / dec_df["r_clip"].abs().clip(lower=1e-30)).median()
     ctx.add_claim("fig10_psi_negligible",
                   "Fig 10: the Hessian part eta^2/2 psi_a is a small part of R_a^clip (median |ratio|)",
-                  measured=round(float(ratio_psi), 5), target="< 0.1", passed=float(ratio_psi) < 0.1)
+                  measured=round(float(ratio_psi), 5), target="< 0.1", passed=float(ratio_psi) < 0.1,
+                  reason=WHY_NOT["fig10_psi_negligible"])
     spread = ratio_df.groupby("group")["risk"].agg(lambda r: (r.max() - r.min()))
     scale = float(np.abs(main[main["normalization"] == "standard"]["risk"]).max())
     rel = float(spread.max() / max(scale, 1e-12))
     ctx.add_claim("fig11_group_size_minor",
                   "Fig 11: varying p_b/p_a by subsampling moves each group's excessive risk by less than "
                   "half the largest group risk",
-                  measured=round(rel, 4), target="< 0.5", passed=rel < 0.5)
+                  measured=round(rel, 4), target="< 0.5", passed=rel < 0.5, reason=WHY_NOT["fig11_group_size_minor"])
     ctx.add_claim("trace_vs_boundary",
                   "App. C.3 / Thm 5: per-example Hessian trace decreases with the distance |logit| to the "
                   "decision boundary (Spearman correlation)",
                   measured={"trace": round(rho, 4), "uncertainty": round(rho_u, 4)}, target="< 0",
-                  passed=rho < 0)
+                  passed=rho < 0, reason=WHY_NOT["trace_vs_boundary"])
     return df
 
 
@@ -551,11 +585,13 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
                   "DP-SGD (gamma = 0) at the same noise multiplier",
                   measured={"gap_00": round(float(b["gap"]), 5), "gap_11": round(float(m["gap"]), 5),
                             "se_00": round(float(b["gap_se"]), 5)},
-                  target="gap_11 < gap_00", passed=float(m["gap"]) < float(b["gap"]))
+                  target="gap_11 < gap_00", passed=float(m["gap"]) < float(b["gap"]), status="reconstruction",
+                  reason=RECONSTRUCTION)
     ctx.add_claim("fig12_mitigation_accuracy",
                   "Fig 12 (reconstruction): gamma1 = gamma2 = 1 does not lose test accuracy vs plain DP-SGD",
                   measured={"acc_00": round(float(b["test_accuracy"]), 4), "acc_11": round(float(m["test_accuracy"]), 4)},
-                  target="acc_11 >= acc_00 - 0.01", passed=float(m["test_accuracy"]) >= float(b["test_accuracy"]) - 0.01)
+                  target="acc_11 >= acc_00 - 0.01", passed=float(m["test_accuracy"]) >= float(b["test_accuracy"]) - 0.01,
+                  status="reconstruction", reason=RECONSTRUCTION)
     return df
 
 

@@ -56,7 +56,8 @@ from dpfair_jax.studies.tradeoff import tradeoff_study
 from . import figures
 from .config import CONFIGS
 
-__all__ = ["bgl_study", "run_bgl", "run_sample_complexity", "eo_loss_vectors", "run_eo", "EXPERIMENTS"]
+__all__ = ["bgl_study", "run_bgl", "run_sample_complexity", "scaling_table", "run_scaling", "eo_loss_vectors",
+           "eo_exact_frame", "run_eo", "EXPERIMENTS"]
 
 _INF = float("inf")
 
@@ -172,7 +173,20 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print, *, publ
         note = f"fairlearn unavailable ({err}); its row is skipped"
         log(note)
     df = pd.DataFrame(rows)
+    # Algorithm 1's exact output law at every epsilon (its claims read these, not the Monte Carlo rows)
+    from dpfair_jax.analysis import sample_complexity as S
+    from dpfair_jax.studies import scaling as SC
+
+    probs = SC.alg1_probs(L, prob, G, n, eps)  # [E, M]
+    sens = float(R.h_sensitivity(prob, n, G))
+    alg1_exact = {}
+    for j, e in enumerate(eps):
+        bound = 2.0 * sens * math.log(len(cands) / 0.1) / e  # Thm 3.6, rho = 0.1
+        alg1_exact[e] = {"p_within_thm36": float(probs[j] @ (hvals - hvals.min() <= bound)),
+                         "expected_h": float(probs[j] @ hvals.astype(np.float64))}
+    facts_t55 = S.theorem55_parameters(K, alpha, G=G)
     facts = {"n": n, "n_public": len(sp), "K": K, "M": len(cands), "G": G, "alpha": alpha, "f_star": f_star,
+             "alg1_exact": alg1_exact, "theorem55_T": int(facts_t55["T"]), "steps": T,
              "eta": eta.tolist(), "worst_group": worst, "pi_public": (sizes_pub / sizes_pub.sum()).tolist(),
              "h_min_grid": float(hvals.min()), "h_sens": R.h_sensitivity(prob, n, G),
              "ledger": {e: R.algorithm2_ledger(b) for e, b in zip(eps, budgets)},
@@ -233,29 +247,25 @@ def crossover_check(rs: list[float]) -> dict[str, Any]:
 def _claims_bgl(df: pd.DataFrame, facts: dict, cfg: dict, ctx, prefix: str) -> None:
     rho = 0.1
     eps = [float(e) for e in cfg["epsilons"]]
-    M, sens = facts["M"], facts["h_sens"]
-    fracs = {}
-    for e in eps:
-        ex = df[(df.method == "exp_sampling") & (df.epsilon == e)]["h_grid_excess"].to_numpy()
-        bound = 2 * sens * math.log(M / rho) / e
-        fracs[e] = float(np.mean(ex <= bound + 1e-9))
-    seeds = int(cfg["seeds"])
-    tol = 3 * math.sqrt(rho * (1 - rho) / seeds)
+    exact = {float(k): v for k, v in facts["alg1_exact"].items()}
+    probs = {f"{e:g}": exact[e]["p_within_thm36"] for e in eps}
     ctx.add_claim(f"{prefix}_alg1_em_utility",
                   "Algorithm 1's excess h over the grid minimum is within 2 Delta_h log(M/rho)/eps "
-                  f"with probability >= 1 - rho (Thm 3.6, rho = {rho}) at every epsilon",
-                  measured={str(k): v for k, v in fracs.items()}, target=f">= {1 - rho} - 3 SE ({tol:.3f})",
-                  passed=bool(min(fracs.values()) >= 1 - rho - tol))
-    m = df[df.method != "frank_wolfe"].groupby(["method", "epsilon"])["h"].mean()
-    a1 = m.loc["exp_sampling"]
-    statement = "Algorithm 1's mean penalized objective h decreases from the smallest to the largest epsilon"
+                  f"with probability >= 1 - rho (Thm 3.6, rho = {rho}) at every epsilon; exact probabilities "
+                  "from the output law (softmax over the grid), no Monte Carlo",
+                  measured=probs, target=f">= {1 - rho}", passed=bool(min(probs.values()) >= 1 - rho),
+                  reason=WHY_NOT["alg1_em_utility"])
+    a1 = pd.Series({e: exact[e]["expected_h"] for e in sorted(eps)})
+    statement = ("Algorithm 1's expected penalized objective h (exact, under its output law) decreases from the "
+                 "smallest to the largest epsilon")
     if len(a1) < 2:
         ctx.skip_claim(f"{prefix}_alg1_improves_with_epsilon", statement,
                        f"needs two epsilons, the config has {len(a1)}", target="h(max eps) < h(min eps)")
     else:
         ctx.add_claim(f"{prefix}_alg1_improves_with_epsilon", statement,
                       measured={"h_at_min_eps": float(a1.iloc[0]), "h_at_max_eps": float(a1.iloc[-1])},
-                      target="h(max eps) < h(min eps)", passed=bool(a1.iloc[-1] < a1.iloc[0]))
+                      target="h(max eps) < h(min eps)", passed=bool(a1.iloc[-1] < a1.iloc[0]),
+                      reason=WHY_NOT["alg1_improves_with_epsilon"])
     fw = df[df.method == "frank_wolfe"].iloc[0]
     alpha = facts["alpha"]
     ctx.add_claim(f"{prefix}_frank_wolfe_cgoo",
@@ -263,7 +273,7 @@ def _claims_bgl(df: pd.DataFrame, facts: dict, cfg: dict, ctx, prefix: str) -> N
                   "alpha of the exact LP optimum and constraint <= alpha",
                   measured={"excess": float(fw.excess), "constraint": float(fw.constraint)},
                   target=f"excess <= {alpha}, constraint <= {alpha}",
-                  passed=bool(fw.excess <= alpha and fw.constraint <= alpha))
+                  passed=bool(fw.excess <= alpha and fw.constraint <= alpha), reason=WHY_NOT["frank_wolfe_cgoo"])
     checks = [alg2_ledger_check(e, facts["delta"], facts["budgets"][e], facts["ledger"][e], n=facts["n"],
                                 num_groups=facts["K"]) for e in eps]
     ctx.add_check(f"{prefix}_alg2_ledger",
@@ -276,13 +286,39 @@ def _claims_bgl(df: pd.DataFrame, facts: dict, cfg: dict, ctx, prefix: str) -> N
                             "max_hand_over_target": max(c["hand_over_target"] for c in checks)},
                   target="relative error <= 1e-9, delta error <= 1e-15, hand / target <= 1 + 1e-9",
                   passed=all(c["passed"] for c in checks))
-    a2 = m.loc["lopt_alg2"]
-    better = int(np.sum(a1.to_numpy() <= a2.to_numpy()))
+    a2 = df[df.method == "lopt_alg2"].groupby("epsilon")["h"]
+    a2_mean, a2_se = a2.mean(), a2.std(ddof=1) / np.sqrt(a2.count())
+    diffs = {f"{e:g}": ctx.comparison(exact[e]["expected_h"], float(a2_mean.loc[e]),
+                                      ci=(exact[e]["expected_h"] - float(a2_mean.loc[e]) - 1.96 * float(a2_se.loc[e]),
+                                          exact[e]["expected_h"] - float(a2_mean.loc[e]) + 1.96 * float(a2_se.loc[e])),
+                                      names=("alg1_exact_E_h", "alg2_mean_h"))
+             for e in eps}
+    better = int(sum(d["ci"][1] < 0 for d in diffs.values()))
     ctx.add_claim(f"{prefix}_alg1_vs_alg2",
-                  "Exponential sampling (n0 = O(KP/(eps alpha^2))) reaches lower mean h than the LOPT-based "
-                  "Algorithm 2 (n0 = O~(K^4 P/(eps alpha^3))) at most epsilons (Sec. 5)",
-                  measured={"epsilons_alg1_better": better, "of": len(a1)},
-                  target=">= half", passed=bool(better >= len(a1) / 2))
+                  "Exponential sampling (n0 = O(KP/(eps alpha^2))) reaches lower expected h than the LOPT-based "
+                  f"Algorithm 2 (n0 = O~(K^4 P/(eps alpha^3))) at most epsilons (Sec. 5); Alg. 1 exact, Alg. 2 at "
+                  f"T = {facts['steps']} rounds over the seeds (95% interval of the difference; the analysis's round "
+                  f"count, Thm 5.5's T = {facts['theorem55_T']:.3g}, cannot be run)",
+                  measured={"epsilons_alg1_better": better, "of": len(eps), "differences": diffs},
+                  target=">= half (difference's interval below 0)", passed=bool(better >= len(eps) / 2),
+                  reason=WHY_NOT["alg1_vs_alg2"])
+
+
+#: Why each claim does not hold when it does not (recorded with the claim; see the page).
+WHY_NOT = {
+    "alg1_em_utility": ("Algorithm 1's exact probability of exceeding Thm 3.6's bound is above rho: a coding "
+                        "error in the exponential mechanism or its sensitivity"),
+    "alg1_improves_with_epsilon": ("the expected objective does not fall with epsilon: a coding error in the "
+                                   "mechanism (the exact expectation of h is non-increasing in epsilon)"),
+    "frank_wolfe_cgoo": "Frank-Wolfe did not reach alpha of the LP optimum in fw_steps iterations",
+    "alg1_vs_alg2": ("Algorithm 2 beats exponential sampling at most epsilons: the sample complexities of Sec. 5 "
+                     "are orders (constants hidden), so at this n the ordering need not show"),
+    "lower_bound_instance": ("the fitted slopes are off the rates of Thm 6.1-6.2 by more than 0.1, or the worst "
+                             "case sits at the edge of the norm grid (the grid is too narrow)"),
+    "cgoo_guarantee": ("the O(.) of Thm 5.2 / Cor. 8.9 hides constants that matter at this n: the guarantee "
+                       "holds on Credit at eps = 30 and fails on Adult, whose private split is smaller"),
+    "eo_frank_wolfe": "Frank-Wolfe on the smoothed EO problem did not reach alpha in fw_steps iterations",
+}
 
 
 def _skip_bgl(ctx, prefix: str, reason: str) -> None:
@@ -460,20 +496,110 @@ def run_sample_complexity(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
         edge = int(sub["at_grid_edge"].sum())
         ok = abs(slope_k - want_k) <= 0.1 and abs(slope_e + 1.0) <= 0.1 and edge == 0
         bound = "sqrt(K)/(eps n)" if mech == "gaussian" else "K/(eps n)"
-        ctx.add_claim(f"p002_lower_bound_instance_{mech}",
-                      f"On the hard instances of Lemmas 6.3-6.4, the {mech} mechanism's worst-case excess risk "
+        ctx.add_check(f"p002_lower_bound_instance_{mech}",
+                      f"Formula consistency (not a test of the lower bound itself, which holds for every "
+                      f"mechanism): on the hard instances of Lemmas 6.3-6.4, the {mech} mechanism's worst-case excess risk "
                       f"over a public grid of instance norms ||sum x|| (10^0..10^6, not set from the noise) "
                       f"scales as {bound} (Thm 6.{2 if mech == 'gaussian' else 1})",
                       measured={"slope_log_K": float(slope_k), "slope_log_eps": float(slope_e),
                                 "worst_at_grid_edge": edge},
                       target=f"slope_K = {want_k} +- 0.1, slope_eps = -1 +- 0.1, no worst case at the grid edge",
-                      passed=bool(ok))
+                      passed=bool(ok), reason=WHY_NOT["lower_bound_instance"])
     lb["K_label"] = lb["K"].astype(str)
     fig = plots.tradeoff(lb, "epsilon", "excess", hue="K_label", panel="mechanism", band=None, logx=True, logy=True,
                          xlabel="epsilon", ylabel="excess risk f(c) - f(c*)", title="lower-bound instance")
     ctx.save_figure(fig, "lower_bound_instance")
     return lb
 
+
+
+# ------------------------------------------------------------------------------------------------
+# sample complexities: Thm 5.2 (Algorithm 1) vs Cor. 5.11 (Algorithm 2), exact
+# ------------------------------------------------------------------------------------------------
+#: How far a fitted exponent may sit from an O(.) statement's on a finite grid of cells (pre-asymptotic
+#: curvature; the explicit Thm 3.6 bound's own exponents on the quick cells are 0.03-0.05 off (2, 1)).
+EXPONENT_TOL = 0.1
+
+
+def scaling_table(config: dict[str, Any]) -> pd.DataFrame:
+    """One row per ``(K, alpha)``: Algorithm 1's exact ``n0`` (smallest ``n`` with success probability
+    >= ``level``), its explicit sufficient ``n`` (Thm 3.6 + Cor. 4.2) and the ``n`` Algorithm 2's
+    analysis needs at Thm 5.5's round count with the oracle's exact law (:mod:`dpfair_jax.studies.scaling`)."""
+    from dpfair_jax.studies import scaling as SC
+
+    n_grid = np.geomspace(float(config["n_range"][0]), float(config["n_range"][1]), int(config["n_points"]))
+    eps, delta, level = float(config["epsilon"]), float(config["delta"]), float(config["level"])
+    rows = []
+    for K in config["Ks"]:
+        inst = SC.multitask_instance(int(K), int(config["num_decisions"]), noise_var=float(config["noise_var"]),
+                                     slack=float(config["slack"]))
+        for a in config["alphas"]:
+            a1 = SC.alg1_n0(inst, float(a), eps, n_grid, level=level)
+            a2 = SC.alg2_analysis_n0(inst, float(a), eps, delta, n_grid, level=level)
+            rows.append({"K": int(K), "alpha": float(a), "inv_alpha": 1.0 / float(a), "G": a1["G"],
+                         "n0_alg1": a1["n0"], "n0_alg1_bound": SC.alg1_bound_n0(inst, float(a), eps, level=level),
+                         "successful_decisions": a1["successful_decisions"], "n0_alg2_analysis": a2["n0"],
+                         "T_thm55": a2["T"], "tau": a2["tau"], "oracle_epsilon": a2["oracle_epsilon"]})
+    return pd.DataFrame(rows)
+
+
+def run_scaling(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
+    """Sample-complexity exponents of Thm 5.2 and Cor. 5.11 on the K-coordinate family (exact laws)."""
+    from dpfair_jax.studies import scaling as SC
+
+    df = ctx.map_chunks([{"part": "scaling"}], lambda chunk: scaling_table(config), desc="scaling")
+    ctx.save_table(df, "sample_complexity")
+    pred = {"inv_alpha": "inv_alpha", "K": "K"}
+    fits = {col: SC.fit_exponents(df, col, pred) for col in ("n0_alg1", "n0_alg1_bound", "n0_alg2_analysis",
+                                                              "T_thm55")}
+    ratio = df.assign(r=df.n0_alg2_analysis / df.n0_alg1)
+    fits["ratio"] = SC.fit_exponents(ratio, "r", pred)
+    short = lambda f: {k: v for k, v in f.items() if k in ("inv_alpha", "K")}  # noqa: E731
+    ctx.log("exponents (1/alpha, K): " + "; ".join(
+        f"{c} {f['inv_alpha']['exponent']:.3f}, {f['K']['exponent']:.3f}" for c, f in fits.items()))
+    cells = f"K in {list(config['Ks'])}, alpha in {list(config['alphas'])}, epsilon = {config['epsilon']:g}"
+    worst = float((df.n0_alg1 / df.n0_alg1_bound).max())
+    ctx.add_claim("p002_thm52_sufficient_n",
+                  "Thm 5.2 on a finite grid with its constants (Thm 3.6 + Cor. 4.2): n >= 2 (L_f + G) sqrt(K) "
+                  "log(M/0.1)/(eps alpha) suffices for Alg. 1 to solve the CGOO with probability >= 0.9; the exact "
+                  f"smallest n (output law, no Monte Carlo) is below it at every cell ({cells})",
+                  measured={"max_n0_over_bound": worst, "cells": len(df)}, target="<= 1 at every cell",
+                  passed=bool(worst <= 1.0), reason="a cell needs more than the explicit sufficient n: a coding "
+                  "error in the exponential mechanism, its sensitivity or the success test")
+    e1 = fits["n0_alg1"]
+    ok1 = abs(e1["inv_alpha"]["exponent"] - 2.0) <= EXPONENT_TOL and abs(e1["K"]["exponent"] - 1.0) <= EXPONENT_TOL
+    ctx.add_claim("p002_thm52_exponents",
+                  "Thm 5.2: Algorithm 1's sample complexity grows as K/(eps alpha^2): exponents of the exact n0 "
+                  f"fitted over {cells} (95% intervals of the least-squares fit)",
+                  measured={"exact": short(e1), "explicit_bound": short(fits["n0_alg1_bound"])},
+                  target=f"exponents within {EXPONENT_TOL} of (2, 1)", passed=bool(ok1),
+                  reason="the exact n0 grows faster than K/alpha^2 on these cells")
+    e2 = fits["n0_alg2_analysis"]
+    ok2 = e2["inv_alpha"]["exponent"] <= 3.0 + EXPONENT_TOL and e2["K"]["exponent"] <= 4.0 + EXPONENT_TOL
+    tfit = fits["T_thm55"]
+    ctx.add_claim("p002_cor511_exponents",
+                  "Cor. 5.11: Algorithm 2 (LOPT_{eps',0} by the exponential mechanism, T = O(K^4/alpha^2) rounds) "
+                  "needs n0 = O~(K^4/(eps alpha^3)); measured: the n its analysis needs (Thm 5.5's tau and round "
+                  "count T, the kit's per-round oracle budget, union bound over the T calls) with the oracle's exact "
+                  f"law, exponents fitted over {cells}",
+                  measured={"n0_exponents": short(e2), "T_exponents": short(tfit),
+                            "T_range": [int(df.T_thm55.min()), int(df.T_thm55.max())]},
+                  target=f"exponents at most (3, 4) + {EXPONENT_TOL}", passed=bool(ok2),
+                  reason=(f"Thm 5.5's explicit round count T >= 36(1+K)K^2(1+G)^2(3+alpha)^2/alpha^2 grows as "
+                          f"alpha^-{tfit['inv_alpha']['exponent']:.2f} (95% CI {tfit['inv_alpha']['ci'][0]:.2f}-"
+                          f"{tfit['inv_alpha']['ci'][1]:.2f}; (1+G)^2 ~ K/alpha^2 times 1/alpha^2), not the "
+                          "O(K^4/alpha^2) its proof states and Cor. 5.11 substitutes; with the explicit T the analysis "
+                          f"needs alpha^-{e2['inv_alpha']['exponent']:.2f} (95% CI {e2['inv_alpha']['ci'][0]:.2f}-"
+                          f"{e2['inv_alpha']['ci'][1]:.2f}), one power of 1/alpha more than alpha^-3"))
+    low = float(ratio.r.min())
+    ctx.add_claim("p002_reduction_cost",
+                  "Sec. 5: the LOPT reduction (Algorithm 2) costs more samples than exponential sampling (Algorithm "
+                  "1): the n Algorithm 2's analysis needs over Algorithm 1's exact n0, at every cell",
+                  measured={"min_ratio": low, "ratio_exponents": short(fits["ratio"])},
+                  target="ratio > 1 at every cell", passed=bool(low > 1.0),
+                  reason="Algorithm 2's analysis needs fewer samples than Algorithm 1 at some cell")
+    figures.scaling(df, ctx)
+    return df
 
 
 # ------------------------------------------------------------------------------------------------
@@ -520,15 +646,32 @@ def _eo_lp(L: np.ndarray, q: np.ndarray, alpha: float) -> float:
     return float(res.fun)
 
 
+def _eo_skip(ctx, name: str, reason: str) -> None:
+    ctx.skip_claim(f"p002_eo_{name}_cgoo_guarantee", "Alg. 1 solves the CGOO with probability >= 9/10 once "
+                   "epsilon n is large enough (Thm 5.2 / Cor. 8.9; exact output law)", reason)
+    ctx.skip_claim(f"p002_eo_{name}_frank_wolfe", "Non-private Frank-Wolfe is within alpha of the "
+                   "EO-constrained optimum", reason)
+
+
+def eo_exact_frame(probs: np.ndarray, eps: np.ndarray, values: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One row per epsilon: the exact expectation under Algorithm 1's output law ``probs [E, M]`` of
+    every per-decision column of ``values`` (``[M]`` each; an indicator gives a probability)."""
+    rows = {"method": "exp_sampling", "epsilon": np.asarray(eps, np.float64), "seed": 0}
+    for k, v in values.items():
+        rows[k] = probs @ np.asarray(v, np.float64)
+    return pd.DataFrame(rows)
+
+
 def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
-    """Equalized odds via the reduction (Alg. 1 and Frank-Wolfe) on Adult or Credit; DP-FERMI's EO
-    variant at the same epsilons when ``config["dpfermi"]``."""
-    import jax
+    """Equalized odds via the reduction on Adult or Credit: Algorithm 1's exact output law across an
+    epsilon grid (success probability, expected train/test error and EO gap), non-private
+    Frank-Wolfe and the exact LP optimum; DP-FERMI's EO variant at the same epsilons when
+    ``config["dpfermi"]``."""
     import jax.numpy as jnp
 
     from dpfair_jax import data as D
-    from dpfair_jax import montecarlo as MC
     from dpfair_jax.algorithms import reductions as R
+    from dpfair_jax.studies import scaling as SC
 
     name = config["dataset"]
     try:
@@ -536,10 +679,7 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     except (ImportError, FileNotFoundError) as err:
         reason = f"{name} unavailable ({type(err).__name__}: {err})"
         ctx.log(f"{reason}; study skipped.")
-        ctx.skip_claim(f"p002_eo_{name}_cgoo_guarantee", "Alg. 1 returns f <= f* + alpha and g <= alpha with "
-                       "probability >= 9/10 (Thm 5.2 / Cor. 8.9)", reason)
-        ctx.skip_claim(f"p002_eo_{name}_frank_wolfe", "Non-private Frank-Wolfe is within alpha of the "
-                       "EO-constrained optimum", reason)
+        _eo_skip(ctx, name, reason)
         return pd.DataFrame()
     A = train.num_groups
     priv, pub = public_private_split(train.n, config["public_fraction"], ctx.seed)
@@ -558,50 +698,55 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     prob = R.CGOO(f, R.equalized_odds_constraint(A, a_eo, eta=None, normalizers=q_tr), 3 * A)
     smooth = R.CGOO(f, R.equalized_odds_constraint(A, a_eo, eta=config["eta"], mu=0.002, normalizers=q_tr), 3 * A)
     G = R.penalty_weight(alpha, 3 * A, f.lipschitz)
-    f_star = _eo_lp(Ltr, q_tr, a_eo)
+    f_mix = _eo_lp(Ltr, q_tr, a_eo)  # best mixture of grid decisions
     n = train.n
+    M = len(cands)
     eps = [float(e) for e in config["epsilons"]]
-    Lj = jnp.asarray(Ltr, jnp.float32)
-
-    def test_metrics(l):
-        l = np.asarray(l, np.float64)
-        fr, tr_ = l[:A] / q_te[:, 0], l[A:2 * A] / q_te[:, 1]
-        return {"test_error": float(l[:A].sum() + l[2 * A:].sum()),
-                "test_eo_gap": float(max(fr.max() - fr.min(), tr_.max() - tr_.min()))}
+    level = 0.9
+    # Thm 5.2 on a finite grid with its constants: Thm 3.6 (excess h <= 2 Delta_h log(M/rho)/eps w.p.
+    # 1 - rho) and Cor. 4.2 (excess h <= alpha solves the CGOO): eps_bound = 2 Delta_h log(M/rho)/alpha
+    eps_bound = 2.0 * float(R.h_sensitivity(prob, n, G)) * math.log(M / (1.0 - level)) / alpha
+    grid = np.unique(np.r_[np.geomspace(*config["exact_epsilon_range"], int(config["exact_epsilon_points"])),
+                          eps, eps_bound])
+    mask_grid, f_grid = SC.success_mask(Ltr, prob, alpha)
+    fv = Ltr[:, :A].sum(1) + Ltr[:, 2 * A:].sum(1)
+    gv = np.asarray(_grid_g(prob, Ltr), np.float64)
+    mask_mix = (fv <= f_mix + alpha) & (gv <= alpha)
+    fr, tr_ = Lte[:, :A] / q_te[:, 0], Lte[:, A:2 * A] / q_te[:, 1]
+    values = {"p_success": mask_grid.astype(float), "p_success_vs_mixture": mask_mix.astype(float),
+              "train_error": fv, "train_g": gv, "excess": fv - f_grid, "excess_vs_mixture": fv - f_mix,
+              "test_error": Lte[:, :A].sum(1) + Lte[:, 2 * A:].sum(1),
+              "test_eo_gap": np.maximum(fr.max(1) - fr.min(1), tr_.max(1) - tr_.min(1))}
 
     def compute(chunk: dict) -> pd.DataFrame:
-        def trial(key):
-            ks = jax.random.split(key, len(eps))
-            return jax.vmap(lambda k, e: R.exponential_sampling(k, Lj, prob, G=G, epsilon=e, n=n))(
-                ks, jnp.asarray(eps, jnp.float32))
-
-        idx = np.asarray(MC.run_trials(trial, jax.random.key(ctx.seed), int(config["seeds"])))
+        probs = SC.alg1_probs(Ltr, prob, G, n, grid)
+        df = eo_exact_frame(probs, grid, values)
         rows = []
 
-        def add(method, e, seed, wts_idx):
+        def add(method, wts_idx):
             ltr = sum(w * Ltr[i] for i, w in wts_idx)
             lte = sum(w * Lte[i] for i, w in wts_idx)
-            row = {"method": method, "epsilon": e, "seed": seed,
-                   "train_error": float(f(jnp.asarray(ltr))), "train_g": float(prob.g(jnp.asarray(ltr))),
-                   "excess": float(f(jnp.asarray(ltr))) - f_star}
-            row.update(test_metrics(lte))
-            rows.append(row)
+            fr_, tr2 = lte[:A] / q_te[:, 0], lte[A:2 * A] / q_te[:, 1]
+            rows.append({"method": method, "epsilon": _INF, "seed": 0,
+                         "train_error": float(f(jnp.asarray(ltr))), "train_g": float(prob.g(jnp.asarray(ltr))),
+                         "excess": float(f(jnp.asarray(ltr))) - f_grid,
+                         "excess_vs_mixture": float(f(jnp.asarray(ltr))) - f_mix,
+                         "test_error": float(lte[:A].sum() + lte[2 * A:].sum()),
+                         "test_eo_gap": float(max(fr_.max() - fr_.min(), tr2.max() - tr2.min()))})
 
-        for t in range(idx.shape[0]):
-            for j, e in enumerate(eps):
-                add("exp_sampling", e, t, [(int(idx[t, j]), 1.0)])
-        fw = R.frank_wolfe(Lj, smooth, G=G, steps=int(config["fw_steps"]), smoothing=config["penalty_smoothing"])
-        add("frank_wolfe", _INF, 0, list(zip(np.asarray(fw.indices).tolist(), np.asarray(fw.weights).tolist())))
-        add("unconstrained", _INF, 0, [(int(np.argmin(Ltr[:, :A].sum(1) + Ltr[:, 2 * A:].sum(1))), 1.0)])
-        return pd.DataFrame(rows)
+        fw = R.frank_wolfe(jnp.asarray(Ltr, jnp.float32), smooth, G=G, steps=int(config["fw_steps"]),
+                           smoothing=config["penalty_smoothing"])
+        add("frank_wolfe", list(zip(np.asarray(fw.indices).tolist(), np.asarray(fw.weights).tolist())))
+        add("unconstrained", [(int(np.argmin(fv)), 1.0)])
+        return pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
 
-    df = ctx.map_chunks([{"part": "reduction"}], compute, desc="eo_reduction")
+    df = ctx.map_chunks([{"part": "reduction_exact"}], compute, desc="eo_reduction")
     if config["dpfermi"]:
         try:
-            from dpfair_jax import models as M
+            from dpfair_jax import models as Mo
 
             hp = {k: config["fermi"][k] for k in ("lr_theta", "lr_w", "clip_theta", "clip_w", "radius")}
-            fe = tradeoff_study(train, test, method="dpfermi", model=M.logistic(), fairness="eo",
+            fe = tradeoff_study(train, test, method="dpfermi", model=Mo.logistic(), fairness="eo",
                                 lams=config["fermi"]["lams"], epsilons=eps, seeds=config["fermi"]["seeds"],
                                 epochs=config["fermi"]["epochs"], batch_size=config["fermi"]["batch_size"],
                                 delta=1.0 / train.n ** 1.1, hp=hp, seed=ctx.seed, map_chunks=ctx.map_chunks)
@@ -610,32 +755,52 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
             df = pd.concat([df, fe[["method", "epsilon", "seed", "test_error", "test_eo_gap"]]], ignore_index=True)
         except Exception as err:  # noqa: BLE001 - the comparison is optional
             ctx.log(f"DP-FERMI comparison skipped ({type(err).__name__}: {err}).")
-    ctx.log(f"{name}: n={n} (public split {public.n}) grid M={len(cands)} G={G:.3g} f*={f_star:.4f}")
+    ctx.log(f"{name}: n={n} (public split {public.n}) grid M={M} G={G:.3g} f*(grid)={f_grid:.4f} "
+            f"f*(mixtures)={f_mix:.4f} eps_bound={eps_bound:.4g}")
+    ctx.save_table(df, "exact_law")
     # claims
-    a1 = df[df.method == "exp_sampling"]
-    top = a1[a1.epsilon == max(eps)]
-    ok = float(np.mean((top.excess <= alpha) & (top.train_g <= alpha)))
+    a1 = df[df.method == "exp_sampling"].set_index("epsilon")
+    p = a1["p_success"]
+    ok = (p >= level).to_numpy()
+    eps90 = SC.smallest_n(p.index.to_numpy(), ok, p.to_numpy(), level)  # smallest epsilon from which P >= 0.9
+    at_bound = float(p.iloc[int(np.argmin(np.abs(p.index.to_numpy() - eps_bound)))])
+    at = {f"{e:g}": float(p.iloc[int(np.argmin(np.abs(p.index.to_numpy() - e)))]) for e in eps}
+    measured = {"eps_bound": eps_bound, "p_at_eps_bound": at_bound, "eps_90": eps90,
+                "n0_at_eps1": float(n * eps90),
+                "p_at": at,
+                "p_vs_mixture_optimum_at_largest_eps": float(a1["p_success_vs_mixture"].iloc[-1]),
+                "f_star_grid": f_grid, "f_star_mixtures": f_mix}
     ctx.add_claim(f"p002_eo_{name}_cgoo_guarantee",
-                  f"Alg. 1 at eps={max(eps):g} returns f <= f* + alpha and g <= alpha (alpha = {alpha}) "
-                  "with probability >= 9/10 (Thm 5.2 / Cor. 8.9; train set, grid of half-planes)",
-                  measured=ok, target=">= 0.9", passed=bool(ok >= 0.9))
+                  f"Thm 5.2 / Cor. 8.9 on the finite grid with its constants (Thm 3.6 + Cor. 4.2): at epsilon >= "
+                  f"2 Delta_h log(M/0.1)/alpha (n = {n} fixed; the output law depends on epsilon n only) Alg. 1 "
+                  f"solves the CGOO (f <= f* + alpha, g <= alpha, alpha = {alpha}, f* the best feasible grid "
+                  "decision) with probability >= 9/10; exact probabilities from the output law, no Monte Carlo",
+                  measured=measured, target="P(success) at eps_bound >= 0.9",
+                  passed=bool(measured["p_at_eps_bound"] >= level))
     fw = df[df.method == "frank_wolfe"].iloc[0]
     ctx.add_claim(f"p002_eo_{name}_frank_wolfe",
-                  "Non-private Frank-Wolfe (smoothed EO, smoothed penalty) is within alpha of the EO-constrained optimum",
-                  measured={"excess": float(fw.excess), "train_g": float(fw.train_g)},
-                  target=f"excess <= {alpha}, g <= {alpha}", passed=bool(fw.excess <= alpha and fw.train_g <= alpha))
+                  "Non-private Frank-Wolfe (smoothed EO, smoothed penalty) is within alpha of the EO-constrained "
+                  "optimum over mixtures of grid decisions (LP)",
+                  measured={"excess": float(fw.excess_vs_mixture), "train_g": float(fw.train_g)},
+                  target=f"excess <= {alpha}, g <= {alpha}",
+                  passed=bool(fw.excess_vs_mixture <= alpha and fw.train_g <= alpha))
     ctx.record_privacy("exp_sampling", {
         "relation": "replace_one", "epsilon": max(eps), "delta": 0.0, "unit": "example",
         "notes": f"each epsilon of the grid is a separate release; EO normalizers q_(a,y) from a held-out public "
                  f"split ({public.n} rows, fraction {config['public_fraction']:g}, disjoint from the private "
-                 f"n={n}; random split of the row indices); n public by construction (replace-one)"})
-    priv = df[np.isfinite(df.epsilon)]
-    for col in ("test_error", "test_eo_gap"):
-        ctx.save_figure(plots.error_vs_budget(priv, "epsilon", col, hue="method", band="ci95",
-                                              reference=float(fw[col]), ylabel=col.replace("_", " "),
-                                              title=f"{name}: EO via the reduction (dashed: Frank-Wolfe)"),
-                        f"{col}_vs_epsilon")
+                 f"n={n}; random split of the row indices); n public by construction (replace-one); the "
+                 "study evaluates the output law exactly and draws no sample"})
+    figures.eo_exact(df, ctx, name, eps_bound=eps_bound, level=level)
     return df
+
+
+def _grid_g(problem: Any, L: np.ndarray) -> Any:
+    """``g`` of every grid decision (float32, as the mechanism evaluates it)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.vmap(problem.g)(jnp.asarray(L, jnp.float32))
+
 
 # ------------------------------------------------------------------------------------------------
 # registration
@@ -651,6 +816,10 @@ EXPERIMENTS = [
     register(Experiment("reductions_sample_complexity", "002",
                         "Sample-complexity crossover (reduction vs Jagielski et al.) and the lower-bound instance",
                         CONFIGS["reductions_sample_complexity"], run_sample_complexity)),
+    register(Experiment("reductions_scaling", "002",
+                        "Sample complexities: Algorithm 1's exact n0 (Thm 5.2) vs Algorithm 2's analysis (Cor. 5.11) "
+                        "over alpha and K, fitted exponents",
+                        CONFIGS["reductions_scaling"], run_scaling)),
     register(Experiment("reductions_adult_eo", "002",
                         "Equalized odds via the reduction (Alg. 1, Frank-Wolfe) on Adult (sex), vs DP-FERMI EO",
                         CONFIGS["reductions_adult_eo"], run_eo)),
