@@ -708,6 +708,14 @@ def _infer_num_outputs(apply: Callable, params: Params, input_shape: Sequence[in
     raise ValueError(f"apply must return outputs [B] or [B, k] for inputs [B, ...]; got shape {shape}.")
 
 
+_USER_MODELS: dict[Any, Model] = {}
+
+
+def _user_init(key: jax.Array, input_dim_or_shape: Any = None) -> Params:
+    raise ValueError("a model made by from_apply/from_nnx has no init; pass its params (from_nnx "
+                     "returns the module's).")
+
+
 def from_apply(
     apply: Callable[[Params, jax.Array], jax.Array],
     params: Params,
@@ -719,11 +727,13 @@ def from_apply(
     """Wrap any pure ``apply(params, x [B, ...]) -> [B] | [B, k]`` as a :class:`Model`.
 
     ``num_outputs`` is read from the output shape on a batch of one (``input_shape``: one example's
-    shape) unless given. The model declares no layer structure (``layers=None``), so per-example
-    gradients come from ``vmap(grad)`` of ``apply`` on batches of one. ``init`` returns ``params``.
-    Outputs ``[B, 1]`` are squeezed to ``[B]`` (the kit's one-output convention).
+    shape; ``params`` only gives the shapes) unless given. The model declares no layer structure
+    (``layers=None``), so per-example gradients come from ``vmap(grad)`` of ``apply`` on batches
+    of one. Outputs ``[B, 1]`` are squeezed to ``[B]`` (the kit's one-output convention). The same
+    ``(apply, input_shape, num_outputs)`` gives the same ``Model`` object, so programs compiled for
+    it are reused. It has no ``init`` (keep your params).
 
-    Privacy: as for the kit's models; ``apply`` must not mix examples of a batch (no batch
+    Privacy: as for the kit's models; ``apply`` must not mix the examples of a batch (no batch
     normalization), or per-example clipping does not bound one example's influence.
     """
     if not callable(apply):
@@ -731,22 +741,26 @@ def from_apply(
     input_shape = tuple(int(s) for s in input_shape)
     k = _infer_num_outputs(apply, params, input_shape) if num_outputs is None else num_outputs
     k = v.check_int("num_outputs", k, minimum=1)
+    cache_key = (apply, input_shape, k, name)
+    if cache_key not in _USER_MODELS:
+        def wrapped(p: Params, x: jax.Array) -> jax.Array:
+            out = apply(p, x)
+            return out[..., 0] if k == 1 and out.ndim == 2 else out
 
-    def init(key: jax.Array, input_dim_or_shape: Any = None) -> Params:
-        return params
+        _USER_MODELS[cache_key] = Model(_user_init, wrapped, name, k, input_shape,
+                                        (("batched_apply", True),))
+    return _USER_MODELS[cache_key]
 
-    def wrapped(p: Params, x: jax.Array) -> jax.Array:
-        out = apply(p, x)
-        return out[..., 0] if k == 1 and out.ndim == 2 else out
 
-    return Model(init, wrapped, name, k, input_shape, (("batched_apply", True),))
+_NNX_APPLY: dict[Any, Callable] = {}
 
 
 def from_nnx(module: nnx.Module, input_shape: Sequence[int], *,
              num_outputs: int | None = None) -> tuple[Model, Params]:
     """A user's flax nnx module as ``(Model, params)``: ``params`` is the module's ``nnx.Param``
-    state as a plain dict (``nnx.to_pure_dict``), ``apply(params, x)`` merges it back into the
-    module's graph and calls it on a batch ``x [B, *input_shape]``.
+    state as a plain dict (``nnx.to_pure_dict``), ``apply(params, x)`` merges it into the module's
+    graph and calls it on a batch ``x [B, *input_shape]`` (:func:`from_apply`; modules with the
+    same graph share one ``Model``).
 
     Put trained parameters back with ``state = nnx.state(module, nnx.Param);
     nnx.replace_by_pure_dict(state, params); nnx.update(module, state)``. Modules holding other
@@ -766,15 +780,17 @@ def from_nnx(module: nnx.Module, input_shape: Sequence[int], *,
             "(no BatchNorm, no dropout RNGs): remove these layers or write a pure apply "
             "(models.from_apply)."
         )
+    if graphdef not in _NNX_APPLY:
+        template = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), param_state)
+
+        def apply(p: Params, x: jax.Array) -> jax.Array:
+            state = copy.deepcopy(template)
+            nnx.replace_by_pure_dict(state, p)
+            return nnx.merge(graphdef, state)(x)
+
+        _NNX_APPLY[graphdef] = apply
     params = nnx.to_pure_dict(param_state)
-
-    def apply(p: Params, x: jax.Array) -> jax.Array:
-        state = copy.deepcopy(param_state)
-        nnx.replace_by_pure_dict(state, p)
-        return nnx.merge(graphdef, state)(x)
-
-    model = from_apply(apply, params, input_shape, num_outputs=num_outputs, name="nnx")
-    return model, params
+    return from_apply(_NNX_APPLY[graphdef], params, input_shape, num_outputs=num_outputs, name="nnx"), params
 
 
 # ------------------------------------------------------------------------------------------------

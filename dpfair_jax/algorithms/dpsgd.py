@@ -22,6 +22,7 @@ Public names: :func:`train`, :func:`privacy`, :func:`resolve_per_example`, :func
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -36,12 +37,15 @@ from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy import relations as _rel
+from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["train", "privacy", "clipped_grad_sum", "resolve_per_example", "output_loss_for",
-           "GLM_MODELS"]
+__all__ = ["train", "privacy", "clipped_grad_sum", "resolve_per_example", "resolve_steps",
+           "output_loss_for", "check_labels", "GLM_MODELS", "DPSGDConfig", "DPSGDHparams", "DPSGDResult",
+           "fit", "spend", "calibrate"]
 
 GLM_MODELS = ("linear", "logistic", "multinomial_logistic")
 PER_EXAMPLE_MODES = ("auto", "vmap", "ghost")
@@ -124,8 +128,10 @@ def _resolve_path(model_or_loss: Any, per_example: str, num_classes: int | None,
     return mode, model_or_loss, None
 
 
-def _check_labels_for_loss(y: Any, mask: Any, out_loss: Any, model: Any) -> None:
-    """Host-side: the logistic loss needs labels in {0, 1}, cross-entropy in [0, num_classes)."""
+def check_labels(y: Any, mask: Any, out_loss: Any, model: Any) -> None:
+    """Refuse, on the host, labels the output loss cannot take: ``models.binary_logistic_loss``
+    needs ``y`` in {0, 1}, ``models.softmax_cross_entropy`` integers in ``[0, model.num_outputs)``
+    (rows with ``mask == 0`` are ignored; other losses and traced labels are not checked)."""
     if out_loss is _models.binary_logistic_loss:
         k, what = 2, "the logistic loss needs labels y in {0, 1}"
     elif out_loss is _models.softmax_cross_entropy:
@@ -369,7 +375,7 @@ def train(
     else:
         max_batch_size = batch_size
     mode, target, out_loss = _resolve_path(target, per_example, num_classes, loss)
-    _check_labels_for_loss(y, data_mask, out_loss, target)
+    check_labels(y, data_mask, out_loss, target)
     cfg = _Config(mode, target, out_loss, n, batch_size, max_batch_size, steps, sampling,
                   optimizer, bool(diagnostics))
     return _train_program(cfg, key, params, x, y, data_mask, clip_norm, noise_multiplier, learning_rate)
@@ -406,8 +412,6 @@ def privacy(
       Accounting shuffling as sampling without replacement (the kit's former rule, common in code)
       is not proven and can understate epsilon; it is not offered.
     """
-    from dpfair_jax.privacy import accounting as _acc
-
     v.check_noise_multiplier(noise_multiplier)
     v.check_delta(delta)
     v.check_choice("sampling", sampling, _sampling.SAMPLING_SCHEMES)
@@ -435,3 +439,188 @@ def privacy(
         notes += f" Truncation at max_batch_size={min(b, n)} adds {extra:.3g} to delta."
     return _acc.PrivacySpend(epsilon=eps, delta=total_delta, event=event, relation=spec.relation,
                              unit="example", accountant=accountant, notes=notes.strip())
+
+
+# ------------------------------------------------------------------------------------------------
+# The trio: fit / spend / calibrate
+# ------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class DPSGDConfig:
+    """Static choices of a DP-SGD run (:func:`fit`).
+
+    ``model``: a ``models.Model``, a flax ``nnx.Module``, a pure ``apply(params, x)`` (with
+    ``loss``) or a per-example loss ``loss(params, x_i, y_i)``; ``loss``: the output loss for a
+    model (``"logistic"``, ``"cross_entropy"``, ``"squared"`` or a callable; default from the
+    model); ``sampling``: ``"poisson"``, ``"fixed_size"`` or ``"shuffle"``; ``relation``: the
+    neighbouring relation of the spend, ``None`` for the sampling's own (Poisson: add/remove;
+    fixed-size and shuffled: replace-one; another value is refused); ``accountant``: ``"rdp"`` or
+    ``"pld"`` (not used by shuffled epochs, whose curve is exact); ``delta``: the delta the spend
+    states epsilon at; ``optimizer``, ``per_example``, ``max_batch_size``, ``diagnostics`` as in
+    :func:`train`.
+    """
+
+    model: Any = None
+    loss: Any = None
+    sampling: str = "poisson"
+    relation: str | None = None
+    accountant: str = "rdp"
+    delta: float = 1e-5
+    optimizer: Any = optax.sgd
+    per_example: str = "auto"
+    max_batch_size: int | None = None
+    diagnostics: bool = True
+
+    def validate(self) -> "DPSGDConfig":
+        """Refuse out-of-range choices on the host, naming the field."""
+        if self.model is None:
+            raise ValueError("config.model is required (a models.Model, an nnx module, an apply with "
+                             "loss=, or a per-example loss function).")
+        v.check_choice("sampling", self.sampling, _sampling.SAMPLING_SCHEMES)
+        v.check_choice("accountant", self.accountant, ("rdp", "pld"))
+        v.check_choice("per_example", self.per_example, PER_EXAMPLE_MODES)
+        v.check_delta(self.delta)
+        if self.sampling == "fixed_size" and self.accountant == "pld":
+            raise ValueError("accountant='pld' cannot account sampling='fixed_size' (sampling without "
+                             "replacement); use accountant='rdp'.")
+        if self.relation is not None:
+            own = _rel.relation_name(_sampling.accounting_for(self.sampling, 2, 1).relation)
+            if _rel.relation_name(self.relation) != own:
+                raise ValueError(f"relation={self.relation!r} does not match sampling={self.sampling!r}, "
+                                 f"which is accounted under {own!r}; leave relation=None or change sampling.")
+        if self.max_batch_size is not None:
+            v.check_int("max_batch_size", self.max_batch_size, minimum=1)
+        return self
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["learning_rate", "clip_norm", "noise_multiplier"],
+                   meta_fields=["batch_size", "steps"])
+@dataclasses.dataclass(frozen=True)
+class DPSGDHparams:
+    """Hyperparameters of a DP-SGD run: ``learning_rate``, ``clip_norm``, ``noise_multiplier``
+    (may be traced arrays; a registered pytree, so ``montecarlo.sweep`` and ``vmap`` grid them),
+    ``batch_size`` (expected, for Poisson) and ``steps`` (static)."""
+
+    learning_rate: Any = 0.1
+    clip_norm: Any = 1.0
+    noise_multiplier: Any = 1.0
+    batch_size: int = 256
+    steps: int = 100
+
+    def validate(self) -> "DPSGDHparams":
+        """Refuse, on the host, every field out of range (traced values are skipped), naming it."""
+        v.check_positive("learning_rate", self.learning_rate)
+        v.check_clip_norm(self.clip_norm)
+        v.check_noise_multiplier(self.noise_multiplier)
+        v.check_int("batch_size", self.batch_size, minimum=1)
+        v.check_int("steps", self.steps, minimum=1)
+        return self
+
+
+class DPSGDResult(NamedTuple):
+    """``params``, per-step ``diagnostics`` (not private) and the run's ``spend``
+    (``None`` when the noise multiplier is traced, e.g. inside ``montecarlo.sweep``: call
+    :func:`spend` with the grid's values)."""
+
+    params: Any
+    diagnostics: dict
+    spend: Any
+
+
+def _concrete(*values: Any) -> bool:
+    return not any(isinstance(leaf, jax.core.Tracer) for val in values for leaf in jax.tree_util.tree_leaves(val))
+
+
+def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *,
+        params: Any = None) -> DPSGDResult:
+    """DP-SGD (:func:`train`) with ``hparams`` and ``config``; returns :class:`DPSGDResult`.
+
+    ``params``: the initial parameters; by default ``config.model.init`` with the first half of
+    ``split(key)`` (the second trains), or an nnx module's own. ``data``: a ``Dataset`` or
+    ``(x, y[, mask])`` with ``n`` rows.
+
+    Privacy: the recorded ``spend`` is :func:`spend` ``(config, n, hparams)``: a subsampled Gaussian
+    mechanism per step with multiplier ``noise_multiplier`` on a clipped sum of sensitivity
+    ``clip_norm`` (add/remove-one under Poisson sampling; ``2 clip_norm`` under replace-one for
+    fixed-size and shuffled batches), accounted as :func:`privacy` does.
+    """
+    config.validate()
+    hparams.validate()
+    x = _unpack_data(data)[0]
+    n = int(np.shape(x)[0])
+    model = config.model
+    if params is None and isinstance(model, _models.Model):
+        k_init, key = jax.random.split(key)
+        shape = model.input_shape or (int(np.shape(x)[1]),)
+        params = model.init(k_init, shape if len(shape) > 1 else shape[0])
+    elif params is None and not isinstance(model, nnx.Module):
+        raise ValueError("params is required for this config.model (only a models.Model or an nnx "
+                         "module provides its own).")
+    out_params, diag = train(key, model, params, data, clip_norm=hparams.clip_norm,
+                             noise_multiplier=hparams.noise_multiplier,
+                             learning_rate=None if isinstance(config.optimizer, optax.GradientTransformation)
+                             else hparams.learning_rate,
+                             batch_size=hparams.batch_size, steps=hparams.steps, sampling=config.sampling,
+                             optimizer=config.optimizer, loss=config.loss, per_example=config.per_example,
+                             max_batch_size=config.max_batch_size, diagnostics=config.diagnostics)
+    recorded = spend(config, n, hparams) if _concrete(hparams.noise_multiplier) else None
+    return DPSGDResult(out_params, diag, recorded)
+
+
+def spend(config: DPSGDConfig, sizes: int, hparams: DPSGDHparams):
+    """The ``PrivacySpend`` of :func:`fit` with these arguments (:func:`privacy` at
+    ``config.delta``; ``sizes`` is the number of rows ``n``, public). Its ``delta`` adds the Poisson
+    padding's truncation charge."""
+    config.validate()
+    hparams.validate()
+    return privacy(float(hparams.noise_multiplier), n=v.check_int("sizes", sizes, minimum=1),
+                   batch_size=hparams.batch_size, delta=config.delta, steps=hparams.steps,
+                   sampling=config.sampling, accountant=config.accountant,
+                   max_batch_size=config.max_batch_size)
+
+
+def _raise_until(eps_of: Callable[[float], float], z: float, target: float) -> float:
+    """Step ``z`` up by relative 1e-9 until ``eps_of(z) <= target`` (rounding in the spend)."""
+    for _ in range(100):
+        if eps_of(z) <= target:
+            return z
+        z *= 1.0 + 1e-9
+    raise ValueError(f"calibration did not reach epsilon <= {target!r}.")
+
+
+def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float],
+              hparams: DPSGDHparams | None = None) -> DPSGDHparams:
+    """``hparams`` (default ``DPSGDHparams()``) with ``noise_multiplier`` set to the smallest (within
+    ~1e-6 relative) for which ``spend(config, sizes, result).epsilon <= target[0]``.
+
+    ``target = (epsilon, delta)``; ``delta`` must equal ``config.delta`` (the delta the spend states
+    epsilon at). Poisson and fixed-size batches: ``accounting.calibrate_noise_multiplier`` with the
+    sampling's accountant and relation (the multiplier times the relation's sensitivity factor);
+    shuffled epochs: the exact composed-Gaussian curve (``accounting.calibrate_membership_visible``).
+
+    Privacy: the returned multiplier makes :func:`fit` ``(epsilon, delta + truncation)``-DP under
+    the sampling's relation.
+    """
+    config.validate()
+    hp = (DPSGDHparams() if hparams is None else hparams).validate()
+    n = v.check_int("sizes", sizes, minimum=1)
+    eps, delta = target
+    v.check_epsilon(eps)
+    v.check_delta(delta)
+    if float(delta) != float(config.delta):
+        raise ValueError(f"target delta {delta!r} differs from config.delta {config.delta!r}; "
+                         "set config.delta to the target's delta.")
+    if hp.batch_size > n:
+        raise ValueError(f"batch_size ({hp.batch_size}) must be <= sizes = n ({n}).")
+    spec = _sampling.accounting_for(config.sampling, n, hp.batch_size)
+    steps = resolve_steps(n, hp.batch_size, hp.steps, None, config.sampling)
+    if config.sampling == "shuffle":
+        part = _acc.participation_distribution(steps, "shuffle", steps_per_epoch=spec.steps_per_epoch)
+        z = 1.0 / _acc.calibrate_membership_visible(float(eps), float(delta), part)
+    else:
+        z = _acc.calibrate_noise_multiplier(
+            float(eps), float(delta), spec.sample_rate, steps, accountant=config.accountant,
+            sampling=spec.sampling, dataset_size=None if spec.sampling == "poisson" else n)
+    z = _raise_until(lambda zz: spend(config, n, dataclasses.replace(hp, noise_multiplier=zz)).epsilon,
+                     z * spec.sensitivity_factor, float(eps))
+    return dataclasses.replace(hp, noise_multiplier=float(z))

@@ -22,7 +22,7 @@ of the engineering notes (I.7) in a form that can be privatized and accounted:
 Private statistics ("group-weighted noise"): each example contributes the vector
 ``(1, min(||g_i||, C) / C, u(x_i) / (1 - 1/K))`` (every entry in [0, 1], L2 norm <= sqrt 3) to
 its group's row; the ``[K, 3]`` group sums get ``N(0, (z_s sqrt 3)^2)`` noise
-(``aggregation.group_weighted_noisy_sums``), from which the noisy counts, fractions ``p_a``, mean
+(``privacy.mechanisms.gaussian_mechanism``), from which the noisy counts, fractions ``p_a``, mean
 clipped norms and mean uncertainties are formed (post-processing). ``m_a`` is thus measured in
 units of ``C`` from clipped norms.
 
@@ -58,6 +58,7 @@ norm has no ghost identity and the augmented gradient has to be formed example b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, NamedTuple
@@ -71,13 +72,15 @@ from dpfair_jax import models as _models
 from dpfair_jax.algorithms import dpsgd as _dpsgd
 from dpfair_jax.analysis.hessian import prediction_uncertainty
 from dpfair_jax.data.dataset import Dataset
-from dpfair_jax.privacy import aggregation as _agg
+from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import clipping as _clip
+from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["train", "privacy", "padded_batch_size", "penalty_coefficients", "RECONSTRUCTION_NOTE",
-           "STATS_SENSITIVITY"]
+           "STATS_SENSITIVITY", "MitigationConfig", "MitigationHparams", "MitigationResult", "fit", "spend",
+           "calibrate"]
 
 RECONSTRUCTION_NOTE = ("paper 001 (gamma1, gamma2) mitigation: reconstruction (objective not in the "
                        "supplement); private plug-in surrogate, see dpfair_jax.algorithms.mitigation")
@@ -179,8 +182,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         oh = jax.nn.one_hot(sb, cfg.num_groups, dtype=dt)
         sums = oh.T @ contrib  # [K, 3]
         # its own key: fold_in(k_noise, i) would be split(k_noise, L)[i], the gradient noise of leaf i
-        noisy = _agg.group_weighted_noisy_sums(jax.random.fold_in(k, 2), sums,
-                                               jnp.full((cfg.num_groups,), 1.0, dt) * stats_std)
+        noisy = _mech.gaussian_mechanism(jax.random.fold_in(k, 2), sums, stats_std)
         cnt = jnp.maximum(noisy[:, 0], 1.0)
         frac = cnt / jnp.sum(cnt)
         m_a = jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0)
@@ -201,7 +203,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         norms_aug = _clip.per_example_norms(aug)
         cf = _clip.clip_factors(norms_aug, clip_norm) * mask
         sums_g = _clip.weighted_sum(aug, cf)
-        noisy_g = _agg.noisy_sum(k_noise, sums_g, std)
+        noisy_g = _mech.gaussian_mechanism(k_noise, sums_g, std)
         grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy_g)
         updates, opt_state = opt.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)
@@ -246,8 +248,11 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
     v.check_shape("x", data.x, ndim=2)
     n = data.n
     v.check_finite("x", data.x)
+    v.check_finite("y", data.y)
     v.check_finite("params", params)
     v.check_group_ids(data.s, data.num_groups)
+    out_loss = _models.output_loss(model, data.num_classes, loss)
+    _dpsgd.check_labels(data.y, data.mask, out_loss, model)
     for name, val in (("gamma1", gamma1), ("gamma2", gamma2)):
         v.check_positive(name, val, allow_zero=True)
     v.check_clip_norm(clip_norm)
@@ -261,11 +266,12 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
         if learning_rate is not None:
             raise ValueError("learning_rate must be None when optimizer is a GradientTransformation.")
     else:
+        if not callable(optimizer):
+            raise ValueError("optimizer must be an optax factory (e.g. optax.sgd) or a GradientTransformation.")
         if learning_rate is None:
             raise ValueError("learning_rate is required with an optimizer factory.")
         v.check_positive("learning_rate", learning_rate)
     max_batch_size = padded_batch_size(n, batch_size, steps, max_batch_size)
-    out_loss = _dpsgd.output_loss_for(model, data.num_classes, loss)
     loss_fn = _models.example_loss(model, out_loss)
     cfg = _Cfg(model, loss_fn, n, batch_size, max_batch_size, steps, data.num_groups,
                model.num_outputs, optimizer, bool(diagnostics))
@@ -293,8 +299,6 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
     Privacy: the returned ``(epsilon, delta)`` bounds the released parameters (and the
     ``private_group_*`` diagnostics when the statistics are charged) under add/remove-one.
     """
-    from dpfair_jax.privacy import accounting as _acc
-
     v.check_noise_multiplier(noise_multiplier)
     v.check_noise_multiplier(stats_noise_multiplier, "stats_noise_multiplier")
     v.check_delta(delta)
@@ -321,3 +325,165 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
              + f"; truncation at max_batch_size={width} adds {extra:.3g} to delta")
     return _acc.PrivacySpend(epsilon=eps, delta=min(float(delta) + extra, 1.0 - 1e-12), event=event,
                              relation="add_remove", unit="example", accountant=accountant, notes=notes)
+
+
+# ------------------------------------------------------------------------------------------------
+# The trio: fit / spend / calibrate
+# ------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class MitigationConfig:
+    """Static choices of a mitigation run (:func:`fit`): ``model`` (a ``models.Model``), ``loss``
+    (output loss; default from the model and the data), ``accountant`` (``"rdp"`` or ``"pld"``),
+    ``delta`` (the delta the spend states epsilon at), ``optimizer``, ``max_batch_size``,
+    ``diagnostics`` as in :func:`train`. Poisson sampling, add/remove-one, unit = example."""
+
+    model: Any = None
+    loss: Any = None
+    accountant: str = "rdp"
+    delta: float = 1e-5
+    optimizer: Any = optax.sgd
+    max_batch_size: int | None = None
+    diagnostics: bool = True
+
+    def validate(self) -> "MitigationConfig":
+        """Refuse out-of-range choices on the host, naming the field."""
+        if not isinstance(self.model, _models.Model):
+            raise ValueError("config.model must be a models.Model (the penalty needs its predictions).")
+        v.check_choice("accountant", self.accountant, ("rdp", "pld"))
+        v.check_delta(self.delta)
+        if self.max_batch_size is not None:
+            v.check_int("max_batch_size", self.max_batch_size, minimum=1)
+        return self
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["gamma1", "gamma2", "learning_rate", "clip_norm", "noise_multiplier",
+                                "stats_noise_multiplier"],
+                   meta_fields=["batch_size", "steps"])
+@dataclasses.dataclass(frozen=True)
+class MitigationHparams:
+    """Hyperparameters (traced-able pytree; ``batch_size`` and ``steps`` static): penalty weights
+    ``gamma1``, ``gamma2`` (paper 001's default (1, 1)), ``learning_rate``, ``clip_norm``, the
+    update's ``noise_multiplier`` and the group statistics' ``stats_noise_multiplier``."""
+
+    gamma1: Any = 1.0
+    gamma2: Any = 1.0
+    learning_rate: Any = 0.1
+    clip_norm: Any = 1.0
+    noise_multiplier: Any = 1.0
+    stats_noise_multiplier: Any = 3.0
+    batch_size: int = 256
+    steps: int = 100
+
+    def validate(self) -> "MitigationHparams":
+        """Refuse, on the host, every field out of range (traced values are skipped), naming it."""
+        for name in ("gamma1", "gamma2"):
+            v.check_positive(name, getattr(self, name), allow_zero=True)
+        v.check_positive("learning_rate", self.learning_rate)
+        v.check_clip_norm(self.clip_norm)
+        v.check_noise_multiplier(self.noise_multiplier)
+        v.check_noise_multiplier(self.stats_noise_multiplier, "stats_noise_multiplier")
+        v.check_int("batch_size", self.batch_size, minimum=1)
+        v.check_int("steps", self.steps, minimum=1)
+        return self
+
+
+class MitigationResult(NamedTuple):
+    """``params``, ``diagnostics`` (``private_group_*`` are released statistics, the rest not
+    private) and the run's ``spend`` (``None`` when noise multipliers or gammas are traced)."""
+
+    params: Any
+    diagnostics: dict
+    spend: Any
+
+
+def _concrete(*values: Any) -> bool:
+    return not any(isinstance(leaf, jax.core.Tracer) for val in values for leaf in jax.tree_util.tree_leaves(val))
+
+
+def fit(key: jax.Array, data: Dataset, hparams: MitigationHparams, config: MitigationConfig, *,
+        params: Any = None) -> MitigationResult:
+    """:func:`train` with ``hparams`` and ``config``; returns :class:`MitigationResult`.
+
+    ``params``: initial parameters; by default ``config.model.init`` with the first half of
+    ``split(key)`` (the second trains).
+
+    Privacy: the recorded ``spend`` is :func:`spend` ``(config, n, hparams)`` (the statistics are
+    not charged when ``gamma1 = gamma2 = 0``, since the parameters then do not depend on them).
+    """
+    config.validate()
+    hparams.validate()
+    if not isinstance(data, Dataset):
+        raise ValueError("data must be a Dataset (the penalty needs the group ids s).")
+    model = config.model
+    if params is None:
+        k_init, key = jax.random.split(key)
+        params = model.init(k_init, int(data.x.shape[1]))
+    out, diag = train(key, model, params, data, gamma1=hparams.gamma1, gamma2=hparams.gamma2,
+                      clip_norm=hparams.clip_norm, noise_multiplier=hparams.noise_multiplier,
+                      stats_noise_multiplier=hparams.stats_noise_multiplier,
+                      learning_rate=None if isinstance(config.optimizer, optax.GradientTransformation)
+                      else hparams.learning_rate,
+                      batch_size=hparams.batch_size, steps=hparams.steps, optimizer=config.optimizer,
+                      loss=config.loss, max_batch_size=config.max_batch_size, diagnostics=config.diagnostics)
+    traced = not _concrete(hparams.noise_multiplier, hparams.stats_noise_multiplier, hparams.gamma1,
+                           hparams.gamma2)
+    return MitigationResult(out, diag, None if traced else spend(config, data.n, hparams))
+
+
+def spend(config: MitigationConfig, sizes: int, hparams: MitigationHparams):
+    """The ``PrivacySpend`` of :func:`fit` with these arguments (:func:`privacy` at
+    ``config.delta``, gammas stated; ``sizes`` = the number of rows ``n``, public)."""
+    config.validate()
+    hparams.validate()
+    return privacy(float(hparams.noise_multiplier), float(hparams.stats_noise_multiplier),
+                   n=v.check_int("sizes", sizes, minimum=1), batch_size=hparams.batch_size,
+                   delta=config.delta, steps=hparams.steps, accountant=config.accountant,
+                   max_batch_size=config.max_batch_size, gamma1=float(hparams.gamma1),
+                   gamma2=float(hparams.gamma2))
+
+
+def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
+              hparams: MitigationHparams | None = None) -> MitigationHparams:
+    """``hparams`` (default ``MitigationHparams()``) with ``noise_multiplier`` and
+    ``stats_noise_multiplier`` set so that ``spend(config, sizes, result).epsilon <= target[0]``,
+    within ~1e-6 relative of the smallest: the two keep the ratio of the given ``hparams``
+    (``stats_noise_multiplier / noise_multiplier``). With ``gamma1 = gamma2 = 0`` the statistics
+    are not charged and only ``noise_multiplier`` is solved for (the ratio is kept).
+
+    ``target = (epsilon, delta)``; ``delta`` must equal ``config.delta``.
+
+    Privacy: the result makes :func:`fit` ``(epsilon, delta + truncation)``-DP (add/remove-one).
+    """
+    config.validate()
+    hp = (MitigationHparams() if hparams is None else hparams).validate()
+    n = v.check_int("sizes", sizes, minimum=1)
+    eps, delta = target
+    v.check_epsilon(eps)
+    v.check_delta(delta)
+    if float(delta) != float(config.delta):
+        raise ValueError(f"target delta {delta!r} differs from config.delta {config.delta!r}; "
+                         "set config.delta to the target's delta.")
+    if hp.batch_size > n:
+        raise ValueError(f"batch_size ({hp.batch_size}) must be <= sizes = n ({n}).")
+    z0, zs0 = float(hp.noise_multiplier), float(hp.stats_noise_multiplier)
+    if z0 == 0.0 or zs0 == 0.0:
+        raise ValueError("hparams.noise_multiplier and stats_noise_multiplier must be > 0: calibrate "
+                         "keeps their ratio.")
+    ratio = zs0 / z0
+    charged = not (float(hp.gamma1) == 0.0 and float(hp.gamma2) == 0.0)
+    steps = _dpsgd.resolve_steps(n, hp.batch_size, hp.steps, None, "poisson")
+    z = _acc.calibrate_noise_multiplier(float(eps), float(delta), hp.batch_size / n, steps,
+                                        accountant=config.accountant,
+                                        relative_noise=(1.0, ratio) if charged else (1.0,))
+
+    def eps_of(zz: float) -> float:
+        return spend(config, n, dataclasses.replace(hp, noise_multiplier=zz, stats_noise_multiplier=zz * ratio)).epsilon
+
+    for _ in range(100):  # rounding in the spend's relative noise: step up until the target holds
+        if eps_of(z) <= float(eps):
+            break
+        z *= 1.0 + 1e-9
+    else:
+        raise ValueError(f"calibration did not reach epsilon <= {eps!r}.")
+    return dataclasses.replace(hp, noise_multiplier=float(z), stats_noise_multiplier=float(z * ratio))
