@@ -8,6 +8,7 @@ here:
   ``hyperparams_from``, ``trial_chunk_size``, ``PRIVATE_METHODS``, ``SETTINGS``;
 - :mod:`.grids` (paper 002): ``candidate_grid``, ``halfplane_grid``, ``clipped_square_losses``;
 - :mod:`.bgl` (paper 002): ``public_private_split``, ``bgl_problem``;
+- :mod:`.scaling` (paper 002): exact output laws of Algorithm 1 and the private LOPT oracle, sample complexities;
 - :mod:`.stratification` (paper 003): ``mixture_trial``;
 - :mod:`.tradeoff` (paper 004): ``tradeoff_study``, ``equal_error_table``, ``baseline_name``,
   ``plot_tradeoff``;
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from dpfair_jax.studies.synthesis import synthesis_study
 from dpfair_jax.studies import allocation, bgl, grids, stratification, tradeoff
+from dpfair_jax.studies import scaling  # paper 002: exact success laws and sample complexities
 from dpfair_jax.studies.allocation import (
     PRIVATE_METHODS,
     SETTINGS,
@@ -52,6 +54,7 @@ __all__ = [
     "mixture_trial",
     "plot_tradeoff",
     "public_private_split",
+    "scaling",
     "stratification",
     "synthesis_study",
     "tradeoff",

@@ -37,6 +37,7 @@ def _eo_cfgs(dataset: str, features: list[str], target: str = "income", eo_bound
              "thresholds": [float(v) for v in np.linspace(-2.0, 3.0, 21)], "alpha": 0.05, "eo_bound": eo_bound,
              "eta": 50.0, "penalty_smoothing": 5000.0, "epsilons": [1.0, 3.0, 10.0, 30.0], "seeds": 64,
              "fw_steps": 3000, "dpfermi": False, "seed": 0, "public_fraction": 0.2,
+             "exact_epsilon_range": [0.1, 1.0e4], "exact_epsilon_points": 61,
              "fermi": {"lams": [0.0, 2.5], "seeds": 2, "epochs": 2, "batch_size": 1024, "lr_theta": 0.2,
                        "lr_w": 0.5, "clip_theta": 2.0, "clip_w": 3.0, "radius": 5.0}}
     full = dict(quick, num_angles=32, thresholds=[float(v) for v in np.linspace(-2.5, 3.5, 41)],
@@ -55,6 +56,14 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
         "full": {"rs": [0.1, 0.25, 0.5, 1.0], "Ks": [4, 16, 64, 256, 1024],
                  "epsilons": [0.05, 0.1, 0.25, 0.5, 0.9], "n": 1000000, "trials": 20000,
                  "delta": 1e-6, "seed": 0},
+    },
+    "reductions_scaling": {
+        "quick": {"Ks": [2, 4, 8, 16], "alphas": [0.1, 0.05, 0.025, 0.0125], "num_decisions": 1001,
+                  "noise_var": 0.05, "slack": 0.5, "epsilon": 1.0, "delta": 1e-6, "level": 0.9,
+                  "n_range": [10.0, 1.0e22], "n_points": 700, "seed": 0},
+        "full": {"Ks": [2, 4, 8, 16, 32, 64], "alphas": [0.2, 0.1, 0.05, 0.025, 0.0125, 0.00625],
+                 "num_decisions": 4001, "noise_var": 0.05, "slack": 0.5, "epsilon": 1.0, "delta": 1e-6,
+                 "level": 0.9, "n_range": [10.0, 1.0e26], "n_points": 1500, "seed": 0},
     },
     "reductions_adult_eo": _eo_cfgs("adult", ["education-num", "marital-status_Married-civ-spouse"]),
     "reductions_credit_eo": _eo_cfgs("credit", ["PAY_0", "LIMIT_BAL"], target="default", eo_bound=0.01),

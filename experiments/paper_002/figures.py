@@ -8,7 +8,7 @@ import numpy as np
 
 from dpfair_jax.runner import plots
 
-__all__ = ["bgl"]
+__all__ = ["bgl", "eo_exact", "scaling"]
 
 
 def bgl(df: Any, ctx: Any, title: str) -> None:
@@ -22,3 +22,53 @@ def bgl(df: Any, ctx: Any, title: str) -> None:
                                     reference=float(ref[col].iloc[0]), ylabel=lab,
                                     title=f"{title} (dashed: non-private Frank-Wolfe)")
         ctx.save_figure(fig, f"{col}_vs_epsilon")
+
+
+def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0.9) -> None:
+    """Algorithm 1's exact success probability against epsilon (``p_success_vs_epsilon``: against the
+    best feasible grid decision and against the best mixture, the explicit Thm 3.6 epsilon dashed)
+    and its exact expected test error and EO gap (``test_error_vs_epsilon``, ``test_eo_gap_vs_epsilon``;
+    dashed: non-private Frank-Wolfe)."""
+    a1 = df[df.method == "exp_sampling"].sort_values("epsilon")
+    fig, axes = plots.new_figure(1, 1, panel_size=(4.2, 3.0))
+    ax = axes[0]
+    ax.semilogx(a1.epsilon, a1.p_success, label="vs best grid decision (Thm 5.2's c*)")
+    ax.semilogx(a1.epsilon, a1.p_success_vs_mixture, "--", label="vs best mixture of grid decisions")
+    ax.axhline(level, color="k", lw=0.7)
+    ax.axvline(eps_bound, color="gray", ls=":", label="Thm 3.6 + Cor 4.2 sufficient epsilon")
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("P(f <= f* + alpha, g <= alpha)")
+    ax.set_title(f"{name}: Alg. 1, exact output law")
+    ax.legend(fontsize=6)
+    ctx.save_figure(fig, "p_success_vs_epsilon")
+    fw = df[df.method == "frank_wolfe"]
+    for col in ("test_error", "test_eo_gap"):
+        fig, axes = plots.new_figure(1, 1, panel_size=(4.2, 3.0))
+        ax = axes[0]
+        ax.semilogx(a1.epsilon, a1[col], label="Alg. 1 (expectation under its output law)")
+        if len(fw):
+            ax.axhline(float(fw[col].iloc[0]), color="k", ls="--", lw=0.8, label="Frank-Wolfe (non-private)")
+        for meth, sub in df[df.method.astype(str).str.startswith("dpfermi")].groupby("method"):
+            m = sub.groupby("epsilon")[col].mean()
+            ax.semilogx(m.index, m.to_numpy(), "o-", label=str(meth))
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel(col.replace("_", " "))
+        ax.set_title(f"{name}: EO via the reduction")
+        ax.legend(fontsize=6)
+        ctx.save_figure(fig, f"{col}_vs_epsilon")
+
+
+def scaling(df: Any, ctx: Any) -> None:
+    """``sample_complexity``: n0 against 1/alpha per K (log-log): Algorithm 1's exact n0, its explicit
+    Thm 3.6 sufficient n and the n Algorithm 2's analysis needs."""
+    fig, axes = plots.new_figure(3, 1, panel_size=(3.4, 2.8))
+    for ax, (col, title) in zip(axes, (("n0_alg1", "Alg. 1, exact n0"), ("n0_alg1_bound", "Alg. 1, Thm 3.6 bound"),
+                                       ("n0_alg2_analysis", "Alg. 2, its analysis (T of Thm 5.5)"))):
+        for K, sub in df.groupby("K"):
+            sub = sub.sort_values("inv_alpha")
+            ax.loglog(sub.inv_alpha, sub[col], "o-", label=f"K={K}")
+        ax.set_xlabel("1/alpha")
+        ax.set_ylabel("n0")
+        ax.set_title(title)
+        ax.legend(fontsize=6)
+    ctx.save_figure(fig, "sample_complexity")
