@@ -34,6 +34,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy.accounting import PrivacySpend
+from dpfair_jax.privacy.precision import full_precision
 
 from .cgoo import Algorithm2Budget, MixtureResult, algorithm2_budget, algorithm2_ledger, private_cgoo
 from .oracles import exponential_sampling
@@ -169,6 +170,7 @@ def _concrete(name: str, value: Any) -> float:
     return float(arr)
 
 
+@full_precision
 def fit(key: Array, data: GridData, hparams: Any, config: Any) -> SamplingResult | MixtureResult:
     """Run Algorithm 1 (``SamplingConfig``) or Algorithm 2 (``PrivateCGOOConfig``) on ``data``.
 
