@@ -1,6 +1,7 @@
 """(gamma1, gamma2) mitigation (paper 001, reconstruction): zero gammas = DP-SGD bit for bit, the
 penalty gradient, private statistics, accounting."""
 
+import dataclasses
 import math
 
 import jax
@@ -208,3 +209,61 @@ def test_validation(setup):
     with pytest.raises(ValueError, match="Dataset"):
         mitigation.train(jax.random.key(0), model, params, (data.x, data.y), gamma1=0.0, gamma2=0.0,
                          stats_noise_multiplier=1.0, **KW)
+
+
+@pytest.mark.parametrize("gammas", [(1.0, 1.0), (0.0, 0.0)])
+def test_spend_of_calibrate_hits_the_target(gammas):
+    cfg = mitigation.MitigationConfig(model=models.logistic(), delta=1e-5)
+    base = mitigation.MitigationHparams(gamma1=gammas[0], gamma2=gammas[1], noise_multiplier=1.0,
+                                        stats_noise_multiplier=4.0, batch_size=40, steps=30)
+    hp = mitigation.calibrate(cfg, 800, (2.0, 1e-5), base)
+    assert hp.stats_noise_multiplier / hp.noise_multiplier == pytest.approx(4.0, rel=1e-12)
+    assert 0.99 * 2.0 <= mitigation.spend(cfg, 800, hp).epsilon <= 2.0
+    lower = dataclasses.replace(hp, noise_multiplier=0.99 * hp.noise_multiplier,
+                                stats_noise_multiplier=0.99 * hp.stats_noise_multiplier)
+    assert mitigation.spend(cfg, 800, lower).epsilon > 2.0
+    # the uncharged statistics: the same multiplier as plain DP-SGD with Poisson sampling
+    if gammas == (0.0, 0.0):
+        d_hp = dpsgd.calibrate(dpsgd.DPSGDConfig(model=models.logistic(), delta=1e-5), 800, (2.0, 1e-5),
+                               dpsgd.DPSGDHparams(batch_size=40, steps=30))
+        assert hp.noise_multiplier == pytest.approx(d_hp.noise_multiplier, rel=1e-6)
+
+
+def test_fit_records_its_spend_and_equals_train(setup):
+    data, model, params = setup
+    cfg = mitigation.MitigationConfig(model=model, delta=1e-6)
+    hp = mitigation.MitigationHparams(gamma1=0.5, gamma2=1.0, learning_rate=0.05, clip_norm=0.1,
+                                      noise_multiplier=5.0, stats_noise_multiplier=2.0, batch_size=16, steps=12)
+    res = mitigation.fit(jax.random.key(3), data, hp, cfg, params=params)
+    assert res.spend == mitigation.spend(cfg, data.n, hp)
+    p, _ = mitigation.train(jax.random.key(3), model, params, data, gamma1=0.5, gamma2=1.0,
+                            stats_noise_multiplier=2.0, **KW)
+    for a, b in zip(jax.tree_util.tree_leaves(res.params), jax.tree_util.tree_leaves(p)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_every_hyperparameter_is_checked_before_compute(setup, monkeypatch):
+    data, model, params = setup
+    calls = []
+    monkeypatch.setattr(mitigation, "_program", lambda *a, **k: calls.append(1))
+    base = dict(gamma1=1.0, gamma2=1.0, stats_noise_multiplier=1.0, **KW)
+    bad = {"gamma1": float("inf"), "gamma2": -0.5, "clip_norm": 0.0, "noise_multiplier": -1.0,
+           "stats_noise_multiplier": float("nan"), "learning_rate": 0.0, "batch_size": 0, "steps": 0,
+           "max_batch_size": 3}
+    for field, value in bad.items():
+        with pytest.raises(ValueError, match=field):
+            mitigation.train(jax.random.key(0), model, params, data, **{**base, field: value})
+    with pytest.raises(ValueError, match="optimizer"):
+        mitigation.train(jax.random.key(0), model, params, data, optimizer="sgd", **base)
+    with pytest.raises(ValueError, match="loss"):
+        mitigation.train(jax.random.key(0), model, params, data, loss="hinge", **base)
+    bad_y = data._replace(y=2 * data.y - 1) if hasattr(data, "_replace") else dataclasses.replace(data, y=2 * data.y - 1)
+    with pytest.raises(ValueError, match=r"y: .*\{0, 1\}"):
+        mitigation.train(jax.random.key(0), model, params, bad_y, **base)
+    for field, value in {"gamma1": -1.0, "learning_rate": -1.0, "steps": 0}.items():
+        hp = dataclasses.replace(mitigation.MitigationHparams(batch_size=16, steps=3), **{field: value})
+        with pytest.raises(ValueError, match=field):
+            mitigation.fit(jax.random.key(0), data, hp, mitigation.MitigationConfig(model=model))
+    with pytest.raises(ValueError, match="config.model"):
+        mitigation.MitigationConfig().validate()
+    assert not calls

@@ -264,7 +264,7 @@ def glm_clipped_grad_sum(
 
     Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
     """
-    v.check_clip_norm(clip_norm)
+    v.check_clip_norm(clip_norm, allow_inf=True)
     norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept, x_sq_norms=x_sq_norms)
     x = jnp.asarray(x)
     g = jnp.asarray(dloss_dlogits, x.dtype)
