@@ -138,6 +138,8 @@ def test_private_cgoo_without_noise_has_no_guarantee():
     (lambda: R.calibrate(R.SamplingConfig(_problem()), N, (0.0, 0.0)), "epsilon"),
     (lambda: R.fit(jax.random.key(0), _data().losses, R.SamplingHparams(), R.SamplingConfig(_problem())), "data"),
     (lambda: R.fit(jax.random.key(0), _data(), R.PrivateCGOOHparams(), R.SamplingConfig(_problem())), "hparams"),
+    (lambda: R.spend(R.SamplingConfig(_problem()), N, R.PrivateCGOOHparams()), "hparams"),
+    (lambda: R.calibrate(R.PrivateCGOOConfig(_problem()), N, (1.0, 1e-5), hparams=R.SamplingHparams()), "hparams"),
     (lambda: R.PrivateCGOOConfig(_problem(), weight_fraction=1.0).validate(), "weight_fraction"),
     (lambda: R.SamplingConfig(_problem(), variant="x").validate(), "variant"),
 ])

@@ -148,6 +148,14 @@ def _check_config(config: Any) -> None:
     config.validate()
 
 
+def _check_hparams(hparams: Any, config: Any) -> Any:
+    want = SamplingHparams if isinstance(config, SamplingConfig) else PrivateCGOOHparams
+    if not isinstance(hparams, want):
+        raise ValueError(f"hparams must be a reductions.{want.__name__} for a {type(config).__name__}, "
+                         f"got {type(hparams).__name__}.")
+    return hparams
+
+
 def _check_n(sizes: Any) -> int:
     if isinstance(sizes, (bool, np.bool_)) or not isinstance(sizes, (int, np.integer)):
         raise ValueError(f"sizes must be the number of rows n (a public int under replace-one), got {sizes!r}.")
@@ -182,15 +190,12 @@ def fit(key: Array, data: GridData, hparams: Any, config: Any) -> SamplingResult
     """
     _check_config(config)
     n = _check_data(data, config)
+    _check_hparams(hparams, config)
     if isinstance(config, SamplingConfig):
-        if not isinstance(hparams, SamplingHparams):
-            raise ValueError("hparams must be a reductions.SamplingHparams for a SamplingConfig.")
         index = exponential_sampling(key, data.losses, config.problem, G=hparams.G, epsilon=hparams.epsilon, n=n,
                                      variant=config.variant)
         return SamplingResult(index, jnp.asarray(data.losses, jnp.float32)[index],
                               jnp.asarray(hparams.epsilon, jnp.float32))
-    if not isinstance(hparams, PrivateCGOOHparams):
-        raise ValueError("hparams must be a reductions.PrivateCGOOHparams for a PrivateCGOOConfig.")
     return private_cgoo(key, data.losses, config.problem, G=hparams.G, steps=config.steps,
                         oracle_epsilon=hparams.oracle_epsilon, laplace_scale=hparams.laplace_scale, n=n,
                         point=config.point, variant=config.variant, init_index=config.init_index,
@@ -238,6 +243,7 @@ def spend(config: Any, sizes: Any, hparams: Any) -> PrivacySpend:
     """
     _check_config(config)
     n = _check_n(sizes)
+    _check_hparams(hparams, config)
     if isinstance(config, SamplingConfig):
         eps = _sampling_epsilon(config, hparams)
         return PrivacySpend(epsilon=eps, delta=0.0, relation="replace_one", unit="example",
@@ -293,17 +299,13 @@ def calibrate(config: Any, sizes: Any, target: Any, *, hparams: Any = None) -> A
     n = _check_n(sizes)
     epsilon, delta = _check_target(target)
     if isinstance(config, SamplingConfig):
-        base = SamplingHparams() if hparams is None else hparams
-        if not isinstance(base, SamplingHparams):
-            raise ValueError("hparams must be a reductions.SamplingHparams for a SamplingConfig.")
+        base = _check_hparams(SamplingHparams() if hparams is None else hparams, config)
         factor = _sampling_epsilon(config, base._replace(epsilon=1.0))  # charged epsilon per unit of epsilon
         eps = _f32_down(epsilon / factor)
         while _sampling_epsilon(config, base._replace(epsilon=eps)) > epsilon:
             eps = float(np.nextafter(np.float32(eps), np.float32(0.0)))
         return base._replace(epsilon=eps)
-    base = PrivateCGOOHparams() if hparams is None else hparams
-    if not isinstance(base, PrivateCGOOHparams):
-        raise ValueError("hparams must be a reductions.PrivateCGOOHparams for a PrivateCGOOConfig.")
+    base = _check_hparams(PrivateCGOOHparams() if hparams is None else hparams, config)
     if config.variant == "paper":
         raise ValueError("variant='paper' computes the weights from unnoised losses: no budget meets a target.")
     if delta != config.delta:
