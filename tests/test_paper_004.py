@@ -49,6 +49,11 @@ class _Ctx:
                   status=None):
         self.claims.append({"id": cid, "passed": passed, "status": status, "reason": reason, "measured": measured})
 
+    def comparison(self, *a, **k):
+        from dpfair_jax.runner.context import comparison
+
+        return comparison(*a, **k)
+
     def skip_claim(self, cid, statement, reason, *, target=None, paper=None, kind="claim"):
         self.claims.append({"id": cid, "passed": False, "status": "skipped", "reason": reason})
 
@@ -56,12 +61,14 @@ class _Ctx:
         self.tables[name] = df
 
 
-@pytest.mark.parametrize("statuses, expect, words", [
-    (["lower", "lower", "baseline_unreached"], "holds", None),
-    (["lower", "higher", "unresolved"], "fails", "below DP-FERMI's at equal error"),
-    (["lower", "unresolved", "lower"], "fails", "not resolved"),
+@pytest.mark.parametrize("statuses, replicates, expect, words", [
+    (["lower", "lower", "baseline_unreached"], 5, "holds", None),
+    (["lower", "higher", "unresolved"], 5, "fails", "below DP-FERMI's at equal error"),
+    (["lower", "unresolved", "lower"], 5, "fails", "not resolved"),
+    (["lower", "higher", "lower"], 2, "untestable", "smoke check"),
+    (["lower", "lower", "lower"], 2, "untestable", "measured: DP-FERMI lower"),
 ])
-def test_frontier_claim_status_and_reason(statuses, expect, words):
+def test_frontier_claim_status_and_reason(statuses, replicates, expect, words):
     cmp = pd.DataFrame({"epsilon": [1.0] * 3, "baseline": ["dpsgd", "pfld_epoch", "pfld_stochastic"],
                         "level": 0.16, "first_violation": 0.1, "baseline_violation": [0.2, 0.05, 0.1],
                         "diff": [-0.1, 0.05, 0.0], "diff_lo": [-0.12, 0.01, -0.02], "diff_hi": [-0.08, 0.09, 0.02],
@@ -73,12 +80,14 @@ def test_frontier_claim_status_and_reason(statuses, expect, words):
 
     ctx = _Ctx()
     config = {"methods": ["dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd"], "slack": 0.01, "dataset": "toy",
-              "fairness": "dp", "replicates": 5, "bootstrap": 100, "epsilons": [1.0]}
+              "fairness": "dp", "replicates": replicates, "bootstrap": 100, "epsilons": [1.0], "epochs": 3,
+              "verdict_min_replicates": 5}
     P._frontier_claim(ctx, config, Res(), "dp_violation")
     (row,) = ctx.claims
-    assert row["status"] == expect and row["passed"] == (expect == "holds")
-    assert (row["reason"] is None) if words is None else (words in row["reason"] and "[+0.0100, +0.0900]" in
-                                                          row["reason"] or words in row["reason"])
+    assert row["status"] == expect and row["passed"] == all(s in ("lower", "baseline_unreached") for s in statuses)
+    assert row["reason"] is None if words is None else words in row["reason"]
+    if "higher" in statuses:
+        assert "[+0.0100, +0.0900]" in row["reason"]
     assert "frontier_comparison" in ctx.tables
 
 

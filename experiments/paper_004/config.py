@@ -27,7 +27,7 @@ _TAB_FULL = {
     "pfld_lr_w_grid": [0.05, 0.5], "pfld_box_grid": [0.5, 2.0],
     "pfld_dual_lr_grid": [1.0, 10.0], "pfld_epoch_box_grid": [1.0, 5.0],
     "score_noise": 30.0, "w_noise_ratio": 4.0, "violation_noise_ratio": 10.0,
-    "slack": 0.01, "converge_tol": 0.005, "bootstrap": 2000, "max_rows": 0, "delta": 0.0,
+    "slack": 0.01, "converge_tol": 0.005, "verdict_min_replicates": 5, "bootstrap": 2000, "max_rows": 0, "delta": 0.0,
     "seed": 0, "path": "",
 }
 _TAB_QUICK = dict(_TAB_FULL, replicates=2, epochs=4, batch_size=256, lams=[1.0, 8.0], runs_mean=2.0,
