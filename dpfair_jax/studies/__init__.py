@@ -6,6 +6,7 @@ here:
 
 - :mod:`.allocation` (paper 000): ``two_group_trial``, ``two_group_study``, ``method_configs``,
   ``hyperparams_from``, ``trial_chunk_size``, ``PRIVATE_METHODS``, ``SETTINGS``;
+- :mod:`.kgroup_design` (paper 000): ``calibrate_middle_size``, ``pooled_fit``, ``clipped_gradient_mean``;
 - :mod:`.grids` (paper 002): ``candidate_grid``, ``halfplane_grid``, ``clipped_square_losses``;
 - :mod:`.bgl` (paper 002): ``public_private_split``, ``bgl_problem``;
 - :mod:`.scaling` (paper 002): exact output laws of Algorithm 1 and the private LOPT oracle, sample complexities;
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dpfair_jax.studies.synthesis import synthesis_study
 from dpfair_jax.studies import allocation, bgl, grids, stratification, tradeoff
 from dpfair_jax.studies import scaling  # paper 002: exact success laws and sample complexities
+from dpfair_jax.studies import kgroup_design  # paper 000: the K = 5 design calibrated to the paper's tables
 from dpfair_jax.studies.allocation import (
     PRIVATE_METHODS,
     SETTINGS,
@@ -50,6 +52,7 @@ __all__ = [
     "grids",
     "halfplane_grid",
     "hyperparams_from",
+    "kgroup_design",
     "method_configs",
     "mixture_trial",
     "plot_tradeoff",
