@@ -214,3 +214,59 @@ def test_bad_arguments_raise():
         M.linear(init="ones")
     with pytest.raises(ValueError, match="PRNG"):
         M.logistic().init(jax.random.key(0, impl="rbg"), 3)
+
+
+@pytest.mark.parametrize("factory, kind, dim", [
+    (lambda: M.logistic(init="lecun_normal"), "glm", 4), (lambda: M.linear(out=2), "glm", 4),
+    (lambda: M.mlp((5, 3), activation="relu"), "mlp", 4),
+    (lambda: M.cnn(3, channels=(2, 3), image_shape=(8, 8, 1)), "cnn", None),
+])
+def test_forward_is_what_apply_evaluates_and_returns_the_layer_inputs(factory, kind, dim):
+    """Each model's one forward pass: ``apply`` is its output; ``forward`` gives every layer's input
+    (checked against the layer structure by hand) and adds the probes to the pre-activations."""
+    model = factory()
+    assert model.layers == kind
+    params = model.init(KEY, dim)
+    x = jax.random.normal(jax.random.key(2), (5, dim or 64))
+    out, inputs = model.forward(params, x)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(model.apply(params, x)), rtol=1e-6, atol=1e-7)
+    if kind == "glm":
+        assert len(inputs) == 1 and inputs[0] is not None
+        probes = [jnp.ones((5, params["w"].shape[1]))]
+    elif kind == "mlp":
+        l0 = params["layers"][0]
+        h = jax.nn.relu(np.asarray(x) @ np.asarray(l0["kernel"]) + np.asarray(l0["bias"]))
+        np.testing.assert_allclose(np.asarray(inputs[1]), h, rtol=1e-5, atol=1e-6)
+        assert len(inputs) == 3
+        probes = [jnp.zeros((5, 5)), jnp.zeros((5, 3)), jnp.ones((5, 1))]
+    else:
+        assert [a.shape for a in inputs] == [(5, 8, 8, 1), (5, 4, 4, 2), (5, 2 * 2 * 3)]
+        probes = [jnp.zeros((5, 8, 8, 2)), jnp.zeros((5, 4, 4, 3)), jnp.ones((5, 3))]
+    shifted, _ = model.forward(params, x, probes)  # a unit probe on the output layer shifts the outputs by 1
+    np.testing.assert_allclose(np.asarray(shifted), np.asarray(out) + 1.0, rtol=1e-5, atol=1e-6)
+
+
+def test_bf16_cnn_declares_no_ghost_layers():
+    model = M.cnn(3, channels=(2,), image_shape=(4, 4, 1), compute_dtype=jnp.bfloat16)
+    assert model.layers is None
+    assert model.apply(model.init(KEY), jnp.ones((2, 16))).dtype == jnp.float32
+
+
+def test_from_apply_infers_outputs_and_squeezes():
+    def apply(p, x):
+        return x @ p["w"]
+
+    params = {"w": jnp.ones((3, 1))}
+    model = M.from_apply(apply, params, (3,))
+    assert model.num_outputs == 1 and model.layers is None and model.apply(params, jnp.ones((4, 3))).shape == (4,)
+    assert M.from_apply(apply, params, (3,)) is model  # one Model per function: compiled programs reused
+    assert M.from_apply(apply, {"w": jnp.ones((3, 4))}, (3,)).num_outputs == 4
+    with pytest.raises(ValueError, match="no init"):
+        model.init(KEY, 3)
+    with pytest.raises(ValueError, match="failed on a batch"):
+        M.from_apply(apply, params, (5,))
+    loss = M.example_loss(model, M.output_loss(model))
+    assert loss.batch_axis and float(loss(params, jnp.ones(3), 1)) == pytest.approx(
+        float(M.binary_logistic_loss(jnp.array([3.0]), jnp.array([1]))[0]))
+    assert M.output_loss(M.mlp((2,), out=3)) is M.softmax_cross_entropy
+    assert M.output_loss(M.mlp((2,)), num_classes=0) is M.squared_loss
