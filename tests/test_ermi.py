@@ -166,3 +166,28 @@ def test_check_inputs_errors():
         E.check_inputs(np.ones((3, 2)), np.zeros(3, int), 2)
     with pytest.raises(ValueError, match="s"):
         E.check_inputs(np.full((3, 2), 0.5), np.array([0, 1, 5]), 2)
+
+
+def test_one_example_helpers_match_their_batch_forms():
+    """soft_prediction (one example), select_row and psi_parts(masked_row=True) give the values
+    of soft_predictions, W[i] and psi_parts, with gradients in W equal to indexing's."""
+    rng = np.random.default_rng(3)
+    z1 = jnp.asarray(rng.normal(size=(5,)), jnp.float32)
+    np.testing.assert_array_equal(jax.vmap(E.soft_prediction)(z1), E.soft_predictions(z1))
+    np.testing.assert_array_equal(jax.vmap(E.soft_prediction)(z1[:, None]), E.soft_predictions(z1))
+    z3 = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
+    np.testing.assert_array_equal(jax.vmap(E.soft_prediction)(z3), E.soft_predictions(z3))
+    p = np.asarray(E.soft_prediction(jnp.asarray(0.3)))
+    np.testing.assert_allclose(p, [1 / (1 + np.exp(0.3)), 1 / (1 + np.exp(-0.3))], rtol=1e-6)
+    W = jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)
+    for i in range(4):
+        np.testing.assert_array_equal(E.select_row(W, i), W[i])
+    np.testing.assert_allclose(E.inv_sqrt_frequencies(jnp.asarray([0.25, 0.0, 1.0])), [2.0, 0.0, 1.0])
+    probs, ps = E.soft_prediction(z3[0]), jnp.asarray([0.1, 0.2, 0.3, 0.4])
+    for s_i in range(4):
+        a = E.psi_parts(probs, s_i, W, ps)
+        b = E.psi_parts(probs, s_i, W, ps, masked_row=True)
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+        ga = jax.grad(lambda w: E.psi(probs, s_i, w, ps))(W)
+        gb = jax.grad(lambda w: sum(E.psi_parts(probs, s_i, w, ps, masked_row=True)))(W)
+        np.testing.assert_allclose(ga, gb, rtol=1e-6, atol=1e-7)

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax.algorithms import fermi as _F
+from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = ["fit", "config", "violations"]
@@ -43,13 +44,13 @@ def _pfld_parts(config: _F.FermiConfig, P: jax.Array):
     model = config.model
 
     def parts(logits, nu, ex):
-        probs = _F._probs_one(model, logits)
+        probs = E.soft_prediction(logits)
         nuc = nu[ex["c"]]  # [k, l]
         pc = P[ex["c"]]  # [k]
         pub = -jnp.sum(jnp.sum(nuc, axis=0) * probs)
         inv = jnp.where(pc > 0, 1.0 / jnp.maximum(pc, 1e-12), 0.0)
         sens = jnp.sum(nuc[ex["s"]] * probs) * inv[ex["s"]]
-        return _F._task_loss(model, logits, ex["y"]), ex["wt"] * pub, ex["wt"] * sens
+        return _F.task_loss(model, logits, ex["y"]), ex["wt"] * pub, ex["wt"] * sens
 
     return parts
 
@@ -73,8 +74,6 @@ def fit(key, data, hparams: _F.FermiHparams, config: _F.FermiConfig, **kwargs) -
 
 def violations(probs, s, num_groups: int, weights=None) -> jax.Array:
     """The constraint values ``h_{g,j} = P(yhat=j | s=g) - P(yhat=j)`` of soft predictions ``[k, l]``."""
-    from dpfair_jax.fairness import ermi as E
-
     joint = E.joint_distribution(probs, s, num_groups, weights)
     p_s = jnp.sum(joint, axis=1, keepdims=True)
     return joint / jnp.maximum(p_s, 1e-12) - jnp.sum(joint, axis=0, keepdims=True)

@@ -39,6 +39,9 @@ from dpfair_jax import _validation as v
 
 __all__ = [
     "soft_predictions",
+    "soft_prediction",
+    "select_row",
+    "inv_sqrt_frequencies",
     "group_frequencies",
     "conditional_group_frequencies",
     "joint_distribution",
@@ -72,6 +75,28 @@ def soft_predictions(logits: jax.Array) -> jax.Array:
         z = logits.reshape(logits.shape[:-1] if logits.ndim > 1 else logits.shape)
         return jnp.stack([jax.nn.sigmoid(-z), jax.nn.sigmoid(z)], axis=-1)
     return jax.nn.softmax(logits, axis=-1)
+
+
+def soft_prediction(logits_i: jax.Array) -> jax.Array:
+    """``F(x_i, theta) [l]`` of ONE example from its logits: a single logit (scalar or ``[1]``)
+    gives ``[1 - p, p]``, ``l >= 2`` logits their softmax (:func:`soft_predictions` on one row)."""
+    logits_i = jnp.asarray(logits_i)
+    if logits_i.size == 1:
+        return soft_predictions(jnp.reshape(logits_i, (1,)))[0]
+    return soft_predictions(jnp.reshape(logits_i, (1, -1)))[0]
+
+
+def select_row(W: jax.Array, i) -> jax.Array:
+    """``W[i]`` as a masked sum over the leading axis (the same values). Its gradient in ``W`` is
+    elementwise, where the gradient of ``W[i]`` is a scatter, which under a per-example ``vmap``
+    (DP-SGDA's per-example gradients) runs serially on XLA's CPU backend."""
+    hit = jnp.arange(W.shape[0]) == i
+    return jnp.sum(jnp.where(hit.reshape((-1,) + (1,) * (W.ndim - 1)), W, 0.0), axis=0)
+
+
+def inv_sqrt_frequencies(p: jax.Array) -> jax.Array:
+    """``P_S^{-1/2}`` entrywise: ``1 / sqrt(p)`` for ``p > 0``, 0 for empty groups."""
+    return jnp.where(p > 0, 1.0 / jnp.sqrt(jnp.maximum(p, _TINY)), 0.0)
 
 
 def _weights(n: int, weights, dtype) -> jax.Array:
@@ -176,20 +201,18 @@ def w_star_eo(probs, s, y, num_groups: int, num_labels: int, weights=None) -> ja
     return jax.vmap(lambda col: w_star(probs, s, num_groups, col), in_axes=1)(wy)
 
 
-def _inv_sqrt(p: jax.Array) -> jax.Array:
-    return jnp.where(p > 0, 1.0 / jnp.sqrt(jnp.maximum(p, _TINY)), 0.0)
-
-
-def psi_parts(probs_i: jax.Array, s_i, W: jax.Array, p_s: jax.Array):
+def psi_parts(probs_i: jax.Array, s_i, W: jax.Array, p_s: jax.Array, *, masked_row: bool = False):
     """The two parts of ``psi_i`` (Theorem C.1): ``(public, sensitive)``.
 
     ``public = -sum_{r,j} W_rj^2 F_j - 1`` does not depend on ``s_i``;
     ``sensitive = 2 sum_j W_{s_i, j} F_j / sqrt(p_S(s_i))`` is the only term that does (the proof
     of Theorem 3.3 bounds the sensitivity of exactly this term). One example: ``probs_i [l]``,
-    scalar ``s_i``, ``W [k, l]``, ``p_s [k]``.
+    scalar ``s_i``, ``W [k, l]``, ``p_s [k]``. ``masked_row=True`` takes ``W[s_i]`` with
+    :func:`select_row` (the same values; a gradient without scatter, for per-example gradients).
     """
     quad = -jnp.sum(jnp.sum(W * W, axis=0) * probs_i) - 1.0
-    row = W[s_i] * _inv_sqrt(p_s)[s_i]
+    w_row = select_row(W, s_i) if masked_row else W[s_i]
+    row = w_row * inv_sqrt_frequencies(p_s)[s_i]
     lin = 2.0 * jnp.sum(row * probs_i)
     return quad, lin
 
@@ -207,14 +230,14 @@ def psi(probs_i: jax.Array, s_i, W: jax.Array, p_s: jax.Array) -> jax.Array:
 def psi_grad_w(probs_i, s_i, W, p_s) -> jax.Array:
     """Lemma D.1 (second formula): ``grad_W psi_i = -2 W diag(F) + 2 P_S^{-1/2} s_i F^T``."""
     k = W.shape[0]
-    e = jax.nn.one_hot(s_i, k, dtype=W.dtype) * _inv_sqrt(p_s)
+    e = jax.nn.one_hot(s_i, k, dtype=W.dtype) * inv_sqrt_frequencies(p_s)
     return -2.0 * W * probs_i[None, :] + 2.0 * e[:, None] * probs_i[None, :]
 
 
 def psi_grad_probs(probs_i, s_i, W, p_s) -> jax.Array:
     """``d psi_i / d F_j = -sum_r W_rj^2 + 2 W_{s_i j} / sqrt(p_S(s_i))`` (Lemma D.1, first formula
     before the chain rule: ``grad_theta psi_i = sum_j grad_theta F_j * dpsi_i/dF_j``)."""
-    return -jnp.sum(W * W, axis=0) + 2.0 * W[s_i] * _inv_sqrt(p_s)[s_i]
+    return -jnp.sum(W * W, axis=0) + 2.0 * W[s_i] * inv_sqrt_frequencies(p_s)[s_i]
 
 
 def psi_batch(probs, s, W, p_s) -> jax.Array:
