@@ -4,7 +4,7 @@ Tradeoff studies (``fermi_{adult,credit}_{dp,eo}``, Parkinsons, non-binary Adult
 lambda log-spaced up to 40, every method tuned per (epsilon, lambda, split) on validation by
 random stopping with the same law (``runs_mean``, ``runs_shape``) over the candidate grids below,
 DP-SGD trained to convergence (20 epochs, learning rate tuned; a converged non-private logistic
-regression is the reference). Full: 5 splits, epsilon in {0.5, 1, 3, 9, inf} ({0.5, 1, 3, inf} for
+regression is the reference). Full: 8 splits, epsilon in {0.5, 1, 3, 9, inf} ({0.5, 1, 3, inf} for
 EO), for one GPU (expected 1-1.5 minutes per setting on an H100/H200, about 5 for the four).
 Quick: a smoke check on a 6,000-row subset, 2 splits, 2 lambdas, eps in {1, inf}.
 """
@@ -18,7 +18,7 @@ __all__ = ["CONFIGS"]
 _INF = float("inf")
 
 _TAB_FULL = {
-    "replicates": 5, "epochs": 20, "batch_size": 1024, "val_size": 0.15, "test_size": 0.2,
+    "replicates": 8, "epochs": 20, "batch_size": 1024, "val_size": 0.15, "test_size": 0.2,
     "lams": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 40.0],
     "methods": ["dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd"],
     "selection": "private", "runs_mean": 8.0, "runs_shape": 1.0,
@@ -27,7 +27,7 @@ _TAB_FULL = {
     "pfld_lr_w_grid": [0.05, 0.5], "pfld_box_grid": [0.5, 2.0],
     "pfld_dual_lr_grid": [1.0, 10.0], "pfld_epoch_box_grid": [1.0, 5.0],
     "score_noise": 30.0, "w_noise_ratio": 4.0, "violation_noise_ratio": 10.0,
-    "slack": 0.01, "converge_tol": 0.005, "verdict_min_replicates": 5, "bootstrap": 2000, "max_rows": 0, "delta": 0.0,
+    "slack": 0.01, "converge_tol": 0.005, "verdict_min_replicates": 5, "bootstrap": 10000, "max_rows": 0, "delta": 0.0,
     "seed": 0, "path": "",
 }
 _TAB_QUICK = dict(_TAB_FULL, replicates=2, epochs=4, batch_size=256, lams=[1.0, 8.0], runs_mean=2.0,
