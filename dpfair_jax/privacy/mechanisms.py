@@ -34,7 +34,6 @@ __all__ = [
     "laplace_mechanism",
     "symmetric_gaussian_noise",
     "noisy_sufficient_statistics",
-    "histogram_sensitivity",
     "noisy_histogram",
     "exponential_mechanism_logits",
     "exponential_mechanism_probs",
