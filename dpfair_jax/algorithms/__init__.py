@@ -1,1 +1,53 @@
-"""dpfair_jax.algorithms."""
+"""dpfair_jax.algorithms: the five papers' methods, each a composition of ``dpfair_jax.privacy``.
+
+Every module offers one shape, ``fit(key, data, hparams, config)``,
+``spend(config, sizes, hparams) -> PrivacySpend`` and ``calibrate(config, sizes, target) -> hparams``
+(``hparams`` a pytree that ``montecarlo.sweep(..., hparams=)`` can grid; ``config`` static), beside
+the module's own lower-level functions. Algorithms draw no noise and compute no sensitivity
+themselves (a test scans for it).
+
+====================  =========  ==========================================================
+module                paper      composes (dpfair_jax.privacy)
+====================  =========  ==========================================================
+budget_tailoring      000        relations (clipped sums, Gram, counts), mechanisms.gaussian_noise,
+                                 bounding, accounting (zCDP ledger)
+output_perturbation   001        mechanisms.gaussian_noise, accounting (analytic Gaussian)
+mitigation            001        clipping.clipped_grad_sum, mechanisms, sampling, accounting
+reductions            002        mechanisms.exponential_mechanism, relations, bounding,
+                                 accounting (advanced composition)
+mean_estimation       003        relations, mechanisms (Gaussian/Laplace, noisy counts), accounting
+synthesis             003        mechanisms (noisy marginals, counts), accounting (zCDP)
+dpsgd                 001, 004   clipping.clipped_grad_sum, mechanisms, sampling, accounting (RDP/PLD)
+sgda / fermi / pfld   004        clipping.clipped_grad_sum, mechanisms.gaussian_mechanism,
+                                 noisy_histogram, sampling, accounting (incl. membership-visible)
+pfld_epoch            004        the same, plus a per-epoch noisy violation release
+====================  =========  ==========================================================
+"""
+
+from . import (  # noqa: F401
+    budget_tailoring,
+    dpsgd,
+    fermi,
+    mean_estimation,
+    mitigation,
+    output_perturbation,
+    pfld,
+    pfld_epoch,
+    reductions,
+    sgda,
+    synthesis,
+)
+
+__all__ = [
+    "budget_tailoring",
+    "dpsgd",
+    "fermi",
+    "mean_estimation",
+    "mitigation",
+    "output_perturbation",
+    "pfld",
+    "pfld_epoch",
+    "reductions",
+    "sgda",
+    "synthesis",
+]
