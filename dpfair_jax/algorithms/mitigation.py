@@ -63,6 +63,7 @@ import functools
 import math
 from typing import Any, NamedTuple
 
+import dp_accounting
 import jax
 import jax.numpy as jnp
 import optax
@@ -98,6 +99,7 @@ class _Cfg(NamedTuple):
     num_outputs: int
     optimizer: Any
     diagnostics: bool
+    stats_every: int = 0  # 0: statistics of every step's batch; k >= 1: of the full data every k steps
 
 
 def penalty_coefficients(stat: jax.Array, fractions: jax.Array) -> jax.Array:
@@ -138,13 +140,15 @@ def padded_batch_size(n: int, batch_size: int, steps: int, max_batch_size: int |
 
 @functools.partial(jax.jit, static_argnums=(0,))
 def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multiplier,
-             stats_noise_multiplier, gamma1, gamma2, learning_rate):
+             stats_noise_multiplier, gamma1, gamma2, learning_rate, penalty_clip_norm=None):
     # float32 at least (as dpsgd.train), whatever precision x comes in
     dt = jnp.promote_types(jnp.result_type(x), jnp.float32)
     x = x.astype(dt) if jnp.result_type(x) != dt else x
     clip_norm = jnp.asarray(clip_norm, dt)
     noise_multiplier = jnp.asarray(noise_multiplier, dt)
-    std = noise_multiplier * clip_norm
+    separate = penalty_clip_norm is not None  # clip the loss and the penalty parts separately
+    pclip = jnp.asarray(penalty_clip_norm, dt) if separate else None
+    std = noise_multiplier * (clip_norm + pclip if separate else clip_norm)
     denominator = jnp.asarray(cfg.batch_size, dt)
     q = cfg.batch_size / cfg.n
     opt = cfg.optimizer if isinstance(cfg.optimizer, optax.GradientTransformation) else cfg.optimizer(learning_rate)
@@ -165,8 +169,28 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
     def uncert_i(p, xi):
         return prediction_uncertainty(probs_one(p, xi)[None])[0]
 
+    def group_stats(p, xs, ss, mask, k_stats):
+        """Noisy [K, 3] sums of (1, clipped norm / C, uncertainty / u_max) and their post-processing."""
+        norms = _clip.per_example_norms(jax.vmap(jax.grad(cfg.loss), in_axes=(None, 0, 0))(p, xs[0], xs[1]))
+        unc = jax.vmap(uncert_i, in_axes=(None, 0))(p, xs[0])
+        contrib = jnp.stack([jnp.ones_like(norms), jnp.minimum(norms, clip_norm) / clip_norm,
+                             jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
+        sums = jax.nn.one_hot(ss, cfg.num_groups, dtype=dt).T @ contrib  # [K, 3]
+        noisy = _mech.gaussian_mechanism(k_stats, sums, stats_std)
+        cnt = jnp.maximum(noisy[:, 0], 1.0)
+        frac = cnt / jnp.sum(cnt)
+        return noisy, frac, jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0), jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
+
+    full_mask = jnp.ones((cfg.n,), dt) if data_mask is None else data_mask.astype(dt)
+
     def step(carry, k):
-        params, opt_state = carry
+        if cfg.stats_every:  # statistics of the full data, refreshed every stats_every steps
+            params, opt_state, t, held = carry
+            held = jax.lax.cond(t % cfg.stats_every == 0,
+                                lambda: group_stats(params, (x, y), s, full_mask, jax.random.fold_in(k, 2)),
+                                lambda: held)
+        else:
+            params, opt_state = carry
         k_sample, k_noise = jax.random.split(k)
         sample = _sampling.poisson_sample(k_sample, cfg.n, q, cfg.max_batch_size)
         idx, mask = sample.indices, sample.mask.astype(dt)
@@ -175,6 +199,8 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         xb, yb, sb = x[idx], y[idx], s[idx]
         losses, grads = jax.vmap(jax.value_and_grad(cfg.loss), in_axes=(None, 0, 0))(params, xb, yb)
         norms = _clip.per_example_norms(grads)
+        if cfg.stats_every:
+            noisy, frac, m_a, t_a = held
         # --- private group statistics (group-weighted Gaussian noise on clipped contributions)
         unc = jax.vmap(uncert_i, in_axes=(None, 0))(params, xb)
         contrib = jnp.stack([jnp.ones_like(norms), jnp.minimum(norms, clip_norm) / clip_norm,
@@ -182,11 +208,12 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         oh = jax.nn.one_hot(sb, cfg.num_groups, dtype=dt)
         sums = oh.T @ contrib  # [K, 3]
         # its own key: fold_in(k_noise, i) would be split(k_noise, L)[i], the gradient noise of leaf i
-        noisy = _mech.gaussian_mechanism(jax.random.fold_in(k, 2), sums, stats_std)
-        cnt = jnp.maximum(noisy[:, 0], 1.0)
-        frac = cnt / jnp.sum(cnt)
-        m_a = jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0)
-        t_a = jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
+        if not cfg.stats_every:
+            noisy = _mech.gaussian_mechanism(jax.random.fold_in(k, 2), sums, stats_std)
+            cnt = jnp.maximum(noisy[:, 0], 1.0)
+            frac = cnt / jnp.sum(cnt)
+            m_a = jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0)
+            t_a = jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
         c1 = penalty_coefficients(m_a, frac)[sb]
         c2 = penalty_coefficients(t_a, frac)[sb]
         # --- per-example penalty gradients (zero contributions when gamma1 = gamma2 = 0)
@@ -199,10 +226,16 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
             shp = (-1,) + (1,) * (g.ndim - 1)
             return g + (w1.reshape(shp) * a + w2.reshape(shp) * b)
 
-        aug = jax.tree_util.tree_map(combine, grads, pg1, pg2)
-        norms_aug = _clip.per_example_norms(aug)
-        cf = _clip.clip_factors(norms_aug, clip_norm) * mask
-        sums_g = _clip.weighted_sum(aug, cf)
+        if separate:  # loss part clipped to C, penalty part to C_p: sensitivity C + C_p
+            pen = jax.tree_util.tree_map(lambda a, b: combine(jnp.zeros_like(a), a, b), pg1, pg2)
+            cf = _clip.clip_factors(norms, clip_norm) * mask
+            cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip) * mask
+            sums_g = jax.tree_util.tree_map(jnp.add, _clip.weighted_sum(grads, cf), _clip.weighted_sum(pen, cfp))
+        else:
+            aug = jax.tree_util.tree_map(combine, grads, pg1, pg2)
+            norms_aug = _clip.per_example_norms(aug)
+            cf = _clip.clip_factors(norms_aug, clip_norm) * mask
+            sums_g = _clip.weighted_sum(aug, cf)
         noisy_g = _mech.gaussian_mechanism(k_noise, sums_g, std)
         grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy_g)
         updates, opt_state = opt.update(grad, opt_state, params)
@@ -214,9 +247,17 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
                     "private_group_fraction": frac, "private_group_sums": noisy}
         else:
             diag = {}
+        if cfg.stats_every:
+            return (params, opt_state, t + 1, held), diag
         return (params, opt_state), diag
 
     keys = jax.random.split(key, cfg.steps + 1)
+    if cfg.stats_every:
+        k_cnt = cfg.num_groups
+        held0 = (jnp.zeros((k_cnt, 3), dt), jnp.full((k_cnt,), 1.0 / k_cnt, dt), jnp.zeros((k_cnt,), dt),
+                 jnp.zeros((k_cnt,), dt))
+        (params, *_), diag = jax.lax.scan(step, (params, opt_state, jnp.int32(0), held0), keys[:-1])
+        return params, diag
     (params, _), diag = jax.lax.scan(step, (params, opt_state), keys[:-1])
     return params, diag
 
@@ -226,7 +267,7 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
           gamma2: Any, clip_norm: Any, noise_multiplier: Any, stats_noise_multiplier: Any,
           learning_rate: Any, batch_size: int, steps: int | None = None, epochs: int | None = None,
           optimizer: Any = optax.sgd, loss: Any = None, max_batch_size: int | None = None,
-          diagnostics: bool = True) -> tuple[Any, dict]:
+          diagnostics: bool = True, stats_every: int = 0, penalty_clip_norm: Any = None) -> tuple[Any, dict]:
     """DP-SGD with the (gamma1, gamma2) fairness penalties (reconstruction; see the module doc).
 
     ``gamma1``, ``gamma2``, ``clip_norm``, ``noise_multiplier``, ``stats_noise_multiplier`` and
@@ -237,6 +278,14 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
     (noisy) statistics: ``private_group_sums [steps, K, 3]`` the noisy sums of (1, clipped norm /
     C, uncertainty / (1 - 1/K)) per group, the others post-processing of them; ``loss`` and
     ``mean_grad_norm`` are not private.
+
+    ``stats_every = k >= 1``: the group statistics are released from the **full data** (every row,
+    no sampling) at steps 0, k, 2k, ... and held in between (default 0: from each step's batch);
+    pass the same ``stats_every`` to :func:`privacy`, which then charges ``ceil(steps / k)``
+    full-data Gaussian releases instead of one per sampled step. ``penalty_clip_norm = C_p``
+    (default ``None``: the augmented gradient is clipped jointly to ``clip_norm``): the loss
+    gradient is clipped to ``C`` and the penalty part to ``C_p`` separately, and the sum's noise is
+    ``noise_multiplier (C + C_p)`` (its sensitivity), so :func:`privacy` is unchanged.
 
     Privacy: see the module doc; :func:`privacy` returns the spend.
     """
@@ -272,17 +321,20 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
             raise ValueError("learning_rate is required with an optimizer factory.")
         v.check_positive("learning_rate", learning_rate)
     max_batch_size = padded_batch_size(n, batch_size, steps, max_batch_size)
+    stats_every = v.check_int("stats_every", stats_every, minimum=0)
+    if penalty_clip_norm is not None:
+        v.check_clip_norm(penalty_clip_norm, "penalty_clip_norm")
     loss_fn = _models.example_loss(model, out_loss)
     cfg = _Cfg(model, loss_fn, n, batch_size, max_batch_size, steps, data.num_groups,
-               model.num_outputs, optimizer, bool(diagnostics))
+               model.num_outputs, optimizer, bool(diagnostics), stats_every)
     return _program(cfg, key, params, data.x, data.y, data.s, data.mask, clip_norm, noise_multiplier,
-                    stats_noise_multiplier, gamma1, gamma2, learning_rate)
+                    stats_noise_multiplier, gamma1, gamma2, learning_rate, penalty_clip_norm)
 
 
 def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, batch_size: int,
             delta: float, steps: int | None = None, epochs: int | None = None,
             accountant: str = "rdp", max_batch_size: int | None = None,
-            gamma1: float | None = None, gamma2: float | None = None):
+            gamma1: float | None = None, gamma2: float | None = None, stats_every: int = 0):
     """``PrivacySpend`` of a :func:`train` run with the same arguments.
 
     Per step, the statistics Gaussian (sensitivity ``sqrt 3``, multiplier
@@ -295,6 +347,10 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
     ``gamma1``/``gamma2``: the run's penalty weights. The statistics are charged unless both are
     given and both are 0 (the parameters then do not depend on them; the ``private_group_*``
     diagnostics do, and are not covered). Leaving them out charges the statistics.
+
+    ``stats_every = k >= 1`` (as given to :func:`train`): the statistics are ``ceil(steps / k)``
+    full-data Gaussian releases (sensitivity ``sqrt 3``, no sampling), composed with the sampled
+    clipped-sum event.
 
     Privacy: the returned ``(epsilon, delta)`` bounds the released parameters (and the
     ``private_group_*`` diagnostics when the statistics are charged) under add/remove-one.
@@ -315,9 +371,14 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
     if z == 0.0 or (include_statistics and zs == 0.0):
         return _acc.PrivacySpend(epsilon=float("inf"), delta=float(delta), relation="add_remove",
                                  unit="example", accountant=accountant, notes="non-private")
-    rel = (1.0, zs / z) if include_statistics else (1.0,)
+    stats_every = v.check_int("stats_every", stats_every, minimum=0)
+    rel = (1.0, zs / z) if include_statistics and not stats_every else (1.0,)
     q = batch_size / n
     event = _acc.dpsgd_event(z, q, steps, relative_noise=rel)
+    if include_statistics and stats_every:
+        releases = -(-steps // stats_every)
+        event = dp_accounting.ComposedDpEvent(
+            [event, dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(zs), releases)])
     eps = _acc.epsilon_of_event(event, delta, accountant=accountant)
     extra = _sampling.truncation_delta(n, q, width, steps, eps)
     notes = (RECONSTRUCTION_NOTE + ("" if include_statistics else
