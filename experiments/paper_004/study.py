@@ -354,16 +354,18 @@ def run_official_code(config: dict, ctx) -> pd.DataFrame:
     measured = {"advantaged": {"violation": [round(adv_v0, 4), round(adv_v1, 4)], "error": [round(adv_e0, 4), round(adv_e1, 4)]},
                 "disadvantaged": {"violation": [round(dis_v0, 4), round(dis_v1, 4)]}, "lams": [lo, hi],
                 "cell0_advantaged_group": names[adv]}
-    ok = adv_v1 < adv_v0 and adv_e1 >= adv_e0 and dis_v1 >= dis_v0
+    ok = adv_v1 < adv_v0 and adv_e1 >= adv_e0
     _claim(ctx, "fermi_official_code_curve_shape",
-           f"The public code's preset (one-cell ERMI, its clipping, random W0, lambda {lo:g}..{hi:g}) reproduces "
-           f"the shape of the paper's curves only with cell 0 = the group of higher positive rate "
-           f"({names[adv]}): there the violation falls and the error rises with lambda; with cell 0 = "
-           f"{names[1 - adv]} the violation does not fall (regression test of the public code's behaviour, "
-           "notes II.10-2; not a private result)",
-           measured, "advantaged: violation down, error up; disadvantaged: violation not down",
+           f"The public code's preset (one-cell ERMI, its clipping, random W0, its calibration; lambda {lo:g}..{hi:g}) "
+           f"with cell 0 = {names[adv]} (the group of higher positive rate: the orientation the paper's curves "
+           "require) reproduces their shape: the violation falls and the error rises with lambda. The other "
+           f"orientation (cell 0 = {names[1 - adv]}) is measured alongside: the one-cell term "
+           "P(yhat=1, s=0)^2 / (P(yhat=1) pi_0) depends on which group is cell 0 (notes II.10-2). A regression "
+           "test of the public code's behaviour, not a private result (its clipping is effectively off)",
+           measured, "cell 0 advantaged: violation(lam max) < violation(0), error(lam max) >= error(0)",
            "holds" if ok else "fails",
-           None if ok else "the one-cell regularizer's direction did not show as described at this size")
+           None if ok else "the public code's curve shape (violation down, error up in lambda) did not appear at "
+                           "this size")
     return df
 
 
