@@ -349,21 +349,3 @@ def test_eo_exact_frame_is_the_expectation():
                                                          "test_error": np.array([0.2, 0.4, 0.3])})
     np.testing.assert_allclose(df.p_success, [0.5, 0.8])
     np.testing.assert_allclose(df.test_error, [0.3, 0.02 + 0.08 + 0.21])
-
-
-@pytest.mark.slow
-def test_notebook_code_cells_execute(tmp_path, monkeypatch):
-    """Run the notebook's code cells in order without a Jupyter kernel."""
-    import json
-    import pathlib
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / "paper_002_reductions.ipynb").read_text())
-    monkeypatch.chdir(tmp_path)
-    env: dict = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
-    assert env["f_star"] > 0 and len(env["objs"]) == 4

@@ -243,20 +243,3 @@ def test_missing_strata_data_is_skipped(tmp_path, monkeypatch):
     for cid in ("strata_parity", "strata_global_error"):
         assert by[cid]["status"] == "skipped" and "no Adult CSV here" in by[cid]["reason"]
     assert by["thm9_identity"]["status"] == "skipped"  # a part left out is skipped too
-
-
-@pytest.mark.slow
-def test_notebook_runs(tmp_path, monkeypatch):
-    import json
-    import pathlib
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / "paper_003_stratification.ipynb").read_text())
-    monkeypatch.chdir(tmp_path)
-    env: dict = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
-    assert "df" in env and len(env["df"]) == 2 * 2 * 1 * 8

@@ -150,21 +150,3 @@ def test_quick_configs_run(tmp_path, name):
 
     res = run_experiment(registry.get(name), size="quick", root=tmp_path)
     assert res.claims
-
-
-@pytest.mark.slow
-def test_notebook_code_cells_execute(tmp_path, monkeypatch):
-    """Run the notebook's code cells in order (small sizes) without a Jupyter kernel."""
-    import json
-    import pathlib
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    nb = json.loads((pathlib.Path(__file__).parents[1] / "notebooks" / "paper_004_tradeoff.ipynb").read_text())
-    monkeypatch.chdir(tmp_path)
-    env: dict = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), "notebook", "exec"), env)  # noqa: S102
-    assert "df" in env and len(env["df"]) == 2 * 4 * 2 * 2
