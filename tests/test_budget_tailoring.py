@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from dpfair_jax.algorithms import budget_tailoring as bt
 from dpfair_jax.data.dataset import make_dataset
-from dpfair_jax.privacy import paper_formulas as pf
+from dpfair_jax.algorithms.budget_tailoring import formulas as pf
 
 
 def _two_groups(n1=400, n2=40, slopes=(-1.0, 1.0), sd=1.0, seed=0, d=1):
@@ -310,7 +310,7 @@ def test_rbg_key_refused():
 
 
 def test_noise_and_ledger_agree_with_paper_formulas():
-    """Cross-check against the independent closed forms in privacy.paper_formulas."""
+    """Cross-check against the independent closed forms in budget_tailoring.formulas."""
     se = np.sqrt(np.array([0.1, 0.2, 0.7]))
     for fair, alg in ((False, 3), (True, 2)):
         g, lo = bt.group_noise_stds(jnp.asarray(se), 1.6, 40, 2.0, fairness=fair)

@@ -74,7 +74,7 @@ def test_alg2_ledger_check_against_hand_composition(monkeypatch):
     formula with a dropped factor (sqrt(k log(1/delta)) for sqrt(2 k log(1/delta))) still
     round-trips to the target epsilon, and the check catches it."""
     from dpfair_jax.algorithms import reductions as R
-    from dpfair_jax.privacy import paper_formulas as pf
+    from dpfair_jax.algorithms.reductions import theory as pf
 
     n, K, T, delta = 400, 2, 8, 1e-6
     for eps in (1.0, 10.0):

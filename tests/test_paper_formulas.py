@@ -1,4 +1,5 @@
-"""Tests for dpfair_jax.privacy.paper_formulas: hand computations, golden values, identities."""
+"""Tests of the papers' closed forms (algorithms.fermi_theory, budget_tailoring.formulas,
+reductions.theory): hand computations, golden values, identities."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import numpy as np
 import pytest
 
 from dpfair_jax.privacy import accounting as A
-from dpfair_jax.privacy import paper_formulas as P
+import types
+
+from dpfair_jax.algorithms import fermi_theory
+from dpfair_jax.algorithms.budget_tailoring import formulas as bt_formulas
+from dpfair_jax.algorithms.reductions import theory as reductions_theory
+from dpfair_jax.privacy import relations as R
+
+P = types.SimpleNamespace(**{n: getattr(m, n) for m in (fermi_theory, bt_formulas, reductions_theory)
+                             for n in m.__all__})
 
 # ----------------------------------------------------------------------------- paper 004
 
@@ -195,12 +204,12 @@ def test_sensitivity_helpers_against_brute_force():
     xp = rng.normal(size=(2000, 5))
     xp = U * xp / np.linalg.norm(xp, axis=1, keepdims=True)
     diffs = np.linalg.norm(np.einsum("ni,nj->nij", x, x) - np.einsum("ni,nj->nij", xp, xp), axis=(1, 2))
-    assert diffs.max() <= P.gram_sensitivity(U, "replace_one") + 1e-12
-    assert diffs.max() >= 0.98 * P.gram_sensitivity(U, "replace_one")  # attained at orthogonal rows
-    assert P.gram_sensitivity(U) == pytest.approx(U**2)
-    assert P.clipped_sum_sensitivity(2.0, "replace_one") == 4.0
-    assert P.bounded_scalar_sum_sensitivity(0.0, 4.0, "replace_one") == 4.0
-    assert P.bounded_scalar_sum_sensitivity(-1.0, 3.0) == 3.0
+    assert diffs.max() <= R.gram_sensitivity(U).under("replace_one") + 1e-12
+    assert diffs.max() >= 0.98 * R.gram_sensitivity(U).under("replace_one")  # attained at orthogonal rows
+    assert R.gram_sensitivity(U).under("add_remove") == pytest.approx(U**2)
+    assert R.clipped_sum_sensitivity(2.0).under("replace_one") == 4.0
+    assert R.bounded_sum_sensitivity(0.0, 4.0).under("replace_one") == 4.0
+    assert R.bounded_sum_sensitivity(-1.0, 3.0).under("add_remove") == 3.0
 
 
 # ----------------------------------------------------------------------------- paper 002
@@ -257,7 +266,7 @@ def test_jagielski_per_step():
         (lambda: P.advanced_composition_epsilon(1.0, 10, 0.0), "delta_bar"),
         (lambda: P.official_dpfermi_calibration(100, 1, 1, 10, 1.0), "min_group_count"),
         (lambda: P.dpnose_noise_stds(1.0, 10, 2, grad_sensitivity=1.0, variant="x"), "variant"),
-        (lambda: P.gram_sensitivity(1.0, "swap"), "relation"),
+        (lambda: R.as_relation("swap"), "relation"),
     ],
 )
 def test_validation_names_the_field(call, field):

@@ -58,7 +58,7 @@ M = Mutation
 MECH = "dpfair_jax/privacy/mechanisms.py"
 AGG = "dpfair_jax/privacy/aggregation.py"
 ACC = "dpfair_jax/privacy/accounting.py"
-PF = "dpfair_jax/privacy/paper_formulas.py"
+PF = "dpfair_jax/algorithms/fermi_theory.py"
 SGDA = "dpfair_jax/algorithms/sgda.py"
 FERMI = "dpfair_jax/algorithms/fermi.py"
 DPSGD = "dpfair_jax/algorithms/dpsgd.py"
@@ -147,12 +147,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("accounting.calibrate_membership_visible (shift doubled = noise halved)", ACC,
       "return float(mu)", "return 2.0 * float(mu)",
       ("tests/test_accounting.py::test_membership_visible_full_participation_is_the_composed_gaussian",)),
-    M("paper_formulas.dpfermi_noise (Theorem 3.3 stds)", PF,
+    M("fermi_theory.dpfermi_noise (Theorem 3.3 stds)", PF,
       "return FermiNoise(math.sqrt(factor * var_t), math.sqrt(factor * var_w))",
       "return FermiNoise(0.5 * math.sqrt(factor * var_t), 0.5 * math.sqrt(factor * var_w))",
       ("tests/test_fermi.py::test_theorem33_noise_matches_hand_computation",
        "tests/test_paper_formulas.py::test_theorem33_is_the_moments_recipe_with_the_proof_sensitivities")),
-    M("paper_formulas.dpsgda_noise (Theorem E.1 stds)", PF,
+    M("fermi_theory.dpsgda_noise (Theorem E.1 stds)", PF,
       "base = 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
       "base = 0.25 * 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
       ("tests/test_paper_formulas.py::test_dpsgda_theorem_e1",)),

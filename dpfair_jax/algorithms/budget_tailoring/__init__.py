@@ -65,7 +65,7 @@ Neighbouring relation (``Config.relation``, the names of ``dp_accounting.Neighbo
 * ``"replace_one"`` (default; the paper's bounded DP with its public group sizes, Sec. 2): group
   membership and the sizes ``n_k`` (so ``n``) are public, and a neighbour replaces one record by
   another record *of the same group*. The sizes are then the same in both worlds and dividing by
-  them is post-processing. Sensitivities (``dpfair_jax.privacy.paper_formulas``): clipped
+  them is post-processing. Sensitivities (``dpfair_jax.privacy.relations``): clipped
   gradient sums ``2 Delta``, ``X^T y`` ``2 U_x U_y``, the upper triangle of ``X^T X``
   ``sqrt(2) U_x^2``, sums of values in ``[0, B]`` (clipped losses, squared residuals) ``B``.
 * ``"add_remove"``: one record added or removed. Then ``n_k`` differs between neighbours and

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy import mechanisms as _mech
-from dpfair_jax.privacy import paper_formulas as _pf
+from dpfair_jax.algorithms.reductions import theory as _pf
 from dpfair_jax.privacy.bounding import clip_to_interval
 from dpfair_jax.privacy.precision import full_precision
 
@@ -148,7 +148,7 @@ def algorithm2_budget(epsilon: float, delta: float, steps: int, *, n: int, num_g
                       variant: str = "exact") -> Algorithm2Budget:
     """Host-side budgets of Algorithm 2 (lines 4-7) for a target ``(epsilon, delta)``.
 
-    The per-round budget ``eps'`` is :func:`paper_formulas.cgoo_per_step_privacy` (``variant``
+    The per-round budget ``eps'`` is :func:`reductions.theory.cgoo_per_step_privacy` (``variant``
     "exact" | "closed_form" | "paper"); with ``privatize_weights`` a fraction ``weight_fraction``
     of it pays for the Laplace release of the loss vector that line 10 reads (l1 sensitivity
     ``K/n``), the rest for the oracle."""
