@@ -689,6 +689,16 @@ def test_plots_one_font_no_overlaps_clipped_bands_and_full_legends(tmp_path):
     from matplotlib.text import Text
 
     assert {t.get_fontname() for t in pfig.findobj(Text) if t.get_text()} == {plots.FONT}
+    # a figure without a layout engine whose colorbars were placed before saving (as paper 001's
+    # Fig 12): constrained layout cannot take it over, so it is saved with its own layout
+    from matplotlib.figure import Figure
+
+    cfig = Figure(figsize=(8, 3))
+    caxes = cfig.subplots(1, 2, squeeze=False)
+    for cax in caxes[0]:
+        im = cax.imshow(np.arange(16.0).reshape(4, 4), origin="lower")
+        cfig.colorbar(im, ax=cax)
+    assert ctx.save_figure(cfig, "colorbars").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_interrupted_run_is_recorded_and_reraised(tmp_path):

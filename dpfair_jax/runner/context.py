@@ -481,8 +481,16 @@ class RunContext:
 
         buf = io.BytesIO()
         with matplotlib.rc_context(plots.STYLE):
+            had_layout = fig.get_layout_engine() is not None
             plots.finish(fig)
-            fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+            try:
+                fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+            except Exception:  # noqa: BLE001 - e.g. colorbars placed by hand: keep the figure's own layout
+                if had_layout:
+                    raise
+                fig.set_layout_engine("none")
+                buf = io.BytesIO()
+                fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
         path = self.workdir / "figures" / f"{name}.png"
         if self.writes:
             store.atomic_write_bytes(path, buf.getvalue())
