@@ -50,14 +50,15 @@ _RELATIONS = {"add_remove": "add/remove", "replace_one": "replace-one"}
 
 
 def format_number(x: Any, decimals: int | None = None) -> str:
-    """A number as text: 3 significant digits (``0.124``, ``5e-08``), whole numbers from 1,000 up
-    to 10^7 without an exponent (``12,346``), or ``decimals`` fixed decimals when given."""
+    """A number as text: 3 significant digits (``0.124``, ``5e-08``), numbers from 1000 up to 10^7
+    rounded to whole numbers without an exponent or separators (``12346``: a comma would read as a
+    list separator), or ``decimals`` fixed decimals when given."""
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, str):
         return x
     if isinstance(x, int):
-        return f"{x:,}" if abs(x) >= 10_000 else str(x)
+        return str(x) if abs(x) < 10_000_000 else f"{x:.3g}"
     x = float(x)
     if math.isnan(x):
         return "nan"
@@ -69,7 +70,7 @@ def format_number(x: Any, decimals: int | None = None) -> str:
     if x == 0:
         return "0"
     if 1000 <= abs(x) < 1e7:
-        return f"{x:,.0f}"
+        return f"{x:.0f}"
     return f"{x:.3g}"
 
 
