@@ -57,12 +57,8 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.algorithms import mean_estimation as me
-# the estimator after validation, with exact sizes: the planted bug "exact_counts" runs it under
-# add/remove (the path before sizes were noised), which no public entry point allows
-from dpfair_jax.algorithms.mean_estimation.coinpress import _coinpress_run as _former_coinpress_run
 from dpfair_jax.audit.games import check_family_bug
 from dpfair_jax.privacy.accounting import zcdp_to_dp
-from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "FAMILY_BUGS",
@@ -172,12 +168,13 @@ def mean_add_remove_mechanism(
     worlds = ((jnp.asarray(x0), jnp.asarray(s0)), (jnp.asarray(x1), jnp.asarray(s1)))
 
     if bug == "exact_counts":
-        inner = full_precision(_former_coinpress_run)  # the former path: no count release
-
+        # The former path: add/remove noise (sensitivity 1) with the exact sizes and no count
+        # release. The public replace-one path with 4x the budget draws exactly that noise
+        # (sigma = 2 C / sqrt(2 * 4 rho) = C / sqrt(2 rho)) from the exact sizes.
         def estimate(key, x, s):
-            return inner(key, x, s, 2, center=0.0, radius=3.0, rhos=run_rhos, weights=None,
-                         relation="add_remove", clip_mode="fresh", beta=me.REFERENCE_BETA,
-                         count_rho=None)
+            return me.stratified_coinpress(key, x, s, 2, center=0.0, radius=3.0,
+                                           rhos=4.0 * jnp.asarray(run_rhos), relation="replace_one",
+                                           clip_mode="fresh", beta=me.REFERENCE_BETA)
         claimed = zcdp_to_dp(float(np.sum(rhos)), delta)
     else:
         count_rho = me.resolve_count_rho("add_remove", float(np.sum(rhos))) * factor

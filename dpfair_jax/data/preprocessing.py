@@ -24,6 +24,7 @@ from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
 
 __all__ = [
+    "check_test_size",
     "split_indices",
     "train_test_split",
     "one_hot",
@@ -44,7 +45,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def _check_test_size(test_size: float) -> float:
+def check_test_size(test_size: float) -> float:
     t = v.as_float("test_size", test_size)
     if not 0.0 < t < 1.0:
         raise ValueError(f"test_size must lie in the open interval (0, 1), got {test_size!r}.")
@@ -66,7 +67,7 @@ def split_indices(
     Deterministic given ``seed`` (NumPy ``default_rng``). Both splits are non-empty.
     """
     n = v.check_int("n", n, minimum=2)
-    t = _check_test_size(test_size)
+    t = check_test_size(test_size)
     rng = np.random.default_rng(v.check_int("seed", seed, minimum=0))
     if stratify is None:
         n_test = min(max(math.ceil(t * n), 1), n - 1)

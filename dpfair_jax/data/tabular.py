@@ -453,7 +453,7 @@ def load(
         standardize = "none"
     v.check_choice("standardize", standardize, ("numeric", "all", "none"))
     v.check_int("seed", seed, minimum=0)
-    pp._check_test_size(test_size)
+    pp.check_test_size(test_size)
     if bound_norm is not None:
         v.check_positive("bound_norm", bound_norm)
     if isinstance(exclude, str):
