@@ -111,19 +111,11 @@ def test_poisson_indices_distribution():
     assert not bool(trunc.any())
 
 
-def test_projection_and_clipping_helpers():
+def test_projection_helper():
     w = jnp.asarray([3.0, 4.0])
     np.testing.assert_allclose(S.project(w, 1.0, "ball"), [0.6, 0.8], rtol=1e-6)
     np.testing.assert_allclose(S.project(w, 3.5, "box"), [3.0, 3.5])
     np.testing.assert_allclose(S.project(w, 1.0, "none"), w)
-    g = {"a": jnp.asarray([[3.0, 4.0], [0.3, 0.4]])}
-    c, ind = S.clip_tree(g, 1.0)
-    np.testing.assert_allclose(c["a"], [[0.6, 0.8], [0.3, 0.4]], rtol=1e-6)
-    np.testing.assert_allclose(ind, [1.0, 0.0])
-    c0, _ = S.clip_tree(g, 0.0)
-    assert float(jnp.abs(c0["a"]).sum()) == 0.0
-    cinf, _ = S.clip_tree(g, jnp.inf)
-    np.testing.assert_allclose(cinf["a"], g["a"])
 
 
 def test_vmapped_grid_equals_single_runs_and_shuffle_runs():

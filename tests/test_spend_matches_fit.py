@@ -309,7 +309,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     from dpfair_jax.algorithms import fermi as F
     from dpfair_jax.algorithms import pfld as P
     from dpfair_jax.algorithms import sgda
-    from dpfair_jax.privacy import mechanisms
+    from dpfair_jax.privacy import clipping, mechanisms
 
     data = _fermi_data()
     n = data.n
@@ -323,10 +323,11 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     sp_run = Spy(monkeypatch, sgda, "dpsgda")
     sp_std = Spy(monkeypatch, sgda, "_noise_std", keep_result=True)
     sp_pois = Spy(monkeypatch, sgda, "poisson_indices")
-    sp_clip = Spy(monkeypatch, sgda, "clip_tree")
+    sp_clip = Spy(monkeypatch, clipping, "clip_tree")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
     fit = P.fit if pfld else F.fit
-    res = fit(jax.random.key(3), data, hp, config, p_s=p_s)
+    with jax.disable_jit():  # the spies read concrete values (fit's compiled program is cached)
+        res = fit(jax.random.key(3), data, hp, config, p_s=p_s)
     spend = F.privacy(config, n, hp.noise_theta, hp.noise_w, DELTA)
 
     (args, kwargs, _), = sp_run.calls
@@ -696,7 +697,7 @@ def _case_private_cgoo(monkeypatch) -> list[Row]:
     """Algorithm 2: per round a Laplace release of the loss vector (l1 sensitivity K/n) and an
     exponential-mechanism oracle; the ledger composes ``steps`` rounds of ``eps_o + eps_w``."""
     from dpfair_jax.algorithms import reductions as R
-    from dpfair_jax.privacy import paper_formulas as PF
+    from dpfair_jax.algorithms.reductions import theory as PF
 
     K, M, n, T, eps = 3, 30, 200, 300, 4.0
     rng = np.random.default_rng(4)

@@ -86,7 +86,7 @@ from dpfair_jax.algorithms import sgda
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
-from dpfair_jax.privacy import ghost
+from dpfair_jax.privacy import clipping, ghost
 from dpfair_jax.privacy import mechanisms as Mech
 from dpfair_jax.privacy import paper_formulas as PF
 from dpfair_jax.privacy import sampling as Smp
@@ -347,16 +347,15 @@ def _fermi_parts(config: FermiConfig, P: jax.Array):
 
 
 def _grad_path(config: FermiConfig, x: jax.Array, theta0: Any) -> str:
-    """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap), for
-    features ``x`` and parameters shaped like ``theta0``."""
-    if config.grad_path == "generic":
-        return "generic"
-    name = getattr(config.model, "name", "")
-    if name in ("logistic", "multinomial_logistic", "linear") and x.ndim == 2:
+    """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap), from
+    what the model declares (:func:`dpfair_jax.privacy.clipping.per_example_path`: ``Model.layers``)
+    for features ``x`` and parameters shaped like ``theta0``. DP-SGDA has no dense-stack ghost
+    path: MLPs take ``vmap(grad)``."""
+    kind = clipping.per_example_path(config.model, "vmap" if config.grad_path == "generic" else "auto")
+    if kind == "glm" and x.ndim == 2:
         return "linear"
-    if name == "cnn":
-        if ghost.cnn_matches_apply(config.model, theta0):
-            return "cnn"
+    if kind == "cnn" and ghost.cnn_matches_apply(config.model, theta0):
+        return "cnn"
     return "generic"
 
 

@@ -56,7 +56,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy import sampling as _smp
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
@@ -66,7 +68,6 @@ __all__ = [
     "dpsgda",
     "poisson_indices",
     "project",
-    "clip_tree",
     "check_hparams",
     "default_max_batch_size",
 ]
@@ -177,25 +178,6 @@ def poisson_indices(key: jax.Array, n: int, sample_rate: Any, max_batch_size: in
     return idx, mask, pos_all[-1] < n
 
 
-def _tree_sq_norm(tree: PyTree) -> jax.Array:
-    """Per-example squared norms of a tree with leading batch axis ``[B, ...]``."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    return sum(jnp.sum(jnp.reshape(x * x, (x.shape[0], -1)), axis=1) for x in leaves)
-
-
-def clip_tree(tree: PyTree, clip: Any) -> tuple[PyTree, jax.Array]:
-    """Clip each example (leading axis) to L2 norm ``<= clip`` over the whole tree.
-
-    Factor ``1`` when ``norm <= clip`` (so ``clip = inf`` and zero gradients are exact), else
-    ``clip / norm``; ``clip = 0`` zeroes every example. Returns ``(clipped, clipped_indicator)``.
-    """
-    norm = jnp.sqrt(_tree_sq_norm(tree))
-    clip = jnp.asarray(clip, norm.dtype)
-    factor = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
-    out = jax.tree_util.tree_map(lambda x: x * factor.reshape((-1,) + (1,) * (x.ndim - 1)), tree)
-    return out, (norm > clip).astype(norm.dtype)
-
-
 def project(w: PyTree, radius: Any, kind: str) -> PyTree:
     """Projection onto ``{||w||_F <= radius}`` (``"ball"``), ``{|w_ij| <= radius}`` (``"box"``)
     or the identity (``"none"``)."""
@@ -230,8 +212,8 @@ def _draw_fn(key, n: int, config: SGDAConfig):
         return lambda t: poisson_indices(jax.random.fold_in(key, t), n, q, B)
 
     def draw(t):
-        idx = jax.random.choice(jax.random.fold_in(key, t), n, (m,), replace=False)
-        return idx.astype(jnp.int32), jnp.ones((m,), jnp.float32), jnp.asarray(False)
+        idx = _smp.fixed_size_batch(jax.random.fold_in(key, t), n, m)
+        return idx, jnp.ones((m,), jnp.float32), jnp.asarray(False)
 
     return draw
 
@@ -246,8 +228,7 @@ def _scan_batches(step: Callable, init: Any, key: jax.Array, n: int, config: SGD
         ones = jnp.ones((m,), jnp.float32)
 
         def epoch(carry, e):
-            perm = jax.random.permutation(jax.random.fold_in(key, e), n)
-            batches = perm[: spe * m].reshape(spe, m).astype(jnp.int32)
+            batches = _smp.shuffled_batches(jax.random.fold_in(key, e), n, m)
             inner = lambda c, xs: step(c, xs[0], xs[1], ones, jnp.asarray(False))
             return jax.lax.scan(inner, carry, (e * spe + jnp.arange(spe), batches))
 
@@ -277,20 +258,20 @@ def _weighted_sum(tree: PyTree, mask: jax.Array) -> PyTree:
 
 
 def _clip_factors(norm: jax.Array, clip: Any) -> tuple[jax.Array, jax.Array]:
-    """Per-example clip factors from exact norms (1 when ``norm <= clip``, else ``clip / norm``)
+    """Per-example clip factors from exact norms (:func:`dpfair_jax.privacy.clipping.clip_factors`)
     and the clipped indicators."""
     clip = jnp.asarray(clip, norm.dtype)
-    fac = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
-    return fac, (norm > clip).astype(norm.dtype)
+    return _clip.clip_factors(norm, clip), (norm > clip).astype(norm.dtype)
 
 
 def _generic_sums(private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
-    """``vmap(grad)`` per-example gradients in ``(theta, w)``, clipped with :func:`clip_tree`; the
+    """``vmap(grad)`` per-example gradients in ``(theta, w)``, clipped with
+    :func:`dpfair_jax.privacy.clipping.clip_tree`; the
     public part as one batched exact gradient."""
     priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(None, None, 0))
     g_th, g_w = priv_grad(theta, w, batch)
-    g_th, c_th = clip_tree(g_th, hparams.clip_theta)
-    g_w, c_w = clip_tree(g_w, hparams.clip_w)
+    g_th, c_th = _clip.clip_tree(g_th, hparams.clip_theta)
+    g_w, c_w = _clip.clip_tree(g_w, hparams.clip_w)
     public = None
     if public_loss is not None:
         def total(th, ww):
@@ -313,7 +294,7 @@ def _glm_sums(private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, 
     sq = jnp.sum(x * x, axis=1) + (1.0 if "b" in theta else 0.0)
     fac, c_th = _clip_factors(jnp.sqrt(jnp.sum(gz * gz, axis=1) * sq), hparams.clip_theta)
     coef = gz * (fac * mask)[:, None]  # [B, out]
-    g_w, c_w = clip_tree(g_w, hparams.clip_w)
+    g_w, c_w = _clip.clip_tree(g_w, hparams.clip_w)
     s_w = _weighted_sum(g_w, mask)
     if public_loss is not None:
         pz, p_w = jax.vmap(jax.grad(public_loss, argnums=(0, 1)), in_axes=(0, None, 0))(z, w, batch)
@@ -337,7 +318,7 @@ def _cnn_sums(model, private_loss, public_loss, hparams: SGDAHparams, theta, w, 
     fac, c_th = _clip_factors(gh.norms, hparams.clip_theta)
     s_th = _ghost.cnn_weighted_grad(model, gh, fac * mask)
     g_w = jax.vmap(jax.grad(private_loss, argnums=1), in_axes=(0, None, 0))(gh.outputs, w, batch)
-    g_w, c_w = clip_tree(g_w, hparams.clip_w)
+    g_w, c_w = _clip.clip_tree(g_w, hparams.clip_w)
     s_w = _weighted_sum(g_w, mask)
     if public_loss is not None:
         def total(th, ww):

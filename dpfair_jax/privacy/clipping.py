@@ -100,11 +100,11 @@ def per_example_norms(tree: PyTree) -> jax.Array:
 
 
 def clip_factors(norms: jax.Array, clip_norm: Any) -> jax.Array:
-    """``min(1, C / norm)`` computed as ``C / max(norm, C)`` (no division by zero for zero norms);
-    exactly 1 for ``C = inf`` (no clipping)."""
+    """``min(1, C / norm)``: exactly 1 where ``norm <= C`` (so for ``C = inf``, no clipping, and for
+    zero gradients, also at ``C = 0``), else ``C / norm``."""
     norms = jnp.asarray(norms)
     c = jnp.asarray(clip_norm, norms.dtype)
-    return jnp.where(c == jnp.inf, jnp.ones_like(norms), c / jnp.maximum(norms, c))
+    return jnp.where(norms <= c, jnp.ones_like(norms), c / jnp.maximum(norms, c))
 
 
 def _scale_rows(tree: PyTree, factors: jax.Array) -> PyTree:
