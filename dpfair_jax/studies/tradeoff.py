@@ -24,8 +24,8 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   every grid point and takes the exact arg-max (no guarantee for the selection: ``spend_epsilon``
   is ``inf``);
 - evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
-  the violations, the spend, the selection and a degenerate flag (constant predictions or an error
-  at the base rate);
+  the violations, the spend, the selection and a ``degenerate`` flag (constant predictions, or a
+  test error within 0.005 of the base-rate error or above it);
 - one compiled program per algorithm and data shape (the runs of every epsilon, lambda, replicate
   and candidate as one ``vmap``); frontiers with intervals through
   :mod:`dpfair_jax.fairness.frontier` (:meth:`TradeoffStudy.plot`, :func:`compare_frontiers`).
@@ -112,7 +112,10 @@ def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsi
                    steps=steps, batch_size=batch_size, fairness=fairness, privacy_unit=unit)
     cfg.validate(n)
     eps = [float(e) for e in epsilons]
-    zs = [F.calibrate(cfg, n, e, delta) for e in eps]
+    # fermi's (config, n, epsilon, delta) calibration: named calibrate_noise once fermi.calibrate is
+    # the trio's (config, sizes, target)
+    calibrate_noise = getattr(F, "calibrate_noise", None) or F.calibrate
+    zs = [calibrate_noise(cfg, n, e, delta) for e in eps]
     if ctx is not None:
         for e, (zt, zw) in zip(eps, zs):
             if math.isfinite(e):
