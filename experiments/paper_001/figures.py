@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["dpsgd", "grid"]
+__all__ = ["dpsgd", "fig9", "grid", "mitigation"]
 
 
 def grid(nrows: int, ncols: int, w: float = 4.0, h: float = 3.2):
@@ -56,3 +56,52 @@ def dpsgd(ctx: Any, df: Any, dec_df: Any, ratio_df: Any, dist: Any, trace: Any, 
     ax.set_ylabel("Tr H_x")
     ax.set_title("trace vs boundary")
     ctx.save_figure(fig, "dpsgd_studies")
+
+
+def fig9(ctx: Any, df: Any) -> None:
+    """Fig 9 along the epsilon path, one panel per data set: the excessive-risk gap (solid) and the
+    mean excessive risk (dashed) with global and per-group normalization, 2 SE bars; saved as
+    ``fig9_normalization``."""
+    from dpfair_jax.runner import plots
+
+    names = list(dict.fromkeys(df["dataset"]))
+    fig, axes = plots.new_figure(len(names), 1, panel_size=(3.6, 2.8))
+    for ax, name in zip(axes, names):
+        sub = df[df["dataset"] == name]
+        for norm, style in (("standard", "o"), ("group", "s")):
+            ax.errorbar(sub["epsilon"], sub[f"gap_{norm}"], yerr=2 * sub[f"gap_{norm}_se"], marker=style, ls="-",
+                        label=f"gap, {norm}")
+            ax.errorbar(sub["epsilon"], sub[f"mean_risk_{norm}"], yerr=2 * sub[f"mean_risk_{norm}_se"], marker=style,
+                        ls="--", label=f"mean, {norm}")
+        ax.set_xlabel("epsilon")
+        ax.set_ylabel("excessive risk")
+        ax.set_title(f"Fig 9: {name}")
+        ax.legend(fontsize=6)
+    ctx.save_figure(fig, "fig9_normalization")
+
+
+def mitigation(ctx: Any, agg: Any, gammas: list, chosen: tuple) -> None:
+    """Fig 12: test excessive-risk gap and test accuracy over the (gamma1, gamma2) grid as annotated
+    cells (the gamma chosen on validation boxed); saved as ``fig12_mitigation``."""
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    from dpfair_jax.runner import plots
+
+    fig, axes = plots.new_figure(2, 1, panel_size=(3.4, 3.0))
+    test = agg[agg["split"] == "test"]
+    for ax, (col, title) in zip(axes, (("gap", "test |R_a - R_b|"), ("accuracy", "test accuracy"))):
+        piv = test.pivot(index="gamma1", columns="gamma2", values=col).reindex(index=gammas, columns=gammas)
+        vals = piv.to_numpy()
+        ax.imshow(vals, origin="lower", cmap="viridis")
+        for i in range(len(gammas)):
+            for j in range(len(gammas)):
+                ax.text(j, i, f"{vals[i, j]:.3f}", ha="center", va="center", fontsize=7, color="w")
+        ci, cj = gammas.index(chosen[0]), gammas.index(chosen[1])
+        ax.add_patch(Rectangle((cj - 0.5, ci - 0.5), 1, 1, fill=False, ec="r", lw=2))
+        ax.set_xticks(np.arange(len(gammas)), [f"{g:g}" for g in gammas])
+        ax.set_yticks(np.arange(len(gammas)), [f"{g:g}" for g in gammas])
+        ax.set_xlabel("gamma2")
+        ax.set_ylabel("gamma1")
+        ax.set_title(title)
+    ctx.save_figure(fig, "fig12_mitigation")

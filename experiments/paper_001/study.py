@@ -14,8 +14,14 @@ Registered experiments (``dpfair run NAME [--quick]``):
   batches (noise 0, no clipping); Theorem 2's R_clip vs psi_a; group-size ratios by subsampling
   (masks, one program); per-example Hessian traces (Appendix D closed forms) vs distance to the
   decision boundary.
-* ``lens_mitigation`` (Fig 12): the (gamma1, gamma2) grid {0, 0.1, 1, 10}^2 x seeds in one
-  program (a reconstruction, see ``algorithms.mitigation``).
+* ``lens_fig9`` (Fig 9): DP-SGD on globally vs per-group standardized features, per data set,
+  trained long enough that the private model has learned (the learned fraction of the
+  non-private model's loss drop is reported per checkpoint); excessive-risk gap and mean excessive
+  risk along the epsilon path with standard errors over seeds.
+* ``lens_mitigation`` (Fig 12): the (gamma1, gamma2) grid x seeds in one program, group
+  statistics released from the full data once per epoch (accounted), loss and penalty parts
+  clipped separately, gamma chosen on a validation split, test metrics in a trained regime (an
+  untested reconstruction, see ``algorithms.mitigation``).
 
 Datasets: "synthetic" (``synthetic.two_group_classification``, two groups with different norms
 and margins), or a tabular loader name with the paper's group attribute ("adult" race_binary,
@@ -39,7 +45,8 @@ from dpfair_jax.runner import Experiment, register
 from . import figures
 from .config import CONFIGS
 
-__all__ = ["run_output_perturbation", "run_dpsgd", "run_mitigation", "CLAIMS", "EXPERIMENTS"]
+__all__ = ["run_output_perturbation", "run_dpsgd", "run_fig9", "fig9_path", "run_mitigation", "fig9_claim",
+           "CLAIMS", "EXPERIMENTS"]
 
 PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
 
@@ -54,8 +61,6 @@ CLAIMS: dict[str, tuple[tuple[str, str], ...]] = {
          "excessive-risk gap of output perturbation to < 25% of the globally standardized one"),
     ),
     "lens_dpsgd": (
-        ("fig9_group_normalization", "Fig 9: per-group normalization reduces the excessive-risk gap and the mean "
-         "excessive risk"),
         ("gradnorm_larger_norm_larger_risk", "App. C.2: the group with the larger gradient norm has the larger "
          "excessive risk (each C)"),
         ("fig10_psi_negligible", "Fig 10: the Hessian part eta^2/2 psi_a is a small part of R_a^clip"),
@@ -65,12 +70,19 @@ CLAIMS: dict[str, tuple[tuple[str, str], ...]] = {
          "the decision boundary"),
     ),
     "lens_mitigation": (
-        ("fig12_mitigation_fairer", "Fig 12 (reconstruction): gamma1 = gamma2 = 1 gives a smaller excessive-risk gap "
-         "than plain DP-SGD"),
-        ("fig12_mitigation_accuracy", "Fig 12 (reconstruction): gamma1 = gamma2 = 1 does not lose test accuracy vs "
-         "plain DP-SGD"),
+        ("fig12_mitigation_fairer", "Fig 12 (reconstruction): the penalties with gamma chosen on validation give a "
+         "smaller test excessive-risk gap than plain DP-SGD"),
+        ("fig12_mitigation_accuracy", "Fig 12 (reconstruction): the penalties with gamma chosen on validation do not "
+         "lose test accuracy vs plain DP-SGD"),
     ),
 }
+
+
+def fig9_claim(dataset: str) -> tuple[str, str]:
+    """The Fig 9 claim of one data set (id, statement)."""
+    return (f"fig9_group_normalization_{dataset}",
+            f"Fig 9 ({dataset}): per-group normalization reduces the excessive-risk gap and the mean excessive "
+            "risk of DP-SGD, at the end of a trained run (gap and mean along the epsilon path in the table)")
 
 
 
@@ -85,9 +97,8 @@ WHY_NOT = {
     "cor2_group_normalization_closes_gap": (
         "one-hot columns constant within a group get variance 0 under per-group standardization, so E_a ||x||^2 "
         "still differs between groups (Adult: 192 vs 194), and the larger row norms raise the sensitivity"),
-    "fig9_group_normalization": (
-        "not reproduced on this task: at the quick size (synthetic data, 150 steps) the private model has barely "
-        "learned, and the effect depends on the training length; the full config (Adult, 10,000 steps) was not run"),
+    "fig9_group_normalization": ("per-group normalization does not lower both the excessive-risk gap and the mean "
+                                 "excessive risk at the end of the trained run"),
     "gradnorm_larger_norm_larger_risk": "the group with the larger gradient norm does not have the larger risk at "
                                         "every clip norm on this task",
     "fig10_psi_negligible": "the Hessian part of R_clip is not negligible on this task",
@@ -372,7 +383,7 @@ def run_dpsgd(config: dict, ctx) -> pd.DataFrame | None:
     steps = int(config["steps_per_checkpoint"])
     rows, dec_rows = [], []
     loaded_std = None
-    for norm in ("standard", "group"):
+    for norm in ("standard",):  # Fig 9 (per-group normalization) is lens_fig9
         loaded, reason = load_dataset(name, seed=ctx.seed, max_rows=config.get("max_rows"),
                                       synthetic=config.get("synthetic"), path=config.get("path"), normalization=norm)
         if loaded is None:
@@ -459,14 +470,6 @@ def run_dpsgd(config: dict, ctx) -> pd.DataFrame | None:
     # claims
     last = df[df["checkpoint"] == df["checkpoint"].max()]
     main = last[last["clip_norm"] == float(config["clip_norm"])]
-    gap = {nm: float(g["risk"].max() - g["risk"].min()) for nm, g in main.groupby("normalization")}
-    mean_risk = {nm: float(g["risk"].mean()) for nm, g in main.groupby("normalization")}
-    ctx.add_claim("fig9_group_normalization",
-                  "Fig 9: per-group normalization reduces the excessive-risk gap and the mean excessive risk "
-                  "(final checkpoint, C = clip_norm)",
-                  measured={"gap": gap, "mean_risk": mean_risk}, target="group < standard for both",
-                  passed=gap["group"] < gap["standard"] and mean_risk["group"] < mean_risk["standard"],
-                  reason=WHY_NOT["fig9_group_normalization"])
     std_last = last[last["normalization"] == "standard"]
     agree = []
     for c, g in std_last.groupby("clip_norm"):
@@ -502,14 +505,140 @@ def _losses(model, p, data):
 
 
 # ------------------------------------------------------------------------------------------------
+# Fig 9: normalization along the epsilon path, trained regime, per data set
+# ------------------------------------------------------------------------------------------------
+def _mean_se(v: np.ndarray) -> tuple[float, float]:
+    v = np.asarray(v, np.float64)
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
+
+
+def fig9_path(name: str, config: dict, seed: int, log=print) -> pd.DataFrame | str:
+    """One data set's Fig 9 path: for each normalization ("standard", "group") and checkpoint, the
+    epsilon spent, the private training loss, the share of its drop from the initial loss made in the
+    last checkpoint interval (a plateau test: the run is trained when the share is small), the
+    learned fraction ``(L_init - L_priv) / (L_init - L_ref)`` (against the non-private model with
+    the same schedule and batches, which can keep overfitting), and per seed
+    the excessive risks ``L_priv,a - L_ref,a`` of the groups: gap ``max_a - min_a`` and mean over
+    groups, with their means and standard errors, and the paired differences group - standard (the
+    same seeds, keys and batches). Returns the frame, or the reason the data set is missing."""
+    import jax
+
+    from dpfair_jax.algorithms import dpsgd
+
+    per = {}
+    for norm in ("standard", "group"):
+        loaded, reason = load_dataset(name, seed=seed, max_rows=config.get("max_rows"),
+                                      synthetic=config.get("synthetic"), path=config.get("path"), normalization=norm)
+        if loaded is None:
+            return reason
+        train = loaded[0]
+        log(f"fig9 {name} ({norm}): n={train.n}, d={train.d}, groups={train.group_sizes().astype(int).tolist()}")
+        model, priv, ref = _train_checkpoints(train, config, seed, [float(config["clip_norm"])])
+        p0 = jax.vmap(model.init)(jax.vmap(lambda k: jax.random.fold_in(k, 99))(
+            jax.random.split(jax.random.key(seed), int(config["seeds"]))))
+        w = np.asarray(train.group_sizes(), np.float64)
+        w = w / w.sum()
+        l0 = np.asarray(_group_losses(model, p0, train)) @ w  # [S] initial training loss
+        rows = []
+        for t, (pp, pr) in enumerate(zip(priv, ref)):
+            steps = int(config["steps_per_checkpoint"]) * (t + 1)
+            spend = dpsgd.privacy(float(config["noise_multiplier"]), n=train.n, batch_size=int(config["batch_size"]),
+                                  delta=float(config["delta"]), steps=steps)
+            lp = np.asarray(_group_losses(model, pp, train))[:, 0, :]  # [S, K]
+            lr_ = np.asarray(_group_losses(model, pr, train))  # [S, K]
+            risk = lp - lr_
+            learned = (l0 - lp @ w) / np.maximum(l0 - lr_ @ w, 1e-12)
+            rows.append({"steps": steps, "epsilon": spend.epsilon, "gap": risk.max(1) - risk.min(1),
+                         "mean_risk": risk.mean(1), "learned": learned, "loss": lp @ w, "drop": l0 - lp @ w})
+        per[norm] = rows
+    out = []
+    for t in range(len(per["standard"])):
+        row = {"dataset": name, "checkpoint": t + 1, "steps": per["standard"][t]["steps"],
+               "epsilon": per["standard"][t]["epsilon"]}
+        for norm in ("standard", "group"):
+            r = per[norm][t]
+            for key in ("gap", "mean_risk", "learned", "loss"):
+                row[f"{key}_{norm}"], row[f"{key}_{norm}_se"] = _mean_se(r[key])
+            # share of the private loss drop (from the initial loss) made in the last checkpoint interval
+            prev = per[norm][t - 1]["drop"] if t else np.zeros_like(r["drop"])
+            row[f"last_interval_share_{norm}"] = float(np.mean(r["drop"] - prev) / max(np.mean(r["drop"]), 1e-12))
+        for key in ("gap", "mean_risk"):
+            row[f"{key}_diff"], row[f"{key}_diff_se"] = _mean_se(per["group"][t][key] - per["standard"][t][key])
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def run_fig9(config: dict, ctx) -> pd.DataFrame | None:
+    """Fig 9 on each data set of ``config["datasets"]`` (one chunk each)."""
+    frames = []
+    for name in config["datasets"]:
+        cid, statement = fig9_claim(name)
+
+        def compute(chunk, name=name):
+            got = fig9_path(name, config, ctx.seed, log=ctx.log)
+            return pd.DataFrame({"dataset": [name], "missing": [got]}) if isinstance(got, str) else got
+
+        df = ctx.map_chunks([{"dataset": name}], compute, desc=f"fig9_{name}")
+        if "missing" in df.columns:
+            ctx.log(str(df["missing"].iloc[0]))
+            ctx.skip_claim(cid, statement, str(df["missing"].iloc[0]))
+            continue
+        frames.append(df)
+        end = df.iloc[-1]
+        plateau = max(end["last_interval_share_standard"], end["last_interval_share_group"])
+        ci = lambda key: [end[f"{key}_diff"] - 1.96 * end[f"{key}_diff_se"],  # noqa: E731
+                          end[f"{key}_diff"] + 1.96 * end[f"{key}_diff_se"]]
+        measured = {"epsilon": float(end["epsilon"]), "steps": int(end["steps"]),
+                    "train_loss": {"standard": float(end["loss_standard"]), "group": float(end["loss_group"])},
+                    "last_interval_share_of_loss_drop": float(plateau),
+                    "learned_fraction_vs_nonprivate": {"standard": float(end["learned_standard"]),
+                                                       "group": float(end["learned_group"])},
+                    "gap": ctx.comparison(float(end["gap_group"]), float(end["gap_standard"]),
+                                          diff=float(end["gap_diff"]), ci=ci("gap"), names=("group", "standard")),
+                    "mean_risk": ctx.comparison(float(end["mean_risk_group"]), float(end["mean_risk_standard"]),
+                                                diff=float(end["mean_risk_diff"]), ci=ci("mean_risk"),
+                                                names=("group", "standard"))}
+        share = float(config.get("max_last_interval_share", 0.1))
+        target = (f"group < standard for the gap and the mean at the final checkpoint, once trained (the last "
+                  f"interval makes at most {share:g} of the private loss drop)")
+        if not (plateau <= share and end["loss_standard"] < df.iloc[0]["loss_standard"] + 1.0):
+            ctx.add_claim(cid, statement, measured=measured, target=target, passed=False, status="untestable",
+                          reason=f"the private training loss has not levelled off by the last checkpoint (the last "
+                                 f"interval made {plateau:.2f} of its drop > {share:g}): train longer")
+            continue
+        ok = end["gap_diff"] < 0 and end["mean_risk_diff"] < 0
+        ctx.add_claim(cid, statement, measured=measured, target=target, passed=bool(ok),
+                      reason=(f"{WHY_NOT['fig9_group_normalization']} (group - standard: gap "
+                              f"{end['gap_diff']:+.4f}, 95% CI [{ci('gap')[0]:+.4f}, {ci('gap')[1]:+.4f}]; mean "
+                              f"{end['mean_risk_diff']:+.4f}, 95% CI [{ci('mean_risk')[0]:+.4f}, "
+                              f"{ci('mean_risk')[1]:+.4f}]; {len(df)} checkpoints up to eps = {end['epsilon']:.2f})"))
+    if not frames:
+        return None
+    df = pd.concat(frames, ignore_index=True)
+    ctx.save_table(df, "fig9_path")
+    ctx.record_privacy("dpsgd_fig9_final", {"relation": "add_remove", "epsilon": float(df["epsilon"].max()),
+                                            "delta": float(config["delta"]), "unit": "example",
+                                            "notes": "each data set's final checkpoint (the largest epsilon of the "
+                                                     "path); " + _PREPROCESSING})
+    figures.fig9(ctx, df)
+    return df
+
+
+# ------------------------------------------------------------------------------------------------
 # Fig 12: mitigation grid
 # ------------------------------------------------------------------------------------------------
 def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
+    """Fig 12, an untested reconstruction: the (gamma1, gamma2) grid x seeds in one program, with the
+    group statistics released from the full training data once per ``stats_every`` steps (default:
+    one epoch) and charged, the loss and penalty parts clipped separately, gamma chosen on a
+    validation split (non-privately: the selection's cost is not accounted, said in the privacy
+    record), and test metrics at the end of a trained run."""
     import jax
     import jax.numpy as jnp
 
     from dpfair_jax import models as M
     from dpfair_jax.algorithms import dpsgd, mitigation
+    from dpfair_jax.privacy import selection
 
     loaded, reason = load_dataset(config["dataset"], seed=ctx.seed, max_rows=config.get("max_rows"),
                                   synthetic=config.get("synthetic"), path=config.get("path"))
@@ -517,81 +646,106 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
         ctx.log(reason)
         _skip_all(ctx, "lens_mitigation", reason)
         return None
-    train, test = loaded
+    full, test = loaded
+    perm = np.random.default_rng(ctx.seed).permutation(full.n)
+    n_val = int(round(float(config["validation_fraction"]) * full.n))
+    val, train = full.take(np.sort(perm[:n_val])), full.take(np.sort(perm[n_val:]))
     model = M.mlp(hidden=(int(config["hidden"]),), out=1, activation="tanh", input_dim=train.d)
     seeds = int(config["seeds"])
     keys = jax.random.split(jax.random.key(ctx.seed), seeds)
     p0 = jax.vmap(model.init)(jax.vmap(lambda k: jax.random.fold_in(k, 99))(keys))
     gammas = [float(g) for g in config["gammas"]]
     grid = jnp.asarray([(a, b) for a in gammas for b in gammas], jnp.float32)
+    bs = int(config["batch_size"])
+    stats_every = int(config.get("stats_every") or max(1, train.n // bs))  # default: once per epoch
+    pclip = config.get("penalty_clip_norm")
     kw = dict(clip_norm=float(config["clip_norm"]), noise_multiplier=float(config["noise_multiplier"]),
-              learning_rate=float(config["learning_rate"]), batch_size=int(config["batch_size"]),
-              steps=int(config["steps"]))
+              learning_rate=float(config["learning_rate"]), batch_size=bs, steps=int(config["steps"]))
 
     def one(k, p, g, d):
         return mitigation.train(k, model, p, d, gamma1=g[0], gamma2=g[1],
-                                stats_noise_multiplier=float(config["stats_noise_multiplier"]),
-                                diagnostics=False, **kw)[0]
+                                stats_noise_multiplier=float(config["stats_noise_multiplier"]), diagnostics=False,
+                                stats_every=stats_every, penalty_clip_norm=None if pclip is None else float(pclip),
+                                **kw)[0]
 
-    fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, None, 0, None)), in_axes=(0, 0, None, None)))
-    params = fn(keys, p0, grid, train)  # [S, G]
-    ref = jax.jit(jax.vmap(lambda k, p, d: dpsgd.train(k, model, p, d, per_example="vmap", diagnostics=False,
-                                                       **dict(kw, clip_norm=1e6, noise_multiplier=0.0))[0],
-                           in_axes=(0, 0, None)))(keys, p0, train)
-    lp = np.asarray(_group_losses(model, params, train))  # [S, G, K]
-    lr_ = np.asarray(_group_losses(model, ref, train))  # [S, K]
-    risk = lp - lr_[:, None, :]
+    def compute(chunk):
+        fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, None, 0, None)), in_axes=(0, 0, None, None)))
+        params = fn(keys, p0, grid, train)  # [S, G]
+        ref = jax.jit(jax.vmap(lambda k, p, d: dpsgd.train(k, model, p, d, per_example="vmap", diagnostics=False,
+                                                           **dict(kw, clip_norm=1e6, noise_multiplier=0.0))[0],
+                               in_axes=(0, 0, None)))(keys, p0, train)
+        w = np.asarray(train.group_sizes(), np.float64)
+        w = w / w.sum()
+        l0 = np.asarray(_group_losses(model, p0, train)) @ w
+        rows = []
+        for split, d in (("validation", val), ("test", test)):
+            risk = np.asarray(_group_losses(model, params, d)) - np.asarray(_group_losses(model, ref, d))[:, None, :]
+            accs = np.asarray(jax.vmap(jax.vmap(lambda p, d=d: jnp.mean(
+                (model.apply(p, d.x) > 0).astype(jnp.int32) == d.y)))(params))  # logits [n]
+            for gi, (g1, g2) in enumerate(np.asarray(grid)):
+                for si in range(seeds):
+                    r = risk[si, gi]
+                    rows.append(dict(split=split, gamma1=float(g1), gamma2=float(g2), seed=si,
+                                     gap=float(np.max(r) - np.min(r)), risk_mean=float(np.mean(r)),
+                                     accuracy=float(accs[si, gi])))
+        lt = np.asarray(_group_losses(model, params, train)) @ w  # [S, G]
+        lref = np.asarray(_group_losses(model, ref, train)) @ w
+        for gi, (g1, g2) in enumerate(np.asarray(grid)):
+            for si in range(seeds):
+                rows.append(dict(split="train_learned", gamma1=float(g1), gamma2=float(g2), seed=si,
+                                 gap=float("nan"), risk_mean=float("nan"),
+                                 accuracy=float((l0[si] - lt[si, gi]) / max(l0[si] - lref[si], 1e-12))))
+        return pd.DataFrame(rows)
 
-    def acc(p):
-        return jnp.mean((model.apply(p, test.x) > 0).astype(jnp.int32) == test.y)
+    df = ctx.map_chunks([{"part": "grid"}], compute, desc="mitigation")
+    ctx.save_table(df, "mitigation_grid")
+    agg = df.groupby(["split", "gamma1", "gamma2"]).agg(gap=("gap", "mean"), gap_sd=("gap", "std"),
+                                                        accuracy=("accuracy", "mean"),
+                                                        acc_sd=("accuracy", "std")).reset_index()
+    v = agg[agg.split == "validation"].reset_index(drop=True)
+    base_v = v[(v.gamma1 == 0) & (v.gamma2 == 0)].iloc[0]
+    # validation score: smaller gap, among gammas that keep validation accuracy within 0.01 of gamma = 0
+    feasible = (v.accuracy >= base_v.accuracy - 0.01).to_numpy()
+    scores = np.where(feasible, -v.gap.to_numpy(), -v.gap.to_numpy() - 1e3)  # infeasible ranked last
+    sel = selection.select_nonprivate(scores, v[["gamma1", "gamma2"]].to_numpy())
+    g_sel = tuple(float(a) for a in sel.output)
+    te = df[df.split == "test"]
+    b = te[(te.gamma1 == 0) & (te.gamma2 == 0)].sort_values("seed")
+    m = te[(te.gamma1 == g_sel[0]) & (te.gamma2 == g_sel[1])].sort_values("seed")
+    learned = df[(df.split == "train_learned")]
+    trained = float(learned[(learned.gamma1 == 0) & (learned.gamma2 == 0)].accuracy.mean())
 
-    accs = np.asarray(jax.vmap(jax.vmap(acc))(params))
+    def paired(col):
+        d = m[col].to_numpy() - b[col].to_numpy()
+        mean, se = _mean_se(d)
+        return ctx.comparison(float(m[col].mean()), float(b[col].mean()), diff=mean,
+                              ci=(mean - 1.96 * se, mean + 1.96 * se), names=(f"gamma={g_sel}", "gamma=(0, 0)"))
+
     spend = mitigation.privacy(float(config["noise_multiplier"]), float(config["stats_noise_multiplier"]),
-                               n=train.n, batch_size=int(config["batch_size"]), delta=float(config["delta"]),
-                               steps=int(config["steps"]))
-    base = dpsgd.privacy(float(config["noise_multiplier"]), n=train.n, batch_size=int(config["batch_size"]),
-                         delta=float(config["delta"]), steps=int(config["steps"]))
-    ctx.record_privacy("mitigation", spend, not_covered=_PREPROCESSING)
+                               n=train.n, batch_size=bs, delta=float(config["delta"]), steps=int(config["steps"]),
+                               gamma1=g_sel[0], gamma2=g_sel[1], stats_every=stats_every)
+    base = dpsgd.privacy(float(config["noise_multiplier"]), n=train.n, batch_size=bs, delta=float(config["delta"]),
+                         steps=int(config["steps"]))
+    sel_note = (f"gamma = {g_sel} chosen non-privately on a validation split of {val.n} rows (the selection over "
+                f"{len(v)} grid points is not accounted); ")
+    ctx.record_privacy("mitigation_selected", spend, not_covered=sel_note + _PREPROCESSING)
     ctx.record_privacy("dpsgd_baseline", base, not_covered=_PREPROCESSING)
-    rows = []
-    for gi, (g1, g2) in enumerate(np.asarray(grid)):
-        r = risk[:, gi, :]
-        gap = np.abs(r[:, 0] - r[:, 1])
-        rows.append(dict(gamma1=float(g1), gamma2=float(g2), epsilon=spend.epsilon if (g1 or g2) else base.epsilon,
-                         risk_group0=float(r[:, 0].mean()), risk_group1=float(r[:, 1].mean()),
-                         gap=float(gap.mean()), gap_se=float(gap.std(ddof=1) / math.sqrt(seeds)),
-                         test_accuracy=float(accs[:, gi].mean())))
-    df = pd.DataFrame(rows)
-    fig, axes = figures.grid(1, 2)
-    piv = df.pivot(index="gamma1", columns="gamma2", values="gap")
-    im = axes[0][0].imshow(piv.to_numpy(), origin="lower")
-    axes[0][0].set_xticks(range(len(gammas)), [f"{g:g}" for g in gammas])
-    axes[0][0].set_yticks(range(len(gammas)), [f"{g:g}" for g in gammas])
-    axes[0][0].set_xlabel("gamma2")
-    axes[0][0].set_ylabel("gamma1")
-    axes[0][0].set_title("|R_0 - R_1|")
-    fig.colorbar(im, ax=axes[0][0])
-    piv = df.pivot(index="gamma1", columns="gamma2", values="test_accuracy")
-    im = axes[0][1].imshow(piv.to_numpy(), origin="lower")
-    axes[0][1].set_xticks(range(len(gammas)), [f"{g:g}" for g in gammas])
-    axes[0][1].set_yticks(range(len(gammas)), [f"{g:g}" for g in gammas])
-    axes[0][1].set_title("test accuracy")
-    fig.colorbar(im, ax=axes[0][1])
-    ctx.save_figure(fig, "fig12_mitigation")
-    b = df[(df["gamma1"] == 0) & (df["gamma2"] == 0)].iloc[0]
-    m = df[(df["gamma1"] == 1) & (df["gamma2"] == 1)].iloc[0]
+    setting = (f"{config['dataset']}, {train.n} training rows, {int(config['steps'])} steps (learned fraction of "
+               f"plain DP-SGD {trained:.2f}), statistics from the full data every {stats_every} steps (noise "
+               f"multiplier {float(config['stats_noise_multiplier']):g}), penalty clipped separately "
+               f"(C_p = {pclip}), gamma {g_sel} chosen on validation")
+    why = (RECONSTRUCTION + "; an untested reconstruction: " + setting)
     ctx.add_claim("fig12_mitigation_fairer",
-                  "Fig 12 (reconstruction): gamma1 = gamma2 = 1 gives a smaller excessive-risk gap than plain "
-                  "DP-SGD (gamma = 0) at the same noise multiplier",
-                  measured={"gap_00": round(float(b["gap"]), 5), "gap_11": round(float(m["gap"]), 5),
-                            "se_00": round(float(b["gap_se"]), 5)},
-                  target="gap_11 < gap_00", passed=float(m["gap"]) < float(b["gap"]), status="reconstruction",
-                  reason=RECONSTRUCTION)
+                  "Fig 12 (reconstruction): the penalties with gamma chosen on validation give a smaller test "
+                  "excessive-risk gap than plain DP-SGD (gamma = 0) at the same noise multiplier (paired over seeds)",
+                  measured=paired("gap"), target="difference < 0", passed=bool((m.gap.mean() - b.gap.mean()) < 0),
+                  status="reconstruction", reason=why)
     ctx.add_claim("fig12_mitigation_accuracy",
-                  "Fig 12 (reconstruction): gamma1 = gamma2 = 1 does not lose test accuracy vs plain DP-SGD",
-                  measured={"acc_00": round(float(b["test_accuracy"]), 4), "acc_11": round(float(m["test_accuracy"]), 4)},
-                  target="acc_11 >= acc_00 - 0.01", passed=float(m["test_accuracy"]) >= float(b["test_accuracy"]) - 0.01,
-                  status="reconstruction", reason=RECONSTRUCTION)
+                  "Fig 12 (reconstruction): the penalties with gamma chosen on validation do not lose test accuracy "
+                  "vs plain DP-SGD (paired over seeds)",
+                  measured=paired("accuracy"), target="difference >= -0.01",
+                  passed=bool(m.accuracy.mean() - b.accuracy.mean() >= -0.01), status="reconstruction", reason=why)
+    figures.mitigation(ctx, agg, gammas, g_sel)
     return df
 
 
@@ -605,6 +759,8 @@ EXPERIMENTS = [
     register(Experiment("lens_dpsgd", "001",
                         "DP-SGD: normalization (Fig 9), gradient norms vs C, R_clip vs psi (Fig 10), group "
                         "size (Fig 11), trace vs boundary", CONFIGS["lens_dpsgd"], run_dpsgd)),
+    register(Experiment("lens_fig9", "001", "DP-SGD with global vs per-group normalization along the epsilon path, "
+                        "trained regime, real data sets (Fig 9)", CONFIGS["lens_fig9"], run_fig9)),
     register(Experiment("lens_mitigation", "001", "gamma1/gamma2 mitigation grid (Fig 12, reconstruction)",
                         CONFIGS["lens_mitigation"], run_mitigation)),
 ]
