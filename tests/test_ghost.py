@@ -231,7 +231,7 @@ def test_conv2d_same_custom_gradient_equals_autodiff(kshape):
     def plain(xx, kk):
         return jax.lax.conv_general_dilated(xx, kk, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
-    for conv in (models._conv2d_same, models._conv2d_same_cpu):
+    for conv in (models.conv._conv2d_same, models.conv._conv2d_same_cpu):
         np.testing.assert_allclose(np.asarray(conv(x, k)), np.asarray(plain(x, k)), rtol=1e-6, atol=1e-6)
         got = jax.grad(lambda xx, kk: jnp.sum(jnp.sin(conv(xx, kk))), argnums=(0, 1))(x, k)
         ref = jax.grad(lambda xx, kk: jnp.sum(jnp.sin(plain(xx, kk))), argnums=(0, 1))(x, k)

@@ -306,7 +306,7 @@ def cnn_forward(model: Any, params: Any, x: jax.Array, probes: Sequence[jax.Arra
 
     Returns ``(outputs, conv_inputs, head_input)``; outputs as ``model.apply`` (one logit squeezed).
     Reverse-mode differentiable (on CPU the convolutions carry a custom VJP that keeps their
-    gradient fast inside ``lax.scan``, ``models._conv2d_same``); use ``model.apply`` for
+    gradient fast inside ``lax.scan``, ``models.conv._conv2d_same``); use ``model.apply`` for
     forward-mode autodiff (``jax.jvp``, ``jax.hessian``).
     """
     if getattr(model, "forward", None) is None or getattr(model, "name", None) != "cnn":
