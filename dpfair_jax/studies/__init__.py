@@ -11,6 +11,7 @@ here:
 - :mod:`.bgl` (paper 002): ``public_private_split``, ``bgl_problem``;
 - :mod:`.scaling` (paper 002): exact output laws of Algorithm 1 and the private LOPT oracle, sample complexities;
 - :mod:`.stratification` (paper 003): ``mixture_trial``;
+- :mod:`.aim` (paper 003): ``aim_factory``, ``aim_available`` (smartnoise-synth's AIM, optional);
 - :mod:`.tradeoff` (paper 004): ``tradeoff_study``, ``equal_error_table``, ``baseline_name``,
   ``plot_tradeoff``;
 - :mod:`.synthesis` (paper 003): ``synthesis_study``, ``adult_synthesis_table``,
@@ -25,6 +26,7 @@ from dpfair_jax.studies.synthesis import synthesis_study
 from dpfair_jax.studies import allocation, bgl, grids, stratification, tradeoff
 from dpfair_jax.studies import scaling  # paper 002: exact success laws and sample complexities
 from dpfair_jax.studies import kgroup_design  # paper 000: the K = 5 design calibrated to the paper's tables
+from dpfair_jax.studies import aim  # paper 003: smartnoise-synth's AIM (the synth extra), optional
 from dpfair_jax.studies.allocation import (
     PRIVATE_METHODS,
     SETTINGS,
@@ -42,6 +44,7 @@ from dpfair_jax.studies.tradeoff import TradeoffStudy, baseline_name, compare_fr
 __all__ = [
     "PRIVATE_METHODS",
     "SETTINGS",
+    "aim",
     "allocation",
     "baseline_name",
     "bgl",
