@@ -107,7 +107,8 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
                     trees: int = 10, seed: int = 0, target: str = "income",
                     test_size: float = 0.2) -> Any:
     """Vanilla vs stratified synthesis on an integer-coded frame (``synthesizer``: "marginal", the
-    kit's MST-like JAX synthesizer; "mst" or "aim", smartnoise-synth's, the ``synth`` extra): per (epsilon, variant, seed) fit on
+    kit's MST-like JAX synthesizer; "mst" or "aim", smartnoise-synth's, the ``synth`` extra): per
+    (epsilon, variant, seed) fit on
     the training split (the paper's code fits on all rows, test included), sample as many rows,
     train a random forest on the synthetic rows, and evaluate on the real test split: accuracy,
     column-mean parity error (Def. 10, strata sex x race), demographic-parity ratio and FNR

@@ -498,7 +498,8 @@ def run_sample_complexity(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
         bound = "sqrt(K)/(eps n)" if mech == "gaussian" else "K/(eps n)"
         ctx.add_check(f"p002_lower_bound_instance_{mech}",
                       f"Formula consistency (not a test of the lower bound itself, which holds for every "
-                      f"mechanism): on the hard instances of Lemmas 6.3-6.4, the {mech} mechanism's worst-case excess risk "
+                      f"mechanism): on the hard instances of Lemmas 6.3-6.4, the {mech} mechanism's worst-case "
+                      f"excess risk "
                       f"over a public grid of instance norms ||sum x|| (10^0..10^6, not set from the noise) "
                       f"scales as {bound} (Thm 6.{2 if mech == 'gaussian' else 1})",
                       measured={"slope_log_K": float(slope_k), "slope_log_eps": float(slope_e),
