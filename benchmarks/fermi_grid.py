@@ -124,7 +124,7 @@ def build(train, test, *, seeds: int, epochs: int, batch_size: int = BATCH, chun
     cfg = F.FermiConfig(model=M.logistic(input_dim=train.d), num_groups=train.num_groups, num_classes=2,
                         steps=steps, batch_size=batch_size, fairness="dp").validate(n)
     delta = 1.0 / n**2
-    zs = [F.calibrate(cfg, n, e, delta) for e in EPSILONS]
+    zs = [F.calibrate_noise(cfg, n, e, delta) for e in EPSILONS]
     lam_g, eps_i = (a.ravel() for a in np.meshgrid(np.asarray(LAMS), np.arange(len(EPSILONS)), indexing="ij"))
     lam_a = jnp.asarray(lam_g, jnp.float32)
     zt_a = jnp.asarray([zs[i][0] for i in eps_i], jnp.float32)

@@ -32,7 +32,7 @@ print("accuracy", float(metrics.accuracy(pred, data.y)),
 #    is protected (Poisson sampling, add/remove), and the group frequencies come from a noisy
 #    histogram whose cost is part of the spend.
 config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=batch)
-z_theta, z_w = fermi.calibrate(config, n, epsilon=1.0, delta=delta)
+z_theta, z_w = fermi.calibrate_noise(config, n, epsilon=1.0, delta=delta)
 result = fermi.fit(jax.random.key(3), data,
                    fermi.FermiHparams(lam=1.0, noise_theta=z_theta, noise_w=z_w), config)
 print(fermi.privacy(config, n, z_theta, z_w, delta))

@@ -209,7 +209,7 @@ def test_fermi_all_features_shuffle_is_composed_gaussians(freq):
     want = inner if freq == "public" else dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(cfg.count_noise_multiplier), inner])
     assert sp.event == want
-    zt2, zw2 = F.calibrate(cfg, n, 2.0, delta, w_relative=2.0)
+    zt2, zw2 = F.calibrate_noise(cfg, n, 2.0, delta, w_relative=2.0)
     assert zw2 == pytest.approx(2 * zt2)
     assert F.privacy(cfg, n, zt2, zw2, delta).epsilon == pytest.approx(2.0, rel=1e-6)
     assert F.privacy(cfg, n, zt2, zw2, delta).epsilon <= 2.0 * (1 + 1e-9)

@@ -315,7 +315,7 @@ def test_cnn_runs():
 @pytest.mark.parametrize("unit", ["all_features", "sensitive_attribute"])
 def test_calibrate_and_privacy_round_trip(unit):
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=200, batch_size=100, privacy_unit=unit)
-    zt, zw = F.calibrate(cfg, 2000, 1.0, 1e-5, w_relative=2.0)
+    zt, zw = F.calibrate_noise(cfg, 2000, 1.0, 1e-5, w_relative=2.0)
     assert zw == pytest.approx(2 * zt)
     spend = F.privacy(cfg, 2000, zt, zw, 1e-5)
     assert spend.epsilon == pytest.approx(1.0, rel=1e-4)
@@ -325,9 +325,9 @@ def test_calibrate_and_privacy_round_trip(unit):
     # both updates are composed: one Gaussian at z alone would be cheaper
     from dpfair_jax.privacy import accounting as A
     assert A.dpsgd_epsilon(zt, 0.05, 200, 1e-5) < 1.0
-    assert F.calibrate(cfg, 2000, math.inf, 1e-5) == (0.0, 0.0)
+    assert F.calibrate_noise(cfg, 2000, math.inf, 1e-5) == (0.0, 0.0)
     with pytest.raises(ValueError, match="epsilon"):
-        F.calibrate(cfg, 2000, -1.0, 1e-5)
+        F.calibrate_noise(cfg, 2000, -1.0, 1e-5)
 
 
 def test_all_features_epsilon_matches_dp_accounting_called_directly():
@@ -361,7 +361,7 @@ def test_all_features_epsilon_matches_dp_accounting_called_directly():
     # both Gaussians count: the theta update alone (w noise -> huge) would claim much less
     assert eps["public"] > 1.2 * direct(zt, 1e6, None)
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m)
-    zt2, zw2 = F.calibrate(cfg, n, 2.0, delta, w_relative=1.5)
+    zt2, zw2 = F.calibrate_noise(cfg, n, 2.0, delta, w_relative=1.5)
     assert zw2 == pytest.approx(1.5 * zt2)
     assert direct(zt2, zw2, cfg.count_noise_multiplier) == pytest.approx(2.0, rel=1e-3)
     assert direct(zt2, zw2, cfg.count_noise_multiplier) <= 2.0 * (1 + 1e-6)

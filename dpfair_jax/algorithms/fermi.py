@@ -64,9 +64,13 @@ Corrected behaviour (default) vs the paper (notes II.5, II.10, II.11):
 * ``P_S`` is computed from the private ``s`` without noise in the paper (notes II.6); here it is a
   noisy, charged estimate by default, or public (see "Group frequencies").
 
-Noise calibration: :func:`calibrate` (the kit's accountant, both noisy updates composed each step,
-sampling as run) or :func:`theorem33_noise` / :func:`theorem33_multipliers` (the paper's closed
-form, Theorem 3.3 / D.2) so the two can be compared.
+The kit's common interface: ``fit(key, data, hparams, config) -> FermiResult``,
+``spend(config, n, hparams) -> PrivacySpend`` (what :func:`privacy` records, at ``config.delta``)
+and ``calibrate(config, n, (epsilon, delta), hparams) -> hparams`` (noise multipliers set).
+Noise calibration: :func:`calibrate` / :func:`calibrate_noise` (the kit's accountant, both noisy
+updates composed each step, sampling as run) or :func:`theorem33_noise` /
+:func:`theorem33_multipliers` (the paper's closed form, Theorem 3.3 / D.2) so the two can be
+compared.
 """
 
 from __future__ import annotations
@@ -82,15 +86,15 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax import models as M
-from dpfair_jax.algorithms import sgda
+from dpfair_jax.algorithms import fermi_theory, sgda
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import clipping, ghost
 from dpfair_jax.privacy import mechanisms as Mech
-from dpfair_jax.privacy import paper_formulas as PF
 from dpfair_jax.privacy import sampling as Smp
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.relations import replace_factor
 
 __all__ = [
     "FermiConfig",
@@ -98,13 +102,16 @@ __all__ = [
     "FermiResult",
     "check_hparams",
     "fit",
-    "init_w",
+    "spend",
     "calibrate",
+    "calibrate_noise",
+    "init_w",
     "privacy",
     "theorem33_noise",
     "theorem33_multipliers",
     "official_calibration",
     "min_steps_theorem33",
+    "task_loss",
     "predict",
     "evaluate",
     "degeneracy",
@@ -132,7 +139,8 @@ class FermiConfig:
     targets; 2 for a one-logit model). Named departures: ``variant``, ``clip_mode``, ``w_init``,
     ``ermi_form``, ``eo_weighted`` (see the module docstring). ``group_frequencies``
     (``"noisy"``: a noisy, charged histogram with ``count_noise_multiplier``; ``"public"``: passed
-    to :func:`fit`). ``grad_path="auto"`` uses exact
+    to :func:`fit`). ``delta``: the delta :func:`spend` states and :func:`calibrate` targets
+    (accounting only; the run does not depend on it). ``grad_path="auto"`` uses exact
     ghost norms for (multinomial) logistic models (``sgda.dpsgda(linear=True)``) and for float32
     ``models.cnn`` models (``sgda.dpsgda(cnn_model=...)``: book-keeping ghost clipping of the
     theta-gradients, ``privacy.ghost.cnn_ghost_backward``; a CNN built with ``compute_dtype``
@@ -159,6 +167,7 @@ class FermiConfig:
     grad_path: str = "auto"
     group_frequencies: str = "noisy"
     count_noise_multiplier: float = 50.0
+    delta: float = 1e-5
 
     def validate(self, n: int | None = None) -> "FermiConfig":
         v.check_int("num_groups", self.num_groups, minimum=2)
@@ -172,6 +181,7 @@ class FermiConfig:
         v.check_choice("grad_path", self.grad_path, ("auto", "generic"))
         v.check_choice("group_frequencies", self.group_frequencies, GROUP_FREQUENCIES)
         v.check_positive("count_noise_multiplier", self.count_noise_multiplier)
+        v.check_delta(self.delta)
         if self.ermi_form == "one_cell" and (self.num_classes != 2 or self.fairness != "dp"):
             raise ValueError("ermi_form='one_cell' is the authors' binary DP code path; use "
                              "num_classes=2 and fairness='dp', or ermi_form='full'.")
@@ -190,10 +200,9 @@ class FermiConfig:
         return self.num_classes if self.fairness == "eo" else 1
 
     def sensitivity_factor(self) -> float:
-        """L2 sensitivity of a clipped sum in clip units under the run's relation."""
-        if self.privacy_unit == "sensitive_attribute" or self.sampling != "poisson":
-            return 2.0
-        return 1.0
+        """L2 sensitivity of a clipped sum in clip units under the run's relation
+        (:func:`dpfair_jax.privacy.relations.replace_factor`: 1 add/remove, 2 replace-one)."""
+        return replace_factor(self.relation())
 
     def accountant_sampling(self) -> str:
         """dp-accounting sampling of the all-features unit: ``"poisson"``, ``"without_replacement"``
@@ -545,7 +554,7 @@ def _count_event(config: FermiConfig):
     return dp_accounting.GaussianDpEvent(float(config.count_noise_multiplier))
 
 
-def calibrate(
+def calibrate_noise(
     config: FermiConfig,
     n: int,
     epsilon: float,
@@ -554,7 +563,8 @@ def calibrate(
     w_relative: float = 1.0,
     accountant: str = "rdp",
 ) -> tuple[float, float]:
-    """Noise multipliers ``(z_theta, z_w = w_relative * z_theta)`` for (epsilon, delta)-DP.
+    """Noise multipliers ``(z_theta, z_w = w_relative * z_theta)`` for (epsilon, delta)-DP
+    (:func:`calibrate` returns them set in a :class:`FermiHparams`).
 
     Sensitive-attribute unit: the membership-visible mixture solved exactly for the per-step shift
     ``mu = sqrt(z_theta^-2 + z_w^-2)`` (:func:`dpfair_jax.privacy.accounting.calibrate_membership_visible`),
@@ -659,6 +669,71 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
                           relation=config.relation(), unit=unit, accountant=used, notes=notes)
 
 
+def _size(sizes: Any) -> int:
+    """The training size ``n`` from ``sizes``: an int, or per-group sizes (summed)."""
+    n = int(np.sum(np.asarray(sizes))) if np.ndim(sizes) else sizes
+    return v.check_int("sizes (the training size n)", n, minimum=1)
+
+
+def _host_float(name: str, value: Any) -> float:
+    if isinstance(value, jax.core.Tracer) or np.ndim(value) != 0:
+        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
+                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
+    return float(value)
+
+
+def spend(config: FermiConfig, sizes: Any, hparams: FermiHparams) -> A.PrivacySpend:
+    """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of ``fit(key, data, hparams,
+    config)``: :func:`privacy` at ``hparams.noise_theta``, ``hparams.noise_w`` and
+    ``config.delta`` (RDP for the Poisson and fixed-size all-features runs, exact otherwise).
+
+    ``sizes``: the training size ``n`` (an int, or per-group sizes that sum to it; treated as
+    public, as the sampling rate ``batch_size / n``). The other fields of ``hparams`` do not enter
+    the spend (the clip norms set the noise scale, not the privacy); the noise multipliers must be
+    host numbers (one spend per grid point).
+
+    Privacy: as :func:`privacy`, for the unit and relation of ``config``.
+    """
+    config.validate()
+    n = _size(sizes)
+    check_hparams(hparams)
+    zt, zw = _host_float("noise_theta", hparams.noise_theta), _host_float("noise_w", hparams.noise_w)
+    return privacy(config, n, zt, zw, config.delta)
+
+
+def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float],
+              hparams: FermiHparams = FermiHparams(), *, w_relative: float = 1.0) -> FermiHparams:
+    """``hparams`` with ``noise_theta = z`` and ``noise_w = w_relative * z`` set so that
+    ``spend(config, sizes, result).epsilon <= target[0]`` (:func:`calibrate_noise`, tight to its
+    root finder's tolerance).
+
+    ``target = (epsilon, delta)`` with ``delta == config.delta`` (the delta :func:`spend` states;
+    set ``FermiConfig(delta=...)``); ``epsilon = inf`` gives zero noise (no guarantee). ``sizes`` as
+    in :func:`spend`.
+
+    Privacy: the returned multipliers make :func:`fit` (epsilon, delta)-DP for ``config``'s unit,
+    with the Poisson padding's truncation probability added to delta in the spend.
+    """
+    config.validate()
+    n = _size(sizes)
+    if not isinstance(target, tuple) or len(target) != 2:
+        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
+    eps, delta = target
+    v.check_epsilon(eps, "target epsilon", allow_inf=True)
+    v.check_delta(delta, "target delta")
+    if float(delta) != float(config.delta):
+        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
+                         "the spend is stated at; set FermiConfig(delta=...) to the target's.")
+    if not isinstance(hparams, FermiHparams):
+        raise ValueError(f"hparams must be a fermi.FermiHparams, got {type(hparams).__name__}.")
+    zt, zw = calibrate_noise(config, n, float(eps), float(delta), w_relative=w_relative)
+    out = hparams._replace(noise_theta=zt, noise_w=zw)
+    while math.isfinite(float(eps)) and spend(config, n, out).epsilon > float(eps):  # solver rounding
+        zt, zw = zt * (1.0 + 1e-9), zw * (1.0 + 1e-9)
+        out = hparams._replace(noise_theta=zt, noise_w=zw)
+    return out
+
+
 def min_steps_theorem33(n: int, batch_size: int, epsilon: float) -> int:
     """Theorem 3.3's condition ``T >= (n sqrt(eps) / (2 m))^2``."""
     return int(math.ceil((n * math.sqrt(epsilon) / (2.0 * batch_size)) ** 2))
@@ -680,12 +755,12 @@ def theorem33_noise(
     (``form="statement"``, the theorem as printed, more conservative; notes II.6).
     ``composition="paper"`` gives the printed values (each update separately (eps, delta));
     ``"joint"`` scales both stds by sqrt 2 so the two updates together meet (eps, delta) under the
-    same recipe. Delegates to :func:`dpfair_jax.privacy.paper_formulas.dpfermi_noise`; the
+    same recipe. Delegates to :func:`dpfair_jax.algorithms.fermi_theory.dpfermi_noise`; the
     theorem's conditions ``eps <= 2 ln(1/delta)``, ``T >= (n sqrt(eps) / (2m))^2`` are the caller's.
     """
     v.check_choice("unit", unit, UNITS)
     v.check_choice("form", form, ("proof", "statement"))
-    out = PF.dpfermi_noise(
+    out = fermi_theory.dpfermi_noise(
         float(epsilon), float(delta), n, steps, float(rho), lipschitz_theta=lipschitz,
         w_bound=radius, num_classes=num_classes, privacy=unit, theta_formula=form,
         composition=composition, check_assumptions=False,
@@ -697,9 +772,9 @@ def official_calibration(n_train: int, min_group_count: int, epochs: int, batch_
                          epsilon: float, *, lipschitz: float = 5.0, radius: float = 5.0) -> dict:
     """The authors' code's calibration (notes II.10-9): ``delta = 1/n^2``, ``T = epochs ceil(n/B)``,
     ``rho = (min count - 1)/n`` and the sensitive-attribute formulas of :func:`theorem33_noise`
-    (``paper_formulas.official_dpfermi_calibration`` as a dict)."""
-    out = PF.official_dpfermi_calibration(n_train, min_group_count, epochs, batch_size, float(epsilon),
-                                          lipschitz_theta=lipschitz, radius=radius)
+    (``fermi_theory.official_dpfermi_calibration`` as a dict)."""
+    out = fermi_theory.official_dpfermi_calibration(n_train, min_group_count, epochs, batch_size, float(epsilon),
+                                                    lipschitz_theta=lipschitz, radius=radius)
     return {"delta": out.delta, "steps": out.steps, "rho": out.rho, "std_theta": out.std_theta,
             "std_w": out.std_w}
 

@@ -21,6 +21,9 @@ Departure (stated): Tran et al. update the multipliers once per epoch with viola
 the whole data set; here they move every step on the batch's privatized violation (the stochastic
 version, which lets both methods share one accountant and one step schedule).
 
+The kit's common interface: :func:`fit`, :func:`spend`, :func:`calibrate` (DP-FERMI's, with
+this regularizer).
+
 Privacy: as :func:`dpfair_jax.algorithms.fermi.fit` for the same config: the all-features unit by
 default (add/remove for Poisson sampling, the subsampled Gaussian), the sensitive-attribute unit
 accounted as membership-visible releases (substitution of one ``s_i``); the group frequencies
@@ -37,7 +40,7 @@ from dpfair_jax.algorithms import fermi as _F
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["fit", "config", "violations"]
+__all__ = ["fit", "spend", "calibrate", "config", "violations"]
 
 
 def _pfld_parts(config: _F.FermiConfig, P: jax.Array):
@@ -67,9 +70,32 @@ def fit(key, data, hparams: _F.FermiHparams, config: _F.FermiConfig, **kwargs) -
     """Train PF-LD; same signature, traced hyperparameters and privacy as
     :func:`dpfair_jax.algorithms.fermi.fit` (``W`` holds the multipliers ``nu [C, k, l]``;
     ``hparams.radius`` is the multiplier bound)."""
+    _check_config(config)
+    return _F.fit(key, data, hparams, config, parts_builder=_pfld_parts, **kwargs)
+
+
+def _check_config(config: _F.FermiConfig) -> None:
     if config.ermi_form != "full":
         raise ValueError("ermi_form does not apply to PF-LD; leave it at 'full'.")
-    return _F.fit(key, data, hparams, config, parts_builder=_pfld_parts, **kwargs)
+
+
+def spend(config: _F.FermiConfig, sizes, hparams: _F.FermiHparams):
+    """The spend of :func:`fit`: :func:`dpfair_jax.algorithms.fermi.spend` (the same releases:
+    noisy descent and ascent updates on each sampled batch, the noisy frequency histogram).
+
+    Privacy: as :func:`dpfair_jax.algorithms.fermi.spend` for ``config``'s unit.
+    """
+    _check_config(config)
+    return _F.spend(config, sizes, hparams)
+
+
+def calibrate(config: _F.FermiConfig, sizes, target: tuple[float, float],
+              hparams: _F.FermiHparams = _F.FermiHparams(), *, w_relative: float = 1.0) -> _F.FermiHparams:
+    """``hparams`` with the noise multipliers of :func:`dpfair_jax.algorithms.fermi.calibrate`
+    (``noise_w = w_relative * noise_theta``) so that ``spend(config, sizes, result).epsilon <=
+    target[0]``; ``target = (epsilon, config.delta)``."""
+    _check_config(config)
+    return _F.calibrate(config, sizes, target, hparams, w_relative=w_relative)
 
 
 def violations(probs, s, num_groups: int, weights=None) -> jax.Array:

@@ -56,8 +56,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy import relations as _rel
 from dpfair_jax.privacy import sampling as _smp
 from dpfair_jax.privacy.precision import full_precision
 
@@ -65,6 +67,9 @@ __all__ = [
     "SGDAConfig",
     "SGDAHparams",
     "SGDAResult",
+    "fit",
+    "spend",
+    "calibrate",
     "dpsgda",
     "poisson_indices",
     "project",
@@ -84,8 +89,10 @@ class SGDAConfig:
     """Static settings: ``steps`` T, expected ``batch_size`` m, ``sampling`` (``"poisson"``,
     ``"shuffle"``, ``"fixed_size"``), ``max_batch_size`` (Poisson padding; default from
     :func:`default_max_batch_size`), ``projection`` (``"ball"`` Frobenius radius, ``"box"``
-    entrywise, ``"none"``), ``iterate`` (``"last"`` or ``"random"``) and ``sensitivity_factor``
-    (L2 sensitivity of a clipped sum in clip units: 1 add/remove, 2 replace-one)."""
+    entrywise, ``"none"``), ``iterate`` (``"last"`` or ``"random"``), ``sensitivity_factor``
+    (L2 sensitivity of a clipped sum in clip units: 1 add/remove, 2 replace-one; the noise std is
+    ``multiplier x clip x sensitivity_factor``) and ``delta`` (the delta :func:`spend` states;
+    accounting only)."""
 
     steps: int
     batch_size: int
@@ -94,6 +101,7 @@ class SGDAConfig:
     projection: str = "ball"
     iterate: str = "last"
     sensitivity_factor: float = 1.0
+    delta: float = 1e-5
 
     def validate(self, n: int) -> "SGDAConfig":
         v.check_int("steps", self.steps, minimum=1)
@@ -102,6 +110,7 @@ class SGDAConfig:
         v.check_choice("projection", self.projection, PROJECTIONS)
         v.check_choice("iterate", self.iterate, ITERATES)
         v.check_positive("sensitivity_factor", self.sensitivity_factor)
+        v.check_delta(self.delta)
         if self.batch_size > n:
             raise ValueError(f"batch_size ({self.batch_size}) must be <= n ({n}); lower batch_size.")
         if self.max_batch_size is not None:
@@ -496,3 +505,128 @@ def dpsgda(
     if config.iterate == "random":
         return SGDAResult(sel_theta, sel_w, theta, w, diag)
     return SGDAResult(theta, w, theta, w, diag)
+
+
+# ------------------------------------------------------------------------------------------------
+# the kit's common interface: fit, spend, calibrate
+# ------------------------------------------------------------------------------------------------
+def fit(key: jax.Array, data: PyTree, hparams: SGDAHparams, config: SGDAConfig, *, theta0: PyTree,
+        w0: PyTree, private_loss: Callable[..., jax.Array], batch_key: jax.Array | None = None,
+        linear: bool = False, cnn_model: Any = None) -> SGDAResult:
+    """Noisy DP-SGDA (Algorithm 2) on a loss that is private as a whole: :func:`dpsgda` with
+    every input checked and no public part (a public part makes batch membership visible, which
+    :func:`spend` does not account; see the module docstring). ``theta0``, ``w0``,
+    ``private_loss``, ``batch_key``, ``linear``, ``cnn_model`` as in :func:`dpsgda`.
+
+    Privacy: (epsilon, delta)-DP as :func:`spend` states for ``config``, whole records protected.
+    """
+    return dpsgda(key, data, theta0, w0, hparams, config, private_loss=private_loss, batch_key=batch_key,
+                  validate=True, linear=linear, cnn_model=cnn_model)
+
+
+def _size(sizes: Any) -> int:
+    n = int(np.sum(np.asarray(sizes))) if np.ndim(sizes) else sizes
+    return v.check_int("sizes (the training size n)", n, minimum=1)
+
+
+def _host_float(name: str, value: Any) -> float:
+    if isinstance(value, jax.core.Tracer) or np.ndim(value) != 0:
+        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
+                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
+    return float(value)
+
+
+def _relation(config: SGDAConfig) -> str:
+    """Poisson sampling: add/remove (``n`` public); fixed-size and shuffled batches: replace-one."""
+    return "add_remove" if config.sampling == "poisson" else "replace_one"
+
+
+def _effective(config: SGDAConfig) -> float:
+    """Noise multiplier relative to the clipped sum's sensitivity under :func:`_relation`, per unit
+    of ``hparams.noise_*``: ``sensitivity_factor / replace_factor(relation)``."""
+    return float(config.sensitivity_factor) / _rel.replace_factor(_relation(config))
+
+
+def spend(config: SGDAConfig, sizes: Any, hparams: SGDAHparams) -> _acc.PrivacySpend:
+    """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of ``fit(key, data, hparams, config)``
+    at ``config.delta``: both noisy updates of a step released on one sampled batch, with effective
+    multipliers ``noise_* x sensitivity_factor / replace_factor(relation)``.
+
+    Poisson sampling: the Poisson-subsampled Gaussian (``q = batch_size / n``), add/remove, RDP,
+    plus the padding's truncation probability in delta; fixed-size batches: sampling without
+    replacement, replace-one, RDP; shuffled epochs: no amplification, ``epochs`` composed Gaussians
+    with their exact curve, replace-one. ``sizes``: the training size ``n`` (an int, or per-group
+    sizes that sum to it). Zero noise on either update: ``epsilon = inf``.
+
+    Privacy: the (epsilon, delta) of the run for whole records (unit ``"example"``).
+    """
+    n = _size(sizes)
+    config.validate(n)
+    check_hparams(hparams)
+    zt, zw = _host_float("noise_theta", hparams.noise_theta), _host_float("noise_w", hparams.noise_w)
+    relation, T, m = _relation(config), config.steps, config.batch_size
+    notes = f"DP-SGDA: {T} steps, {config.sampling} batches of {m} (n = {n}), descent and ascent released"
+    if zt == 0 or zw == 0:
+        return _acc.PrivacySpend(math.inf, config.delta, relation=relation, unit="example",
+                                 notes=notes + "; zero noise: no guarantee")
+    eff = _effective(config)
+    zt_e, ratio = zt * eff, zw / zt
+    if config.sampling == "shuffle":
+        spe = _smp.steps_per_epoch(n, m)
+        mu = math.sqrt(zt_e**-2 + (zw * eff) ** -2)
+        eps = _acc.membership_visible_epsilon(
+            mu, config.delta, _acc.participation_distribution(T, "shuffle", steps_per_epoch=spe))
+        event = _acc.shuffled_event(zt_e, T, spe, relative_noise=(1.0, ratio))
+        return _acc.PrivacySpend(eps, config.delta, event=event, relation=relation, unit="example",
+                                 accountant="exact", notes=notes + "; shuffled epochs without amplification")
+    poisson = config.sampling == "poisson"
+    event = _acc.dpsgd_event(zt_e, m / n, T, sampling="poisson" if poisson else "without_replacement",
+                             relative_noise=(1.0, ratio), dataset_size=None if poisson else n)
+    eps = _acc.epsilon_of_event(event, config.delta, accountant="rdp")
+    extra = 0.0
+    if poisson:
+        B = config.padded_batch(n)
+        extra = _smp.truncation_delta(n, m / n, B, T, eps) if B < n else 0.0
+        notes += f"; Poisson padding {B} rows (truncation delta {extra:.2e} included)"
+    return _acc.PrivacySpend(eps, min(config.delta + extra, 0.999999), event=event, relation=relation,
+                             unit="example", accountant="rdp", notes=notes)
+
+
+def calibrate(config: SGDAConfig, sizes: Any, target: tuple[float, float],
+              hparams: SGDAHparams = SGDAHparams(), *, w_relative: float = 1.0) -> SGDAHparams:
+    """``hparams`` with ``noise_theta = z`` and ``noise_w = w_relative * z``, ``z`` the smallest
+    (to the solver's tolerance) with ``spend(config, sizes, result).epsilon <= target[0]``.
+
+    ``target = (epsilon, delta)`` with ``delta == config.delta``; ``epsilon = inf`` gives zero
+    noise. ``sizes`` as in :func:`spend`.
+    """
+    n = _size(sizes)
+    config.validate(n)
+    if not isinstance(target, tuple) or len(target) != 2:
+        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
+    eps, delta = target
+    v.check_epsilon(eps, "target epsilon", allow_inf=True)
+    v.check_delta(delta, "target delta")
+    v.check_positive("w_relative", w_relative)
+    if float(delta) != float(config.delta):
+        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
+                         "the spend is stated at; set SGDAConfig(delta=...) to the target's.")
+    if not isinstance(hparams, SGDAHparams):
+        raise ValueError(f"hparams must be an sgda.SGDAHparams, got {type(hparams).__name__}.")
+    if math.isinf(float(eps)):
+        return hparams._replace(noise_theta=0.0, noise_w=0.0)
+    w, eps, m, T = float(w_relative), float(eps), config.batch_size, config.steps
+    if config.sampling == "shuffle":
+        part = _acc.participation_distribution(T, "shuffle", steps_per_epoch=_smp.steps_per_epoch(n, m))
+        z_eff = math.sqrt(1.0 + w**-2) / _acc.calibrate_membership_visible(eps, float(delta), part)
+    else:
+        poisson = config.sampling == "poisson"
+        z_eff = _acc.calibrate_noise_multiplier(
+            eps, float(delta), m / n, T, sampling="poisson" if poisson else "without_replacement",
+            relative_noise=(1.0, w), dataset_size=None if poisson else n)
+    z = z_eff / _effective(config)
+    out = hparams._replace(noise_theta=z, noise_w=w * z)
+    while spend(config, n, out).epsilon > eps:  # solver rounding: step up
+        z *= 1.0 + 1e-9
+        out = hparams._replace(noise_theta=z, noise_w=w * z)
+    return out
