@@ -400,7 +400,7 @@ def run_cnn_synthetic(config: dict, ctx) -> pd.DataFrame:
     delta = 1.0 / train.n**2
     rows = []
     for e in config["epsilons"]:
-        zt, zw = (getattr(F, "calibrate_noise", None) or F.calibrate)(cfg, train.n, e, delta)
+        zt, zw = F.calibrate_noise(cfg, train.n, e, delta)
         if math.isfinite(e):
             ctx.record_privacy(f"cnn_eps{e:g}", F.privacy(cfg, train.n, zt, zw, delta))
 
