@@ -11,14 +11,14 @@ entry point, with parametric bounds (:mod:`dpfair_jax.audit.parametric`).
   W-noise bug): ``N(0, z^2)`` without the canary and ``(1 - q) N(0, z^2) + q N(1, z^2)`` with it
   (the nominal clip ``C`` sets the unit, so a noise that forgets a factor ``C`` shows as a wrong
   ``mu``). Bound: :func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound`. Claim:
-  ``fermi.privacy`` of the run (both updates and the histogram composed), the larger over the two
+  ``fermi.spend`` of the run (both updates and the histogram composed), the larger over the two
   worlds' sizes.
 * ``fermi_sensitive``: ``privacy_unit="sensitive_attribute"`` (substitution of the canary's
   ``s``), Poisson sampling at ``q = 0.05``, noisy frequencies. The canary's task gradient (public,
   unnoised in this unit) is huge along ``e_2``: ``theta_1[2]`` shows whether it was sampled. Its
   s-dependent W-gradient moves from row 0 to row 1 of ``W[:, :, 1]``. Statistic: the W difference
   in the sampled trials, flagged by the visible indicator. Bound:
-  :func:`~dpfair_jax.audit.parametric.visible_membership_bound`. Claim: ``fermi.privacy``
+  :func:`~dpfair_jax.audit.parametric.visible_membership_bound`. Claim: ``fermi.spend``
   (membership-visible, exact).
 
 Planted bugs (each must give a lower bound above its claim):
@@ -42,6 +42,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax import models as M
+from dpfair_jax.algorithms import fermi
+from dpfair_jax.audit import parametric as P
+from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy import accounting as A
 
 __all__ = ["FAMILY_BUGS", "SUITE_TRIALS", "BUILDERS", "fermi_default_mechanism", "fermi_sensitive_mechanism"]
 
@@ -83,10 +88,6 @@ def fermi_default_mechanism(
     Privacy: the Poisson-subsampled Gaussian (both updates composed) plus the noisy histogram,
     add/remove-one, all features.
     """
-    from dpfair_jax import models as M
-    from dpfair_jax.algorithms import fermi
-    from dpfair_jax.data.dataset import Dataset
-
     if bug is not None:
         V.check_choice("bug", bug, FAMILY_BUGS["fermi"])
     n = V.check_int("n", n, minimum=8)
@@ -100,11 +101,11 @@ def fermi_default_mechanism(
 
     def cfg(rows: int):
         return fermi.FermiConfig(model=model, num_groups=2, steps=1, batch_size=batch_size,
-                                 variant="paper" if w_stat else "corrected", projection="none")
+                                 variant="paper" if w_stat else "corrected", projection="none", delta=delta)
 
     cfg0, cfg1 = cfg(n - 1), cfg(n)
-    spends = [fermi.privacy(c, r, noise_theta, noise_w, delta) for c, r in ((cfg0, n - 1), (cfg1, n))]
-    spend = max(spends, key=lambda sp: sp.epsilon)
+    claimed_hp = fermi.FermiHparams(lam=lam, noise_theta=noise_theta, noise_w=noise_w)
+    spend = max((fermi.spend(c, r, claimed_hp) for c, r in ((cfg0, n - 1), (cfg1, n))), key=lambda sp: sp.epsilon)
     scale = {"noise": 0.1, "noise_half": 0.5}.get(bug, 1.0)
     c_t, c_w = clip_theta, clip_w
     if bug == "clipping":
@@ -143,11 +144,6 @@ def fermi_sensitive_mechanism(
 
     Privacy: membership-visible Gaussian releases, substitution of one ``s_i`` (replace-one).
     """
-    from dpfair_jax import models as M
-    from dpfair_jax.algorithms import fermi
-    from dpfair_jax.data.dataset import Dataset
-    from dpfair_jax.privacy import accounting as A
-
     if bug is not None:
         V.check_choice("bug", bug, FAMILY_BUGS["fermi_sensitive"])
     n = V.check_int("n", n, minimum=8)
@@ -156,8 +152,8 @@ def fermi_sensitive_mechanism(
     x, y, s = _canary_data(n, canary_scale, seed)
     lr_t, lr_w = 0.01, 0.01
     cfg = fermi.FermiConfig(model=model, num_groups=2, steps=1, batch_size=batch_size,
-                            privacy_unit="sensitive_attribute", projection="none")
-    spend = fermi.privacy(cfg, n, noise_theta, noise_w, delta)
+                            privacy_unit="sensitive_attribute", projection="none", delta=delta)
+    spend = fermi.spend(cfg, n, fermi.FermiHparams(lam=lam, noise_theta=noise_theta, noise_w=noise_w))
     claimed = float(spend.epsilon)
     if bug == "subsampled_accounting":  # the earlier record: Poisson-subsampled, amplified
         event = A.dpsgd_event(noise_theta, batch_size / n, 1, relative_noise=(1.0, noise_w / noise_theta))
@@ -188,8 +184,6 @@ BUILDERS = {"fermi": fermi_default_mechanism, "fermi_sensitive": fermi_sensitive
 def parametric_bound(info: dict[str, Any], with_canary: np.ndarray, without: np.ndarray,
                      confidence: float):
     """The parametric bound named by ``info["bound"]`` for one variant's statistics."""
-    from dpfair_jax.audit import parametric as P
-
     if info["bound"] == "subsampled_gaussian":
         return P.subsampled_gaussian_bound(with_canary, without, info["sample_rate"], info["delta"], confidence)
     vis1, vis0 = with_canary > -1e8, without > -1e8
