@@ -197,7 +197,7 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print, *, publ
 def alg2_ledger_check(target_epsilon: float, delta: float, budget: dict, ledger: dict, *, n: int,
                       num_groups: int) -> dict[str, Any]:
     """Algorithm 2's ledger against Lemma A.4 (paper 002; Dwork, Rothblum, Vadhan 2010) written out
-    here, not through :mod:`dpfair_jax.privacy.paper_formulas`.
+    here, not through :mod:`dpfair_jax.algorithms.reductions.theory`.
 
     Per round the run spends the oracle's ``eps_o`` (the EM of ``private_cgoo``) and the Laplace
     release of the loss vector (l1 sensitivity ``K/n`` at scale ``b``: ``eps_w = (K/n)/b``), so
