@@ -31,12 +31,11 @@ print("accuracy", float(metrics.accuracy(pred, data.y)),
 # 2. DP-FERMI (paper 004), fairness weight lam = 1, on the default unit: every feature of a record
 #    is protected (Poisson sampling, add/remove), and the group frequencies come from a noisy
 #    histogram whose cost is part of the spend.
-config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=batch)
-z_theta, z_w = fermi.calibrate_noise(config, n, epsilon=1.0, delta=delta)
-result = fermi.fit(jax.random.key(3), data,
-                   fermi.FermiHparams(lam=1.0, noise_theta=z_theta, noise_w=z_w), config)
-print(fermi.privacy(config, n, z_theta, z_w, delta))
-print(fermi.evaluate(model, result.params, data))
+config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=batch, delta=delta)
+hp = fermi.calibrate(config, n, (1.0, delta), fermi.FermiHparams(lam=1.0))  # both updates composed
+result = fermi.fit(jax.random.key(3), data, hp, config)
+print(fermi.spend(config, n, hp))
+print(fermi.evaluate(model, result.params, data))  # error, violations, degenerate-run flags
 
 
 # 3. A Monte Carlo sweep: 200 trials x 4 noise scales of a Gaussian mean, one compiled program
