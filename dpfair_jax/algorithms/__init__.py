@@ -18,8 +18,9 @@ reductions            002        mechanisms.exponential_mechanism, relations, bo
 mean_estimation       003        relations, mechanisms (Gaussian/Laplace, noisy counts), accounting
 synthesis             003        mechanisms (noisy marginals, counts), accounting (zCDP)
 dpsgd                 001, 004   clipping.clipped_grad_sum, mechanisms, sampling, accounting (RDP/PLD)
-sgda / fermi / pfld   004        clipping.clipped_grad_sum, mechanisms.gaussian_mechanism,
-                                 noisy_histogram, sampling, accounting (incl. membership-visible)
+sgda / fermi / pfld   004        clipping.clip_tree / clip_factors / per_example_path, ghost,
+                                 mechanisms.gaussian_mechanism, noisy_histogram, sampling,
+                                 accounting (incl. membership-visible)
 pfld_epoch            004        the same, plus a per-epoch noisy violation release
 ====================  =========  ==========================================================
 """
