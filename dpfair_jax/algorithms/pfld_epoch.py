@@ -66,8 +66,7 @@ import numpy as np
 from scipy import optimize
 
 from dpfair_jax import _validation as v
-from dpfair_jax import models as M
-from dpfair_jax.algorithms import sgda
+from dpfair_jax.algorithms import fermi, sgda
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
@@ -228,18 +227,6 @@ def _check_data(data: Dataset, config: PFLDEpochConfig) -> None:
     v.check_labels(data.y, config.num_classes, "y")
 
 
-def _task_loss(model, logits, y):
-    if model.num_outputs == 1:
-        return M.binary_logistic_loss(logits, y)
-    return M.softmax_cross_entropy(logits, y)
-
-
-def _probs_one(model, logits) -> jax.Array:
-    """``F(x_i)`` ``[l]`` of one example's logits."""
-    z = jnp.reshape(logits, (1, -1)) if model.num_outputs > 1 else jnp.reshape(logits, (1,))
-    return E.soft_predictions(z)[0]
-
-
 def penalty_one(probs: jax.Array, s: Any, c: Any, nu: jax.Array, p_s: jax.Array) -> jax.Array:
     """``pen_i = sum_j F_j [nu_{c, s, j} / p(s | c) - sum_g nu_{c, g, j}]`` for one example
     (``nu [C, k, l]``, ``p_s [C, k]``); its mean over the data is ``sum p(c) nu h`` (module docstring).
@@ -327,8 +314,8 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
         nu = lam * sign
 
         def loss_of_logits(z, w, ex):
-            probs = _probs_one(model, z)
-            return _task_loss(model, z, ex["y"]) + mu * penalty_one(probs, ex["s"], ex["c"], nu, p_s)
+            probs = E.soft_prediction(z)
+            return fermi.task_loss(model, z, ex["y"]) + mu * penalty_one(probs, ex["s"], ex["c"], nu, p_s)
 
         if path == "linear":
             private = loss_of_logits
