@@ -204,7 +204,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       ("tests/test_dpsgd.py::test_noise_has_configured_scale_and_generic_pytree_loss",)),
     # ---------------------------------------------------------------- mitigation
     M("mitigation: update noise", MIT,
-      "std = noise_multiplier * clip_norm", "std = 0.5 * noise_multiplier * clip_norm",
+      "std = noise_multiplier * (clip_norm + pclip if separate else clip_norm)",
+      "std = 0.5 * noise_multiplier * (clip_norm + pclip if separate else clip_norm)",
       ("tests/test_mitigation.py::test_update_noise_scale",)),
     M("mitigation: group statistics noise", MIT,
       "stats_std = jnp.asarray(stats_noise_multiplier, dt) * STATS_SENSITIVITY",
