@@ -6,6 +6,8 @@
 * :mod:`~dpfair_jax.audit.games`: distinguishing games as one compiled program and audit rows.
 * :mod:`~dpfair_jax.audit.sum_audits`: Gaussian and Laplace mechanisms on a clipped sum with a
   canary, with planted bugs that the audits must catch.
+* :mod:`~dpfair_jax.audit.fit_spend`: :class:`FitSpendGame`, a game on an algorithm's public
+  ``fit`` whose claim is its ``spend``, and :func:`plant` (planted bugs as hparams transforms).
 * :mod:`~dpfair_jax.audit.mechanism_audits`: the training mechanisms (group-weighted
   aggregation, DP-SGD, DP-FERMI for the sensitive attribute and for all features), each with
   planted bugs.
@@ -19,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dpfair_jax.audit.fit_spend import FitSpendGame, plant
 from dpfair_jax.audit.games import AUDIT_COLUMNS, GameResult, audit_mechanism, run_game
 from dpfair_jax.audit.lower_bounds import (
     ScoreBound,
@@ -43,6 +46,7 @@ __all__ = [
     "BUGS",
     "FAMILIES",
     "FAMILY_BUGS",
+    "FitSpendGame",
     "GameResult",
     "ScoreBound",
     "audit_clipped_sum",
@@ -58,6 +62,7 @@ __all__ = [
     "one_run_audit_from_scores",
     "one_run_epsilon_lower_bound",
     "one_run_p_value",
+    "plant",
     "run_audit",
     "run_game",
 ]
