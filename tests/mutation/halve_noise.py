@@ -19,6 +19,7 @@ Usage (from the repository root)::
     .venv/bin/python tests/mutation/halve_noise.py --only "fermi:" "sgda:"   # substrings of path names
     .venv/bin/python tests/mutation/halve_noise.py --check   # every patch applies, no tests run
     .venv/bin/python tests/mutation/halve_noise.py --list
+    .venv/bin/python tests/mutation/halve_noise.py --jobs 8 --out docs/noise_paths.md  # 8 copies at once
 
 Not collected by pytest: the file name has no ``test_`` prefix (the default ``python_files``).
 """
@@ -26,7 +27,9 @@ Not collected by pytest: the file name has no ``test_`` prefix (the default ``py
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -383,10 +386,17 @@ MUTATIONS: tuple[Mutation, ...] = (
 
 # --------------------------------------------------------------------------------------------
 def _copy_tree(dst: Path) -> None:
-    """Tracked and untracked (non-ignored) files of the working tree, as they stand."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                         cwd=ROOT, check=True, capture_output=True).stdout.decode()
-    for rel in filter(None, out.split("\0")):
+    """Tracked and untracked (non-ignored) files of the working tree, as they stand (without git:
+    every file but hidden folders and caches)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=ROOT, check=True, capture_output=True).stdout.decode()
+        rels = list(filter(None, out.split("\0")))
+    except (OSError, subprocess.CalledProcessError):
+        rels = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+                if p.is_file() and not any(part.startswith(".") or part == "__pycache__"
+                                           for part in p.relative_to(ROOT).parts)]
+    for rel in rels:
         src = ROOT / rel
         if not src.is_file():
             continue
@@ -453,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per pytest run")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="mutations run at once, each in its own copy of the tree (default 1)")
     args = ap.parse_args(argv)
 
     muts = [m for m in MUTATIONS if not args.only or any(s in m.path for s in args.only)]
@@ -460,8 +472,10 @@ def main(argv: list[str] | None = None) -> int:
         for m in muts:
             print(f"{m.path}\t{m.file}\t{' '.join(m.tests)}")
         return 0
+    jobs = max(1, int(args.jobs))
     with tempfile.TemporaryDirectory(prefix="halve_noise_") as tmp:
-        tree = Path(tmp) / "repo"
+        trees = [Path(tmp) / f"repo{j}" for j in range(jobs)]
+        tree = trees[0]
         _copy_tree(tree)
         bad = []
         for m in muts:
@@ -475,29 +489,46 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             print(f"all {len(muts)} patches apply")
             return 0
+        for t in trees[1:]:
+            shutil.copytree(tree, t)
         _check_import(tree, args.python)
         t_start = time.perf_counter()
-        if not args.no_baseline:
+        if not args.no_baseline:  # the covering tests, unmutated, split over the copies
             union = tuple(dict.fromkeys(t for m in muts for t in m.tests))
-            rc, out, dt = _pytest(tree, union, args.python, args.timeout * 2, stop_first=False)
-            print(f"baseline (unmutated, {len(union)} node ids): rc={rc} in {dt:.0f} s", flush=True)
+            parts = [union[j::jobs] for j in range(jobs) if union[j::jobs]]
+            with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+                got = list(pool.map(lambda jp: _pytest(trees[jp[0]], jp[1], args.python, args.timeout * 2,
+                                                       stop_first=False), enumerate(parts)))
+            rc = max(g[0] for g in got) if all(g[0] >= 0 for g in got) else -1
+            print(f"baseline (unmutated, {len(union)} node ids, {len(parts)} parts): rc={rc} in "
+                  f"{time.perf_counter() - t_start:.0f} s", flush=True)
             if rc != 0:
-                print(out[-4000:], file=sys.stderr)
+                print("".join(g[1] for g in got if g[0] != 0)[-4000:], file=sys.stderr)
                 print("the covering tests fail without any mutation; fix that first", file=sys.stderr)
                 return 3
-        rows = []
-        for m in muts:
-            original, lineno = _apply(tree, m)
+        free: queue.Queue = queue.Queue()
+        for t in trees:
+            free.put(t)
+
+        def run_one(m: Mutation) -> tuple:
+            t = free.get()
             try:
-                rc, out, dt = _pytest(tree, m.tests, args.python, args.timeout)
+                original, lineno = _apply(t, m)
+                try:
+                    rc, out, dt = _pytest(t, m.tests, args.python, args.timeout)
+                finally:
+                    (t / m.file).write_text(original)
             finally:
-                (tree / m.file).write_text(original)
+                free.put(t)
             status = {0: "no", 1: "yes"}.get(rc, f"error (rc={rc})")
             first = _first_failure(out)
-            rows.append((m, lineno, status, first, dt))
             print(f"[{status:>3}] {dt:6.1f} s  {m.path}  ({m.file}:{lineno})  {first}", flush=True)
             if rc not in (0, 1):
                 print(out[-2000:], file=sys.stderr)
+            return (m, lineno, status, first, dt)
+
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            rows = list(pool.map(run_one, muts))  # in MUTATIONS order, whatever finished first
         total = time.perf_counter() - t_start
 
     def short(t: str) -> str:
@@ -511,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         md.append(f"| {m.path} | {m.file.removeprefix('dpfair_jax/')}:{lineno} | {mut} | {cov} | {seen} |")
     caught = sum(r[2] == "yes" for r in rows)
     md.append("")
-    md.append(f"{caught} of {len(rows)} mutations caught; {total:.0f} s in all.")
+    md.append(f"{caught} of {len(rows)} mutations caught; {total:.0f} s in all"
+              + (f" ({jobs} at once)." if jobs > 1 else "."))
     text = "\n".join(md) + "\n"
     print(text)
     if args.out:
