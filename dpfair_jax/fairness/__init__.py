@@ -1,4 +1,5 @@
-"""dpfair_jax.fairness: fairness and group-utility metrics (see ``metrics``)."""
+"""dpfair_jax.fairness: fairness and group-utility metrics (see ``metrics``), a trained classifier's
+test evaluation (``evaluation``), the ERMI regularizer (``ermi``) and trade-off frontiers (``frontier``)."""
 
 from dpfair_jax.fairness.metrics import (
     ExcessiveRisk,
@@ -20,6 +21,8 @@ from dpfair_jax.fairness.metrics import (
     parity_error,
 )
 
+from dpfair_jax.fairness.evaluation import degeneracy, evaluate, predict
+
 from dpfair_jax.fairness.frontier import (
     area_between,
     frontier_curve,
@@ -29,6 +32,9 @@ from dpfair_jax.fairness.frontier import (
 )
 
 __all__ = [
+    "degeneracy",
+    "evaluate",
+    "predict",
     "area_between",
     "frontier_curve",
     "frontier_table",
