@@ -118,6 +118,7 @@ def build(train, test, *, seeds: int, epochs: int, batch_size: int = BATCH, chun
     from dpfair_jax import models as M
     from dpfair_jax import montecarlo as MC
     from dpfair_jax.algorithms import fermi as F
+    from dpfair_jax.fairness import evaluate
 
     n = train.n
     steps = epochs * math.ceil(n / batch_size)
@@ -137,7 +138,7 @@ def build(train, test, *, seeds: int, epochs: int, batch_size: int = BATCH, chun
         def point(g, lam_g, zt_g, zw_g):
             h = base._replace(lam=lam_g, noise_theta=zt_g, noise_w=zw_g)
             r = F.fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey, validate=False)
-            out = F.evaluate(cfg.model, r.params, test, 2)
+            out = evaluate(cfg.model, r.params, test, 2)
             return {"error": out["error"], "dp_violation": out["dp_violation"]}
 
         return jax.vmap(point)(jnp.arange(lam.shape[0]), lam, zt, zw)

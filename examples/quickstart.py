@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from dpfair_jax import models, montecarlo
 from dpfair_jax.algorithms import dpsgd, fermi
 from dpfair_jax.data import synthetic
-from dpfair_jax.fairness import metrics
+from dpfair_jax.fairness import evaluate, metrics
 from dpfair_jax.privacy import accounting, mechanisms
 
 key = jax.random.key(0)
@@ -35,7 +35,7 @@ config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=ba
 hp = fermi.calibrate(config, n, (1.0, delta), fermi.FermiHparams(lam=1.0))  # both updates composed
 result = fermi.fit(jax.random.key(3), data, hp, config)
 print(fermi.spend(config, n, hp))
-print(fermi.evaluate(model, result.params, data))  # error, violations, degenerate-run flags
+print(evaluate(model, result.params, data))  # error, violations, degenerate-run flags
 
 
 # 3. A Monte Carlo sweep: 200 trials x 4 noise scales of a Gaussian mean, one compiled program

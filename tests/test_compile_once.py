@@ -15,6 +15,7 @@ from dpfair_jax import models as M
 from dpfair_jax import montecarlo as MC
 from dpfair_jax.algorithms import dpsgd
 from dpfair_jax.algorithms import fermi as F
+from dpfair_jax.fairness import evaluate
 from dpfair_jax.data import make_dataset
 
 
@@ -99,7 +100,7 @@ def test_fermi_grid_compiles_once_over_seeds_lams_and_noise():
         traces.append(1)
         h = F.FermiHparams(lam=lam, noise_theta=zt, noise_w=zw)
         r = F.fit(key, data, h, cfg, batch_key=jax.random.fold_in(key, 7), validate=False)
-        return F.evaluate(model, r.params, data)["error"]
+        return evaluate(model, r.params, data)["error"]
 
     def seed(key, lams, zts, zws):
         return jax.vmap(point, in_axes=(None, 0, 0, 0))(key, lams, zts, zws)

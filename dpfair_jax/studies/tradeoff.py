@@ -57,6 +57,7 @@ import pandas as pd
 from dpfair_jax import montecarlo as MC
 from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.algorithms import pfld
+from dpfair_jax.fairness import evaluation as EV
 from dpfair_jax.runner import plots
 
 __all__ = [
@@ -137,7 +138,7 @@ def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsi
         def point(g, lam, zt, zw):
             h = base._replace(lam=lam, noise_theta=zt, noise_w=zw)
             r = fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey)
-            out = F.evaluate(cfg.model, r.params, test, num_classes)
+            out = EV.evaluate(cfg.model, r.params, test, num_classes)
             out["truncated_steps"] = r.diagnostics["truncated_steps"]
             return out
 
@@ -583,11 +584,11 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
                                clip_w=hp["clip_w"], noise_theta=zt, noise_w=z2, radius=hp["radius"])
             res = (pfld.fit if kind == "pfld_stochastic" else F.fit)(key, train, h, cfg, validate=False)
         params = res.params
-        val_m = F.evaluate(model, params, val, num_classes)
+        val_m = EV.evaluate(model, params, val, num_classes)
         # the score: the validation error count (sensitivity 1) with Gaussian noise of std zs
         noisy = val_m["error"] * n_val + Mech.gaussian_noise(jax.random.fold_in(key, _SCORE_TAG), (), zs)
-        out = dict(F.evaluate(model, params, test, num_classes))
-        yhat = F.predict(model, params, test.x)
+        out = dict(EV.evaluate(model, params, test, num_classes))
+        yhat = EV.predict(model, params, test.x)
         out["pred_share"] = jnp.max(jnp.mean(jax.nn.one_hot(yhat, num_classes), axis=0))
         out["score_errors"] = noisy
         out["truncated_steps"] = res.diagnostics["truncated_steps"]

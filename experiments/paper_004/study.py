@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from dpfair_jax.fairness import evaluate
 from dpfair_jax.runner import Experiment, plots, register
 from dpfair_jax.studies.tradeoff import plot_tradeoff
 
@@ -319,7 +320,7 @@ def run_official_code(config: dict, ctx) -> pd.DataFrame:
                                 clip_theta=config["clip_theta"], clip_w=config["clip_w"], noise_theta=zt,
                                 noise_w=zw, radius=config["radius"])
             r = F.fit(key, tr, hp, cfg, p_s=p_s, validate=False)
-            return F.evaluate(cfg.model, r.params, te, 2)
+            return evaluate(cfg.model, r.params, te, 2)
 
         keys = jax.random.split(jax.random.key(ctx.seed), config["seeds"])
         out = jax.jit(jax.vmap(jax.vmap(run, in_axes=(None, 0)), in_axes=(0, None)))(keys, lams)
@@ -409,7 +410,7 @@ def run_cnn_synthetic(config: dict, ctx) -> pd.DataFrame:
                                 clip_theta=config["clip_theta"], clip_w=config["clip_w"],
                                 noise_theta=zt, noise_w=zw, radius=config["radius"])
             r = F.fit(k, train, hp, cfg, validate=False)
-            return F.evaluate(model, r.params, test, 3)
+            return evaluate(model, r.params, test, 3)
 
         lams = jnp.asarray(config["lams"], jnp.float32)
         keys = jax.random.split(jax.random.fold_in(key, 3), config["seeds"])
