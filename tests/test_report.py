@@ -111,7 +111,8 @@ def test_report_opens_with_the_size_then_what_does_not_hold(tmp_path, monkeypatc
     assert "| name | unit | relation | epsilon | delta | rho | notes |" in text
     assert "| training | sensitive attribute only | replace-one | 2 | 1e-05 | n/a |  |" in text
     assert "paper_004" in text
-    assert re.search(r"\| r_good \| quick \| complete \| \d+\.\d s \| n/a \| 0 \| 0 \|", text)
+    # wall, CPU, compiles, compile seconds, persistent-cache loads, chunks computed and reused
+    assert re.search(r"\| r_good \| quick \| complete \| \d+\.\d s \| \d+\.\d s \| \d+ \| [^|]+ \| \d+ \| 0 \| 0 \|", text)
     figs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert figs == ["../runs/r_good/figures/err_vs_eps.png"]
     assert (path.parent / figs[0]).resolve().is_file()

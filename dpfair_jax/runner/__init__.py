@@ -6,8 +6,8 @@ Public names (imported lazily, so ``import dpfair_jax.runner`` stays cheap and J
   ``Discovery``, ``find_experiments_dir``, ``study_folders``, ``load_study``, ``resolve_config``
   (:mod:`.registry`);
 - ``RunContext``, ``RunResult``, ``run_experiment`` (:mod:`.context`);
-- ``build_report`` (:mod:`.report`); the results store in :mod:`.store`; figure helpers in
-  :mod:`.plots`.
+- ``build_report`` (:mod:`.report`; degenerate training runs in :mod:`.degenerate`); the results
+  store in :mod:`.store`; figure helpers in :mod:`.plots`.
 
 Studies live outside the package, one folder per study (``experiments/paper_004/``); the
 registry finds them in ``./experiments`` (or the repository root above), ``$DPFAIR_EXPERIMENTS``
@@ -37,7 +37,7 @@ _LAZY = {
     "build_report": "report",
 }
 
-_MODULES = ("context", "plots", "registry", "report", "store")
+_MODULES = ("context", "degenerate", "plots", "registry", "report", "store")
 
 __all__ = sorted(_LAZY) + list(_MODULES)
 

@@ -769,6 +769,22 @@ class RunLock:
         self.path.unlink(missing_ok=True)
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (all threads)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def _compile_tracker() -> contextlib.AbstractContextManager:
+    """:func:`dpfair_jax.compile_cache.track_compiles` (XLA compiles and persistent-cache hits of the
+    run), or a null context yielding None where JAX cannot be imported."""
+    try:
+        from dpfair_jax import compile_cache
+    except ImportError:  # pragma: no cover - JAX is a dependency
+        return contextlib.nullcontext(None)
+    return compile_cache.track_compiles()
+
+
 def run_experiment(
     exp: Experiment,
     *,
@@ -813,10 +829,12 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         store.atomic_write_json(directory / "claims.json", [])
         store.atomic_write_json(directory / "privacy.json", {})
     start = _utcnow()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     status, error, exc = "complete", None, None
+    compiles = _compile_tracker()
     try:
-        returned = exp.run(config, ctx)
+        with compiles as tracked:
+            returned = exp.run(config, ctx)
         try:
             import pandas as pd
 
@@ -830,7 +848,7 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         status, error, exc = "failed", f"{type(err).__name__}: {err}", err
         if ctx.writes:
             store.atomic_write_text(directory / "error.txt", traceback.format_exc())
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - cpu0
     if status == "complete" and ctx.writes:
         ctx.prune_chunks()
     meta = {
@@ -843,7 +861,10 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         "start_time": start,
         "end_time": _utcnow(),
         "wall_seconds": wall,
-        "compile_seconds": ctx.compile_seconds if ctx.compile_seconds else None,
+        "cpu_seconds": cpu,
+        "compile_seconds": ctx.compile_seconds or (tracked.compile_seconds if tracked else None) or None,
+        "compiles": tracked.compiles if tracked else None,
+        "compile_cache_hits": tracked.cache_hits if tracked else None,
         "chunks": ctx.chunk_stats,
         "code_version": ctx.code,
         "tables": ctx.tables,

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpfair_jax.runner import store
+from dpfair_jax.runner import degenerate, store
 
 __all__ = ["STATUSES", "build_report", "collect_runs", "format_measured", "format_number", "row_kind",
            "row_status"]
@@ -317,6 +317,9 @@ def build_report(
     cc, fc = _counts([c for _, c in claims]), _counts([c for _, c in checks])
     failed_runs = [r for r in runs if r["meta"].get("status") not in ("complete", None)]
     missing_meta = [r for r in runs if not r["meta"]]
+    scans = {r["name"]: degenerate.scan_run(r["dir"]) for r in runs}
+    notes = {name: degenerate.claim_note(scan) for name, scan in scans.items()}
+    degen_runs = [name for name, scan in scans.items() if scan and scan["degenerate"]]
 
     def link(r: dict, c: Mapping[str, Any]) -> str:
         page = pages.get(r["name"])
@@ -330,6 +333,8 @@ def build_report(
         + f"; {len(checks)} formula checks: **{fc['holds']} hold, {fc['fails']} fail"
         + (f", {fc['skipped']} skipped" if fc["skipped"] else "") + "**."
         + (f" {len(failed_runs)} run(s) did not complete." if failed_runs else "")
+        + (f" {len(degen_runs)} run(s) have degenerate training runs (constant predictions or base-rate error; "
+           "see [Degenerate runs](#degenerate-runs))." if degen_runs else "")
     )
 
     open_rows = [(r, c) for r, c in rows if row_status(c) in ("fails", "untestable", "reconstruction")]
@@ -340,8 +345,9 @@ def build_report(
         lines.append("|---|---|---|---|---|---|---|")
         for r, c in open_rows:
             kind = " (formula check)" if row_kind(c) == "formula" else ""
+            note = f" ({notes[r['name']]})" if notes.get(r["name"]) and row_kind(c) == "claim" else ""
             lines.append(f"| {_mark(row_status(c))}{kind} | {_md(c.get('id'))} | {_md(c.get('statement'))} "
-                         f"| {_md(c.get('measured'))} | {_md(c.get('target'))} "
+                         f"| {_md(c.get('measured'))}{note} | {_md(c.get('target'))} "
                          f"| {_md(c.get('reason') or 'no reason recorded')} | {link(r, c)} |")
     else:
         lines.append("None: every claim that was measured holds." if rows else "No claims recorded yet.")
@@ -357,7 +363,7 @@ def build_report(
 
     lines += ["", "## Claims", ""]
     if claims:
-        _table(lines, claims)
+        _table(lines, claims, notes)
     else:
         lines.append("No claims recorded yet: run `dpfair reproduce --quick`.")
     lines += ["", "## Formula checks", ""]
@@ -369,6 +375,8 @@ def build_report(
     else:
         lines.append("No formula checks recorded.")
     lines.append("")
+    lines += degenerate.report_lines([(r["name"], _anchor(r["name"]), scans[r["name"]]) for r in runs
+                                      if scans.get(r["name"])])
 
     if import_errors:
         lines += ["## Modules that failed to import", ""]
@@ -394,7 +402,7 @@ def build_report(
     return report_dir / "REPORT.md"
 
 
-def _table(lines: list[str], rows: list[tuple[dict, dict]]) -> None:
+def _table(lines: list[str], rows: list[tuple[dict, dict]], notes: Mapping[str, str] | None = None) -> None:
     lines.append("| status | id | paper | experiment | statement | measured | target |")
     lines.append("|---|---|---|---|---|---|---|")
     for r, c in rows:
@@ -402,6 +410,8 @@ def _table(lines: list[str], rows: list[tuple[dict, dict]]) -> None:
         measured = _md(c.get("measured"))
         if c.get("measured") is None and c.get("reason"):
             measured = f"n/a ({_md(c.get('reason'))})"
+        if notes and notes.get(r["name"]) and row_kind(c) == "claim" and status != "skipped":
+            measured += f" ({notes[r['name']]})"
         lines.append(
             f"| {_mark(status)} | {_md(c.get('id'))} | {_md(c.get('paper'))} | [{r['name']}](#{_anchor(r['name'])}) "
             f"| {_md(c.get('statement'))} | {measured} | {_md(c.get('target'))} |"
@@ -413,17 +423,26 @@ def _timings(lines: list[str], runs: list[dict[str, Any]]) -> None:
     if not timed:
         return
     total = sum(r["meta"]["wall_seconds"] for r in timed)
+    cpus = [r["meta"].get("cpu_seconds") for r in timed]
+    cpu_total = f", CPU {_seconds(sum(cpus))}" if all(_is_number(c) for c in cpus) else ""
     lines += ["## Run times", "",
-              f"Wall time per run as recorded in `meta.json` (total {_seconds(total)}; compile time where the "
-              "study records it; chunks computed in this run and reused from an earlier one).", "",
-              "| experiment | size | status | wall | compile | chunks computed | reused |",
-              "|---|---|---|---|---|---|---|"]
+              f"Wall and CPU (user + system) time per run as recorded in `meta.json` (total {_seconds(total)}"
+              f"{cpu_total}; XLA compiles, their seconds and the programs loaded from the persistent compilation "
+              "cache; chunks computed in this run and reused from an earlier one). Runs in one process share "
+              "compiled programs, so a run after another that compiled the same program compiles less.", "",
+              "| experiment | size | status | wall | CPU | compiles | compile | cache loads | chunks computed "
+              "| reused |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def opt(v: Any, fmt: Any = str) -> str:
+        return fmt(v) if _is_number(v) else "n/a"
+
     for r in timed:
         m = r["meta"]
         chunks = m.get("chunks") or {}
-        comp = m.get("compile_seconds")
         lines.append(f"| {r['name']} | {r['size']} | {m.get('status')} | {_seconds(m['wall_seconds'])} "
-                     f"| {_seconds(comp) if isinstance(comp, (int, float)) else 'n/a'} "
+                     f"| {opt(m.get('cpu_seconds'), _seconds)} | {opt(m.get('compiles'))} "
+                     f"| {opt(m.get('compile_seconds'), _seconds)} | {opt(m.get('compile_cache_hits'))} "
                      f"| {chunks.get('computed', 'n/a')} | {chunks.get('reused', 'n/a')} |")
     lines.append("")
 
