@@ -89,6 +89,7 @@ from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi_theory, sgda
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
+from dpfair_jax.fairness.evaluation import degeneracy, predict
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import clipping, ghost
 from dpfair_jax.privacy import mechanisms as Mech
@@ -112,11 +113,6 @@ __all__ = [
     "official_calibration",
     "min_steps_theorem33",
     "task_loss",
-    "predict",
-    "evaluate",
-    "degeneracy",
-    "dp_violation",
-    "eo_violation",
 ]
 
 FAIRNESS = ("dp", "eo")
@@ -236,7 +232,7 @@ class FermiHparams(NamedTuple):
     0.176 on an imbalanced synthetic set, base rate 0.252; 0.182 with 600 rows and batches of 64).
     The paper's tabular step sizes (``lr_theta=0.005, lr_w=0.01``, for 200 epochs) left those runs
     at the base rate with constant predictions (a DP violation of 0 that means nothing);
-    :func:`evaluate` and ``FermiResult.diagnostics`` flag such runs (``degenerate``)."""
+    :func:`dpfair_jax.fairness.evaluate` and ``FermiResult.diagnostics`` flag such runs (``degenerate``)."""
 
     lam: Any = 1.0
     lr_theta: Any = 1.0
@@ -251,8 +247,9 @@ class FermiHparams(NamedTuple):
 class FermiResult(NamedTuple):
     """Model ``params``, the ascent variable ``W [C, k, l]`` and ``diagnostics``: DP-SGDA's
     (``truncated_steps``, ``clipped_frac_theta``, ``clipped_frac_w``), the final model's
-    ``train_error`` and its :func:`degeneracy` flags on the training data (``constant_predictions``,
-    ``at_base_rate``, ``degenerate``, ``majority_share``, ``base_error``). The diagnostics are
+    ``train_error`` and its :func:`~dpfair_jax.fairness.degeneracy` flags on the training data
+    (``constant_predictions``, ``at_base_rate``, ``degenerate``, ``majority_share``,
+    ``base_error``). The diagnostics are
     computed from the private training data and are not differentially private: use them to
     flag runs, do not release them."""
 
@@ -786,83 +783,3 @@ def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: floa
     fct = config.sensitivity_factor()
     m = config.batch_size
     return sigma_theta * m / (clip_theta * fct), sigma_w * m / (clip_w * fct)
-
-
-# ------------------------------------------------------------------------------------------------
-# evaluation (test split, hard predictions): eq. 10 and eq. 11
-# ------------------------------------------------------------------------------------------------
-def predict(model, params, x) -> jax.Array:
-    """Hard labels: ``sigmoid > 0.5`` for one-logit models, argmax otherwise."""
-    out = model.apply(params, x)
-    if model.num_outputs == 1:
-        return (out > 0).astype(jnp.int32)
-    return jnp.argmax(out, axis=-1).astype(jnp.int32)
-
-
-def dp_violation(yhat, s, num_groups: int, num_classes: int) -> jax.Array:
-    """Eq. 10: ``max_{y', s1, s2} |P(yhat = y' | s1) - P(yhat = y' | s2)|`` (empty groups ignored)."""
-    s1 = jax.nn.one_hot(s, num_groups)
-    cnt = jnp.sum(s1, axis=0)
-    rates = (s1.T @ jax.nn.one_hot(yhat, num_classes)) / jnp.maximum(cnt, 1.0)[:, None]  # [k, l]
-    present = (cnt > 0)[:, None]
-    hi = jnp.max(jnp.where(present, rates, -jnp.inf), axis=0)
-    lo = jnp.min(jnp.where(present, rates, jnp.inf), axis=0)
-    return jnp.max(hi - lo)
-
-
-def eo_violation(yhat, y, s, num_groups: int, num_classes: int) -> jax.Array:
-    """Eq. 11: max over ``y'`` and group pairs of the gaps in ``P(yhat = y' | s, y = y')`` and
-    ``P(yhat = y' | s, y != y')`` (one-vs-rest; for binary labels max(TPR gap, FPR gap))."""
-    s1 = jax.nn.one_hot(s, num_groups)
-    yh = jax.nn.one_hot(yhat, num_classes)
-    yy = jax.nn.one_hot(y, num_classes)
-
-    def gap(cond):  # cond [n, l]: membership of each example in the conditioning event per y'
-        num = jnp.einsum("nk,nl->kl", s1, yh * cond)
-        den = s1.T @ cond
-        rates = num / jnp.maximum(den, 1.0)
-        present = den > 0
-        hi = jnp.max(jnp.where(present, rates, -jnp.inf), axis=0)
-        lo = jnp.min(jnp.where(present, rates, jnp.inf), axis=0)
-        return jnp.max(jnp.where(jnp.isfinite(hi - lo), hi - lo, 0.0))
-
-    return jnp.maximum(gap(yy), gap(1.0 - yy))
-
-
-def degeneracy(yhat: jax.Array, y: jax.Array, num_classes: int) -> dict:
-    """Flags of a degenerate classifier on labels ``y`` (jit/vmap-able):
-
-    * ``majority_share``: the share of the most frequent predicted label (1: constant predictions);
-    * ``constant_predictions``: every prediction is the same label (its DP and EO violations are 0
-      whatever the data: a "perfectly fair" model that learned nothing);
-    * ``base_error``: the error of the best constant predictor, ``1 - max_c P(y = c)``;
-    * ``at_base_rate``: ``error >= base_error - se`` with ``se = sqrt(b (1 - b) / n)`` the standard
-      error of an error rate at ``b = base_error`` on ``n`` rows (no better than predicting the
-      majority label, within one standard error);
-    * ``degenerate``: either of the two.
-    """
-    n = yhat.shape[0]
-    share = jnp.max(jnp.mean(jax.nn.one_hot(yhat, num_classes), axis=0))
-    base = 1.0 - jnp.max(jnp.mean(jax.nn.one_hot(y, num_classes), axis=0))
-    error = jnp.mean((yhat != y).astype(jnp.float32))
-    at_base = error >= base - jnp.sqrt(base * (1.0 - base) / n)
-    constant = share >= 1.0
-    return {"majority_share": share, "constant_predictions": constant, "base_error": base,
-            "at_base_rate": at_base, "degenerate": constant | at_base}
-
-
-def evaluate(model, params, data: Dataset, num_classes: int = 2) -> dict:
-    """Test metrics: misclassification ``error``, ``dp_violation`` (eq. 10), ``eo_violation`` (eq. 11),
-    the soft ``ermi``, and the :func:`degeneracy` flags (``constant_predictions``, ``at_base_rate``,
-    ``degenerate``, ``majority_share``, ``base_error``): a model at the base rate or with constant
-    predictions has small violations because it learned nothing. jit/vmap-able over ``params``."""
-    yhat = predict(model, params, data.x)
-    out = model.apply(params, data.x)
-    probs = E.soft_predictions(out)
-    return {
-        "error": jnp.mean((yhat != data.y).astype(jnp.float32)),
-        "dp_violation": dp_violation(yhat, data.s, data.num_groups, num_classes),
-        "eo_violation": eo_violation(yhat, data.y, data.s, data.num_groups, num_classes),
-        "ermi": E.ermi(probs, data.s, data.num_groups),
-        **degeneracy(yhat, data.y, num_classes),
-    }
