@@ -56,6 +56,39 @@ def test_registry_covers_every_family_with_builders_bugs_and_sizes():
         assert bug in MA.FAMILY_BUGS[fam]
 
 
+def test_every_algorithm_has_a_game_or_a_reason():
+    """The registry is keyed by dpfair_jax.algorithms.__all__: each algorithm has at least one
+    family (a FitSpendGame on its fit/spend) or a one-line reason in NO_GAME, never both; every
+    family audits an algorithm or is a listed privacy primitive."""
+    from dpfair_jax import algorithms
+
+    assert set(MA.ALGORITHM_GAMES) | set(MA.NO_GAME) == set(algorithms.__all__)
+    assert not set(MA.ALGORITHM_GAMES) & set(MA.NO_GAME)
+    for alg, fams in MA.ALGORITHM_GAMES.items():
+        assert fams, alg
+        assert all(MA.FAMILY_MODULES[f].ALGORITHMS[f] == alg for f in fams)
+    for alg, reason in MA.NO_GAME.items():
+        assert isinstance(reason, str) and reason and "\n" not in reason
+    games = [f for fams in MA.ALGORITHM_GAMES.values() for f in fams]
+    assert sorted(games + list(MA.PRIMITIVE_FAMILIES)) == sorted(MA.FAMILIES)
+    assert MA.PRIMITIVE_FAMILIES == ("group_weighted",)
+
+
+def test_game_claims_are_the_algorithms_spend():
+    """A family's claim is its game's spend (the algorithm's spend of the nominal hparams), for the
+    bug-free variant and for every planted bug that changes only the run."""
+    for fam in ("dpsgd", "fermi", "mitigation"):
+        mod = MA.FAMILY_MODULES[fam]
+        game = mod.dpsgd_game(fam) if fam == "dpsgd" else (
+            mod.fermi_default_game() if fam == "fermi" else mod.mitigation_game())
+        sp = game.spend()
+        alg = getattr(__import__("dpfair_jax.algorithms", fromlist=[fam]), MA.FAMILY_MODULES[fam].ALGORITHMS[fam])
+        ref = max(alg.spend(game.config, m, game.hparams).epsilon for m in game.world_sizes())
+        assert sp.epsilon == ref
+        for bug in (None,) + MA.FAMILY_BUGS[fam]:
+            assert MA.build(fam, bug)[1]["claimed_epsilon"] == ref
+
+
 def test_fermi_default_configuration_audit():
     """DP-FERMI as a user runs it (all features, Poisson q = 1/2, noisy frequencies, ghost path,
     C != 1): the claim holds and every planted bug, noise x 1/2 included, is caught."""

@@ -1,5 +1,6 @@
-"""Audit games on the default paths (dpfair_jax.audit.dpsgd_games): DP-SGD (ghost norms, Poisson
-and fixed-size), group-weighted aggregation, output perturbation and the paper-001 mitigation.
+"""Audit games on the default paths (dpfair_jax.audit.dpsgd_games: DP-SGD with ghost norms, Poisson
+and fixed-size, output perturbation and the paper-001 mitigation, each a FitSpendGame on the
+module's fit/spend) and the group-weighted aggregation primitive (dpfair_jax.audit.primitive_games).
 
 Fast tests check that each game runs the default path and that its statistic has the law the
 canary was designed for (shift and spread against hand-derived values); the slow ones run every
@@ -14,17 +15,21 @@ import pytest
 
 from dpfair_jax.algorithms import dpsgd, mitigation
 from dpfair_jax.audit import dpsgd_games as G
+from dpfair_jax.audit import mechanism_audits as MA
+from dpfair_jax.audit import primitive_games as PG
 from dpfair_jax.audit.games import audit_mechanism, run_game
 from dpfair_jax.privacy.accounting import analytic_gaussian_delta
 
 
-def test_registry_is_consistent():
-    assert set(G.FAMILY_BUGS) == set(G.BUILDERS) == set(G.SUITE_TRIALS["quick"]) == set(G.SUITE_TRIALS["full"])
-    for fam, bugs in G.FAMILY_BUGS.items():
+@pytest.mark.parametrize("mod", [G, PG])
+def test_registry_is_consistent(mod):
+    assert set(mod.FAMILY_BUGS) == set(mod.BUILDERS) == set(mod.SUITE_TRIALS["quick"]) \
+        == set(mod.SUITE_TRIALS["full"]) == set(mod.ALGORITHMS)
+    for fam, bugs in mod.FAMILY_BUGS.items():
         assert len(set(bugs)) == len(bugs) and bugs
         claims = set()
         for bug in (None,) + bugs:
-            fn, info = G.BUILDERS[fam](bug=bug)
+            fn, info = mod.BUILDERS[fam](bug=bug)
             assert callable(fn) and {"claimed_epsilon", "delta", "relation"} <= set(info)
             assert 0 < info["claimed_epsilon"] < 10 and 0 < info["delta"] < 0.05
             claims.add(info["claimed_epsilon"])
@@ -32,9 +37,12 @@ def test_registry_is_consistent():
 
 
 def test_dpsgd_claims_are_the_kits_spend_on_the_default_path():
+    """Add/remove: the claim is the larger record over D0's n - 1 and D1's n rows (D0's rate
+    B / (n - 1) is the larger, so its record decides); replace-one: the record at n."""
     _, info = G.dpsgd_mechanism()
-    sp = dpsgd.privacy(1.0, n=32, batch_size=16, delta=1e-2, steps=2)
+    sp = dpsgd.privacy(1.0, n=31, batch_size=16, delta=1e-2, steps=2)
     assert info["claimed_epsilon"] == sp.epsilon and info["delta"] == sp.delta
+    assert sp.epsilon > dpsgd.privacy(1.0, n=32, batch_size=16, delta=1e-2, steps=2).epsilon
     assert info["relation"] == "add_remove" and info["sample_rate"] < 1
     assert info["per_example_path"] == "glm" and info["clip_norm"] != 1.0
     _, info = G.dpsgd_replace_mechanism()
@@ -44,7 +52,7 @@ def test_dpsgd_claims_are_the_kits_spend_on_the_default_path():
     _, info = G.dpsgd_mlp_mechanism()
     assert info["per_example_path"] == "mlp"
     _, info = G.mitigation_mechanism()
-    sp = mitigation.privacy(1.0, 2.0, n=32, batch_size=16, delta=1e-2, steps=1, gamma1=1.0, gamma2=1.0)
+    sp = mitigation.privacy(1.0, 2.0, n=31, batch_size=16, delta=1e-2, steps=1, gamma1=1.0, gamma2=1.0)
     assert info["claimed_epsilon"] == sp.epsilon and info["delta"] == sp.delta
 
 
@@ -69,14 +77,14 @@ def test_dpsgd_canary_law(builder, q, steps, z, sign):
 def test_group_weighted_law_and_realized_denominator():
     """Public denominators: the canary shifts the statistic by exactly 1 with std z_0 (weights and
     group 1's noise add 0.3%); the calibration is the claim. Realized counts: shift 2 n0 / (n0 + 1)."""
-    fn, info = G.group_weighted_mechanism()
+    fn, info = PG.group_weighted_mechanism()
     z0 = info["noise_multiplier"]
     assert analytic_gaussian_delta(z0, 1.0, 1.0) == pytest.approx(1e-2, rel=1e-6)
     g = run_game(fn, jax.random.key(1), 4000)
     sd = z0 * math.sqrt(1 + (0.1 * 2 / 40 * 10 / 0.9) ** 2)
     assert abs(g.with_canary.mean() - g.without.mean() - 1.0) < 5 * sd * math.sqrt(2 / 4000)
     assert abs(g.without.std() / sd - 1) < 4 / math.sqrt(2 * 4000)
-    fn, _ = G.group_weighted_mechanism(bug="realized_denominator")
+    fn, _ = PG.group_weighted_mechanism(bug="realized_denominator")
     g = run_game(fn, jax.random.key(1), 4000)
     n0 = 10
     assert abs(g.with_canary.mean() - g.without.mean() - 2 * n0 / (n0 + 1)) < 5 * sd * math.sqrt(2 / 4000)
@@ -84,7 +92,8 @@ def test_group_weighted_law_and_realized_denominator():
 
 def test_output_perturbation_uses_fit_defaults_and_data_radius_bug():
     fn, info = G.output_perturbation_mechanism()
-    assert info["relation"] == "replace_one" and info["claimed_epsilon"] == 1.0
+    assert info["relation"] == "replace_one" and info["claimed_epsilon"] == pytest.approx(1.0, abs=1e-9)
+    assert info["claimed_epsilon"] <= 1.0  # calibrate's multiplier: the spend is at most the target
     # the label flip moves the minimizer by about half the sensitivity bound 2 L / (n reg)
     assert 0.3 < info["shift"] / info["sensitivity"] < 0.6
     _, info = G.output_perturbation_mechanism(bug="data_radius")
@@ -106,8 +115,8 @@ def test_bad_inputs():
 
 def _audit_all(family: str, trials: int) -> list[dict]:
     rows = []
-    for j, bug in enumerate((None,) + G.FAMILY_BUGS[family]):
-        fn, info = G.BUILDERS[family](bug=bug)
+    for j, bug in enumerate((None,) + MA.FAMILY_BUGS[family]):
+        fn, info = MA.build(family, bug)
         rows.append(audit_mechanism(fn, jax.random.fold_in(jax.random.key(15), j), mechanism=family,
                                     claimed_epsilon=info["claimed_epsilon"], delta=info["delta"],
                                     num_trials=trials, planted_bug=bug, chunk_size=2000))
@@ -135,10 +144,8 @@ CHEAP = {
 def test_audit_rows_at_a_cheap_size(family):
     """All listed variants of the family in one compiled program (as the suite runs them): the
     default's bound stays at or below its claim, each planted bug's is above it."""
-    from dpfair_jax.audit import mechanism_audits as MA
-
     trials, bugs = CHEAP[family]
-    assert set(bugs) <= set(G.FAMILY_BUGS[family])
+    assert set(bugs) <= set(MA.FAMILY_BUGS[family])
     rows = MA.audit_family_variants(jax.random.key(16), family, (None,) + bugs, num_trials=trials)
     for r in rows:
         assert r["passed"], r
@@ -146,10 +153,10 @@ def test_audit_rows_at_a_cheap_size(family):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", sorted(G.FAMILY_BUGS))
+@pytest.mark.parametrize("family", sorted({**G.FAMILY_BUGS, **PG.FAMILY_BUGS}))
 def test_quick_audit_rows_pass(family):
     """Every planted bug caught (lower bound > claim) and the default passes (bound <= claim)."""
-    rows = _audit_all(family, G.SUITE_TRIALS["quick"][family])
+    rows = _audit_all(family, MA.SUITE_TRIALS["quick"][family])
     for r in rows:
         assert r["passed"], r
     assert np.isfinite([r["epsilon_lower_bound"] for r in rows]).all()

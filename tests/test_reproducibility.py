@@ -95,7 +95,7 @@ _FOUR = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_reproducibility import dpsgd_trial
     from dpfair_jax import montecarlo
-    from dpfair_jax.audit.dpsgd_games import group_weighted_mechanism
+    from dpfair_jax.audit.primitive_games import group_weighted_mechanism
     from dpfair_jax.audit.games import run_game
     assert jax.device_count() == 4, jax.devices()
     mesh = montecarlo.trial_mesh()
@@ -110,7 +110,7 @@ def test_four_host_devices_equal_one_device(tmp_path):
     """An audit game sharded over 4 forced host devices gives the same bits as one device with the
     same per-device chunk shape; DP-SGD trials agree to float32 rounding."""
     from dpfair_jax.audit.games import run_game
-    from dpfair_jax.audit.dpsgd_games import group_weighted_mechanism
+    from dpfair_jax.audit.primitive_games import group_weighted_mechanism
 
     out = tmp_path / "four.npz"
     env = dict(os.environ)

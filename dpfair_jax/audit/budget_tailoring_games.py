@@ -71,6 +71,7 @@ from dpfair_jax.privacy.accounting import zcdp_to_dp
 from dpfair_jax.privacy.relations import relation_name
 
 __all__ = [
+    "ALGORITHMS",
     "FAMILY_BUGS",
     "SUITE_TRIALS",
     "BUILDERS",
@@ -82,6 +83,7 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "budget_tailoring": ("noise", "noise_half", "private_denominator"),
     "budget_tailoring_stage1": ("noise", "noise_half", "stage1_paper_clip"),
 }
+ALGORITHMS: dict[str, str] = {"budget_tailoring": "budget_tailoring", "budget_tailoring_stage1": "budget_tailoring"}
 
 # trials per world (each trial is a few rows and one release, so both sizes are cheap)
 SUITE_TRIALS = {

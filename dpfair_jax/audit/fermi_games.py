@@ -1,4 +1,4 @@
-"""Audit games of DP-FERMI (paper 004) as :class:`~dpfair_jax.audit.fit_spend.FitSpendGame`\ s on
+"""Audit games of DP-FERMI (paper 004) as :class:`~dpfair_jax.audit.fit_spend.FitSpendGame` games on
 ``fermi.fit`` / ``fermi.spend``, with parametric bounds (:mod:`dpfair_jax.audit.parametric`).
 
 * ``fermi``: the default configuration: ``privacy_unit="all_features"``, Poisson sampling with

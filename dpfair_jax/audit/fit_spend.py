@@ -99,6 +99,9 @@ class FitSpendGame:
     (default: the rows of ``D0`` and ``D1``); ``relation``: the relation the pair encodes, checked
     against the spend's; ``fit_kwargs``: keywords of ``fit`` (e.g. initial parameters);
     ``run_hparams`` / ``run_config``: what ``fit`` runs with (a planted bug; default the nominal);
+    ``world_hparams``: ``(hparams of D0's run, hparams of D1's run)`` for a bug that derives a
+    hyperparameter from each world's data (needs the pair form of ``neighbours``; overrides
+    ``run_hparams``);
     ``claimed_epsilon``: a claim-side variant replacing the spend's epsilon (an earlier record);
     ``info``: extra entries of the builder's ``info`` (e.g. a parametric ``bound``).
     """
@@ -113,6 +116,7 @@ class FitSpendGame:
     fit_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     run_hparams: Any = None
     run_config: Any = None
+    world_hparams: tuple[Any, Any] | None = None
     claimed_epsilon: float | None = None
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -126,6 +130,9 @@ class FitSpendGame:
             isinstance(self.neighbours, (tuple, list)) and len(self.neighbours) == 2
         ):
             raise ValueError("neighbours must be a pair (D0, D1) or a callable neighbours(flag) -> data.")
+        if self.world_hparams is not None and (callable(self.neighbours) or len(self.world_hparams) != 2):
+            raise ValueError("world_hparams must be a pair (hparams of D0, hparams of D1) and needs "
+                             "neighbours as a pair (D0, D1).")
         if self.sizes is not None and len(self.sizes) != 2:
             raise ValueError(f"sizes must be (sizes of D0, sizes of D1), got {self.sizes!r}.")
         if self.relation is not None:
@@ -161,7 +168,9 @@ class FitSpendGame:
         cfg = self.config if self.run_config is None else self.run_config
         fit, stat, kw = self.algorithm.fit, self.statistic, dict(self.fit_kwargs)
 
-        def run(key: jax.Array, data: Any) -> jax.Array:
+        hp0, hp1 = (hp, hp) if self.world_hparams is None else self.world_hparams
+
+        def run(key: jax.Array, data: Any, hp: Any = hp) -> jax.Array:
             return jnp.asarray(stat(fit(key, data, hp, cfg, **kw)))
 
         if callable(self.neighbours):
@@ -173,7 +182,7 @@ class FitSpendGame:
             d0, d1 = self.neighbours
 
             def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-                return jnp.where(flag == 1, run(key, d1), run(key, d0))
+                return jnp.where(flag == 1, run(key, d1, hp1), run(key, d0, hp0))
 
         eps = float(sp.epsilon) if self.claimed_epsilon is None else float(self.claimed_epsilon)
         info = {"claimed_epsilon": eps, "delta": float(sp.delta), "relation": sp.relation,

@@ -61,6 +61,7 @@ from dpfair_jax.audit.games import check_family_bug
 from dpfair_jax.privacy.accounting import zcdp_to_dp
 
 __all__ = [
+    "ALGORITHMS",
     "FAMILY_BUGS",
     "SUITE_TRIALS",
     "BUILDERS",
@@ -72,6 +73,7 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "stratified_coinpress": ("noise", "noise_third"),
     "mean_add_remove": ("noise", "noise_third", "exact_counts"),
 }
+ALGORITHMS: dict[str, str] = {"stratified_coinpress": "mean_estimation", "mean_add_remove": "mean_estimation"}
 
 # trials per world, sized so that every planted bug is caught at both sizes ("noise_third" of the
 # replace-one game at 100,000; "noise_third" and "exact_counts" of the add/remove game at 40,000).

@@ -1,27 +1,37 @@
-"""Audits of the kit's training mechanisms on their public entry points and default configurations.
+"""Audits of the kit's algorithms: one loop over the games of each algorithm's public trio.
 
-The games live in one module per mechanism family; this module is the registry and the loop:
+Every game is a :class:`~dpfair_jax.audit.fit_spend.FitSpendGame`: the mechanism is the
+algorithm's ``fit(key, data, hparams, config)`` on its default configuration and the claim is its
+``spend(config, sizes, hparams)``; a planted bug changes what ``fit`` runs with, never the claim
+(or, for an earlier record, is a claim-side variant). The registry is keyed by algorithm module
+(:data:`ALGORITHM_GAMES`, one entry per name of ``dpfair_jax.algorithms.__all__``); an algorithm
+without a game is listed in :data:`NO_GAME` with the reason. Games of privacy primitives that no
+algorithm wraps (group-weighted aggregation) live in :mod:`~dpfair_jax.audit.primitive_games`,
+beside :mod:`~dpfair_jax.audit.sum_audits`, and are listed in :data:`PRIMITIVE_FAMILIES`.
+
+The scenarios (data pair, statistic, hparams) live in one module per paper's algorithms:
 
 * :mod:`~dpfair_jax.audit.dpsgd_games`: ``dpsgd`` (Poisson, add/remove, GLM ghost norms),
   ``dpsgd_replace`` (fixed-size, replace-one), ``dpsgd_mlp`` (dense ghost path),
-  ``group_weighted`` (group-weighted private mean), ``output_perturbation`` (paper 001),
-  ``mitigation`` (paper 001's reconstructed mitigation);
-* :mod:`~dpfair_jax.audit.fermi_games`: ``fermi`` (DP-FERMI's default all-features unit, Poisson
-  ``q < 1``, noisy group frequencies) and ``fermi_sensitive`` (the sensitive-attribute unit with its
-  membership-visible accounting), with parametric bounds;
+  ``output_perturbation`` and ``mitigation`` (paper 001);
+* :mod:`~dpfair_jax.audit.fermi_games`: ``fermi`` (all features, Poisson ``q < 1``, noisy group
+  frequencies) and ``fermi_sensitive`` (the sensitive-attribute unit, membership-visible), with
+  parametric bounds;
 * :mod:`~dpfair_jax.audit.budget_tailoring_games`: ``budget_tailoring`` (stage 2) and
   ``budget_tailoring_stage1`` (paper 000);
-* :mod:`~dpfair_jax.audit.mean_estimation_games`: ``stratified_coinpress`` (replace-one, public
-  sizes) and ``mean_add_remove`` (noisy counts; paper 003);
+* :mod:`~dpfair_jax.audit.mean_estimation_games`: ``stratified_coinpress`` and
+  ``mean_add_remove`` (paper 003);
 * :mod:`~dpfair_jax.audit.reductions_games`: ``exponential_sampling`` and ``private_cgoo``
-  (paper 002, thresholds from the public split).
+  (paper 002);
+* :mod:`~dpfair_jax.audit.primitive_games`: ``group_weighted`` (a privacy primitive).
 
 Every module exports ``FAMILY_BUGS`` (planted bugs per family), ``SUITE_TRIALS`` (quick and full
-trials per world) and ``BUILDERS`` (``builder(*, bug=None, **kw) -> (mechanism_fn(key, flag) ->
-scalar, info)``, ``info`` with ``claimed_epsilon``, ``delta``, ``relation``). A family whose
-statistic has a known Gaussian law names its bound in ``info["bound"]`` and its module offers
-``parametric_bound(info, with_canary, without, confidence)``
-(:mod:`~dpfair_jax.audit.parametric`); the others use Clopper-Pearson threshold bounds
+trials per world), ``BUILDERS`` (``builder(*, bug=None, **kw) -> (mechanism_fn(key, flag) ->
+scalar, info)``, ``info`` with ``claimed_epsilon``, ``delta``, ``relation``) and ``ALGORITHMS``
+(the algorithm module each family audits, ``None`` for a primitive). A family whose statistic has
+a known Gaussian law names its bound in ``info["bound"]`` and its module offers
+``parametric_bound(info, with_canary, without, confidence)`` (:mod:`~dpfair_jax.audit.parametric`);
+the others use Clopper-Pearson threshold bounds
 (:func:`~dpfair_jax.audit.lower_bounds.epsilon_lower_bound_from_scores`).
 
 A row passes when the bug-free variant's lower bound is at most its claimed epsilon and a planted
@@ -41,16 +51,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
+from dpfair_jax import algorithms as _algorithms
 from dpfair_jax.audit import (
     budget_tailoring_games,
     dpsgd_games,
     fermi_games,
     mean_estimation_games,
+    primitive_games,
     reductions_games,
 )
 from dpfair_jax.audit.games import audit_mechanism, check_family_bug
 
 __all__ = [
+    "ALGORITHM_GAMES",
+    "NO_GAME",
+    "PRIMITIVE_FAMILIES",
     "FAMILIES",
     "FAMILY_BUGS",
     "FAMILY_MODULES",
@@ -61,8 +76,21 @@ __all__ = [
     "mechanism_audit_suite",
 ]
 
-_MODULES = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games, reductions_games)
+_MODULES = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games, reductions_games,
+            primitive_games)
 FAMILY_MODULES: dict[str, Any] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
+# algorithms of dpfair_jax.algorithms.__all__ without a game here, each with the reason
+NO_GAME: dict[str, str] = {
+    "pfld": "game being added (audit.pfld_games)",
+    "pfld_epoch": "game being added (audit.pfld_games)",
+    "sgda": "game being added (audit.sgda_games)",
+    "synthesis": "game being added (audit.synthesis_games)",
+}
+ALGORITHM_GAMES: dict[str, tuple[str, ...]] = {
+    alg: tuple(f for f, mod in FAMILY_MODULES.items() if mod.ALGORITHMS[f] == alg)
+    for alg in _algorithms.__all__ if alg not in NO_GAME
+}
+PRIMITIVE_FAMILIES: tuple[str, ...] = tuple(f for f, mod in FAMILY_MODULES.items() if mod.ALGORITHMS[f] is None)
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {fam: tuple(mod.FAMILY_BUGS[fam]) for fam, mod in FAMILY_MODULES.items()}
 FAMILIES = tuple(FAMILY_BUGS)
 SUITE_TRIALS: dict[str, dict[str, int]] = {

@@ -68,6 +68,7 @@ from dpfair_jax.audit.games import check_family_bug
 from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_counts
 
 __all__ = [
+    "ALGORITHMS",
     "FAMILY_BUGS",
     "SUITE_TRIALS",
     "BUILDERS",
@@ -82,6 +83,7 @@ FAMILY_BUGS: dict[str, tuple[str, ...]] = {
 }
 SUITE_TRIALS = {"quick": {"exponential_sampling": 20000, "private_cgoo": 20000},
                 "full": {"exponential_sampling": 100000, "private_cgoo": 100000}}
+ALGORITHMS: dict[str, str] = {"exponential_sampling": "reductions", "private_cgoo": "reductions"}
 
 _K = 2
 _W = 1  # the group the public thresholds cap; the canary's group
