@@ -9,6 +9,7 @@ import pytest
 
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi as F
+from dpfair_jax.algorithms import fermi_theory as FT
 from dpfair_jax.data import make_dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness import evaluate
@@ -368,29 +369,34 @@ def test_all_features_epsilon_matches_dp_accounting_called_directly():
     assert direct(zt2, zw2, cfg.count_noise_multiplier) <= 2.0 * (1 + 1e-6)
 
 
+LD = {"lipschitz_theta": 5.0, "w_bound": 5.0}  # L = D = 5, the paper's and the code's values
+
+
 def test_theorem33_noise_matches_hand_computation():
     # Parkinsons (notes II.6): n = 4406, T = 1000, delta = 1/n^2, rho = 0.318, L = D = 5
     n, T, rho = 4406, 1000, 0.318
     for eps, sw_note, st_note in [(0.5, 0.417, 10.43), (1, 0.209, 5.22), (3, 0.070, 1.74), (9, 0.023, 0.58)]:
-        st, sw = F.theorem33_noise(n, T, eps, 1 / n**2, rho)
+        st, sw = FT.dpfermi_noise(eps, 1 / n**2, n, T, rho, composition="paper", check_assumptions=False, **LD)
         hand_w = math.sqrt(16 * T * 2 * math.log(n) / (eps**2 * n**2 * rho))
         assert sw == pytest.approx(hand_w, rel=1e-12)
         assert st == pytest.approx(25 * hand_w, rel=1e-12)
         assert sw == pytest.approx(sw_note, abs=0.0015) and st == pytest.approx(st_note, abs=0.015)
     # Adult: n = 33916, T = 200 * 34 = 6800, rho ~ 0.325
-    out = F.official_calibration(33916, int(0.325 * 33916) + 1, 200, 1024, 0.5)
-    assert out["steps"] == 6800 and out["delta"] == pytest.approx(1 / 33916**2)
-    assert out["std_w"] == pytest.approx(0.156, abs=0.001)
-    assert out["std_theta"] == pytest.approx(3.90, abs=0.01)
+    out = FT.official_dpfermi_calibration(33916, int(0.325 * 33916) + 1, 200, 1024, 0.5)
+    assert out.steps == 6800 and out.delta == pytest.approx(1 / 33916**2)
+    assert out.std_w == pytest.approx(0.156, abs=0.001)
+    assert out.std_theta == pytest.approx(3.90, abs=0.01)
     # all features: the theorem's statement is more conservative than its proof
     for rho in (0.1, 0.3):
-        p = F.theorem33_noise(1000, 100, 1.0, 1e-6, rho, unit="all_features", form="proof")
-        s = F.theorem33_noise(1000, 100, 1.0, 1e-6, rho, unit="all_features", form="statement")
+        p, s = (FT.dpfermi_noise(1.0, 1e-6, 1000, 100, rho, privacy="all_features", theta_formula=form,
+                                 composition="paper", check_assumptions=False, **LD)
+                for form in ("proof", "statement"))
         assert s[0] >= p[0] and s[1] == p[1]
     # the joint correction: both updates together (eps, delta) -> stds times sqrt 2
-    j = F.theorem33_noise(n, T, 1.0, 1 / n**2, 0.318, composition="joint")
-    assert j[1] == pytest.approx(math.sqrt(2) * F.theorem33_noise(n, T, 1.0, 1 / n**2, 0.318)[1])
-    assert F.min_steps_theorem33(4406, 1024, 1.0) == math.ceil((4406 / 2048) ** 2)
+    j = FT.dpfermi_noise(1.0, 1 / n**2, n, T, 0.318, composition="joint", check_assumptions=False, **LD)
+    paper = FT.dpfermi_noise(1.0, 1 / n**2, n, T, 0.318, composition="paper", check_assumptions=False, **LD)
+    assert j[1] == pytest.approx(math.sqrt(2) * paper[1])
+    assert FT.dpfermi_min_steps(4406, 1024, 1.0) == math.ceil((4406 / 2048) ** 2)
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, batch_size=1024, privacy_unit="sensitive_attribute")
     zt, zw = F.theorem33_multipliers(cfg, 2.0, 0.1, clip_theta=5.0, clip_w=1.0)
     assert zt * 5.0 * 2 / 1024 == pytest.approx(2.0) and zw * 2 / 1024 == pytest.approx(0.1)

@@ -68,9 +68,10 @@ The kit's common interface: ``fit(key, data, hparams, config) -> FermiResult``,
 ``spend(config, n, hparams) -> PrivacySpend`` (what :func:`privacy` records, at ``config.delta``)
 and ``calibrate(config, n, (epsilon, delta), hparams) -> hparams`` (noise multipliers set).
 Noise calibration: :func:`calibrate` / :func:`calibrate_noise` (the kit's accountant, both noisy
-updates composed each step, sampling as run) or :func:`theorem33_noise` /
-:func:`theorem33_multipliers` (the paper's closed form, Theorem 3.3 / D.2) so the two can be
-compared.
+updates composed each step, sampling as run), or the paper's closed forms in
+:mod:`dpfair_jax.algorithms.fermi_theory` (``dpfermi_noise``: Theorem 3.3 / D.2;
+``official_dpfermi_calibration``: the authors' code) turned into :func:`fit`'s multipliers by
+:func:`theorem33_multipliers`, so the two can be compared.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax import models as M
-from dpfair_jax.algorithms import fermi_theory, sgda
+from dpfair_jax.algorithms import sgda
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness.evaluation import degeneracy, predict
@@ -108,10 +109,7 @@ __all__ = [
     "calibrate_noise",
     "init_w",
     "privacy",
-    "theorem33_noise",
     "theorem33_multipliers",
-    "official_calibration",
-    "min_steps_theorem33",
     "task_loss",
 ]
 
@@ -731,55 +729,14 @@ def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float],
     return out
 
 
-def min_steps_theorem33(n: int, batch_size: int, epsilon: float) -> int:
-    """Theorem 3.3's condition ``T >= (n sqrt(eps) / (2 m))^2``."""
-    return int(math.ceil((n * math.sqrt(epsilon) / (2.0 * batch_size)) ** 2))
-
-
-def theorem33_noise(
-    n: int, steps: int, epsilon: float, delta: float, rho: float, *,
-    lipschitz: float = 5.0, radius: float = 5.0, num_classes: int = 2,
-    unit: str = "sensitive_attribute", form: str = "proof", composition: str = "paper",
-) -> tuple[float, float]:
-    """The paper's closed-form noise (Theorem 3.3 / D.2): ``(sigma_theta, sigma_w)``, the std of
-    the Gaussian added to the *averaged* minibatch gradients (before the ``lam`` factor).
-
-    Sensitive attributes: ``sigma_w^2 = 16 T ln(1/delta) / (eps^2 n^2 rho)``,
-    ``sigma_theta^2 = 16 L^2 D^2 ln(1/delta) T / (eps^2 n^2 rho)``.
-    All features: ``sigma_w^2 = 32 T ln(1/delta) (1/rho + D^2) / (eps^2 n^2)``;
-    ``sigma_theta^2 = 8 L^2 D^2 T ln(1/delta) (4/rho + l^2) / (eps^2 n^2)`` (``form="proof"``, the
-    proof's last line) or ``64 L^2 D^2 ln T / (eps^2 n^2 rho) + 32 D^4 L^2 l^2 T ln / (eps^2 n^2)``
-    (``form="statement"``, the theorem as printed, more conservative; notes II.6).
-    ``composition="paper"`` gives the printed values (each update separately (eps, delta));
-    ``"joint"`` scales both stds by sqrt 2 so the two updates together meet (eps, delta) under the
-    same recipe. Delegates to :func:`dpfair_jax.algorithms.fermi_theory.dpfermi_noise`; the
-    theorem's conditions ``eps <= 2 ln(1/delta)``, ``T >= (n sqrt(eps) / (2m))^2`` are the caller's.
-    """
-    v.check_choice("unit", unit, UNITS)
-    v.check_choice("form", form, ("proof", "statement"))
-    out = fermi_theory.dpfermi_noise(
-        float(epsilon), float(delta), n, steps, float(rho), lipschitz_theta=lipschitz,
-        w_bound=radius, num_classes=num_classes, privacy=unit, theta_formula=form,
-        composition=composition, check_assumptions=False,
-    )
-    return float(out.sigma_theta), float(out.sigma_w)
-
-
-def official_calibration(n_train: int, min_group_count: int, epochs: int, batch_size: int,
-                         epsilon: float, *, lipschitz: float = 5.0, radius: float = 5.0) -> dict:
-    """The authors' code's calibration (notes II.10-9): ``delta = 1/n^2``, ``T = epochs ceil(n/B)``,
-    ``rho = (min count - 1)/n`` and the sensitive-attribute formulas of :func:`theorem33_noise`
-    (``fermi_theory.official_dpfermi_calibration`` as a dict)."""
-    out = fermi_theory.official_dpfermi_calibration(n_train, min_group_count, epochs, batch_size, float(epsilon),
-                                                    lipschitz_theta=lipschitz, radius=radius)
-    return {"delta": out.delta, "steps": out.steps, "rho": out.rho, "std_theta": out.std_theta,
-            "std_w": out.std_w}
-
-
 def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: float,
                           clip_theta: float, clip_w: float) -> tuple[float, float]:
     """Noise multipliers that make :func:`fit` add the paper's noise (Theorem 3.3 stds on the averaged
-    gradient, times ``lam``): ``z = sigma m / (C k)``, with ``k`` the sensitivity factor."""
+    gradient, times ``lam``): ``z = sigma m / (C k)``, with ``k`` the sensitivity factor.
+
+    The stds come from :func:`dpfair_jax.algorithms.fermi_theory.dpfermi_noise` or
+    ``official_dpfermi_calibration``. Privacy: what the paper's recipe states, not what
+    :func:`privacy` accounts for the result (compare the two with :func:`privacy`)."""
     fct = config.sensitivity_factor()
     m = config.batch_size
     return sigma_theta * m / (clip_theta * fct), sigma_w * m / (clip_w * fct)

@@ -249,7 +249,3 @@ def official_dpfermi_calibration(
     )
     return OfficialFermiCalibration(delta, steps, rho, noise.sigma_theta, noise.sigma_w)
 
-
-# =============================================================================================
-# Paper 000: Privacy Budget Tailoring (zCDP)
-# =============================================================================================

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from dpfair_jax.algorithms.fermi_theory import official_dpfermi_calibration
 from dpfair_jax.fairness import evaluate
 from dpfair_jax.runner import Experiment, plots, register
 from dpfair_jax.studies.tradeoff import plot_tradeoff
@@ -280,7 +281,7 @@ def run_official_code(config: dict, ctx) -> pd.DataFrame:
     """Regression test on the shape of the public code's curves (notes II.10): one-cell ERMI
     (``W[0, 1]``: predicted 1 in group ``cell 0``), standard-normal ``W_0``, clipping after the
     division by the batch size (``clip_mode="official_batch"``: effectively no clipping), W-noise not
-    scaled by lambda (``variant="paper"``), the code's calibration (``official_calibration``), exact
+    scaled by lambda (``variant="paper"``), the code's calibration (``official_dpfermi_calibration``), exact
     group frequencies. Run twice: with ``cell 0`` the group of the higher positive rate (what the
     paper's decreasing curves require) and with ``cell 0`` the other group."""
     from dpfair_jax import models as M
@@ -299,11 +300,12 @@ def run_official_code(config: dict, ctx) -> pd.DataFrame:
                         batch_size=config["batch_size"], sampling="shuffle", privacy_unit="sensitive_attribute",
                         variant="paper", clip_mode="official_batch", w_init="randn", ermi_form="one_cell",
                         group_frequencies="public")
-    cal = F.official_calibration(train.n, int(min(train.group_sizes())), config["epochs"], config["batch_size"],
-                                 config["epsilon"], lipschitz=config["clip_theta"], radius=config["radius"])
-    zt, zw = F.theorem33_multipliers(cfg, cal["std_theta"], cal["std_w"], config["clip_theta"], config["clip_w"])
+    cal = official_dpfermi_calibration(train.n, int(min(train.group_sizes())), config["epochs"],
+                                       config["batch_size"], config["epsilon"],
+                                       lipschitz_theta=config["clip_theta"], radius=config["radius"])
+    zt, zw = F.theorem33_multipliers(cfg, cal.std_theta, cal.std_w, config["clip_theta"], config["clip_w"])
     ctx.log(f"{config['dataset']}: groups {names}, positive rates {np.round(rates, 3).tolist()}; official "
-            f"calibration at eps={config['epsilon']:g}: std_theta={cal['std_theta']:.3g}, std_w={cal['std_w']:.3g}")
+            f"calibration at eps={config['epsilon']:g}: std_theta={cal.std_theta:.3g}, std_w={cal.std_w:.3g}")
 
     def orient(ds, cell0: int):
         s = np.asarray(ds.s)
