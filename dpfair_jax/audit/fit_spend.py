@@ -99,9 +99,9 @@ class FitSpendGame:
     (default: the rows of ``D0`` and ``D1``); ``relation``: the relation the pair encodes, checked
     against the spend's; ``fit_kwargs``: keywords of ``fit`` (e.g. initial parameters);
     ``run_hparams`` / ``run_config``: what ``fit`` runs with (a planted bug; default the nominal);
-    ``world_hparams``: ``(hparams of D0's run, hparams of D1's run)`` for a bug that derives a
-    hyperparameter from each world's data (needs the pair form of ``neighbours``; overrides
-    ``run_hparams``);
+    ``world_hparams`` / ``world_configs``: ``(D0's, D1's)`` for a bug that derives a
+    hyperparameter or a config field from each world's data (needs the pair form of
+    ``neighbours``; overrides ``run_hparams`` / ``run_config``);
     ``claimed_epsilon``: a claim-side variant replacing the spend's epsilon (an earlier record);
     ``info``: extra entries of the builder's ``info`` (e.g. a parametric ``bound``).
     """
@@ -117,6 +117,7 @@ class FitSpendGame:
     run_hparams: Any = None
     run_config: Any = None
     world_hparams: tuple[Any, Any] | None = None
+    world_configs: tuple[Any, Any] | None = None
     claimed_epsilon: float | None = None
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -130,9 +131,11 @@ class FitSpendGame:
             isinstance(self.neighbours, (tuple, list)) and len(self.neighbours) == 2
         ):
             raise ValueError("neighbours must be a pair (D0, D1) or a callable neighbours(flag) -> data.")
-        if self.world_hparams is not None and (callable(self.neighbours) or len(self.world_hparams) != 2):
-            raise ValueError("world_hparams must be a pair (hparams of D0, hparams of D1) and needs "
-                             "neighbours as a pair (D0, D1).")
+        for name in ("world_hparams", "world_configs"):
+            pair = getattr(self, name)
+            if pair is not None and (callable(self.neighbours) or len(pair) != 2):
+                raise ValueError(f"{name} must be a pair (for D0, for D1) and needs neighbours as a "
+                                 "pair (D0, D1).")
         if self.sizes is not None and len(self.sizes) != 2:
             raise ValueError(f"sizes must be (sizes of D0, sizes of D1), got {self.sizes!r}.")
         if self.relation is not None:
@@ -169,8 +172,9 @@ class FitSpendGame:
         fit, stat, kw = self.algorithm.fit, self.statistic, dict(self.fit_kwargs)
 
         hp0, hp1 = (hp, hp) if self.world_hparams is None else self.world_hparams
+        cfg0, cfg1 = (cfg, cfg) if self.world_configs is None else self.world_configs
 
-        def run(key: jax.Array, data: Any, hp: Any = hp) -> jax.Array:
+        def run(key: jax.Array, data: Any, hp: Any = hp, cfg: Any = cfg) -> jax.Array:
             return jnp.asarray(stat(fit(key, data, hp, cfg, **kw)))
 
         if callable(self.neighbours):
@@ -182,7 +186,7 @@ class FitSpendGame:
             d0, d1 = self.neighbours
 
             def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-                return jnp.where(flag == 1, run(key, d1, hp1), run(key, d0, hp0))
+                return jnp.where(flag == 1, run(key, d1, hp1, cfg1), run(key, d0, hp0, cfg0))
 
         eps = float(sp.epsilon) if self.claimed_epsilon is None else float(self.claimed_epsilon)
         info = {"claimed_epsilon": eps, "delta": float(sp.delta), "relation": sp.relation,

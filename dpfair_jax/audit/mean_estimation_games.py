@@ -1,14 +1,16 @@
-"""Audit games of the private means of paper 003 (:mod:`dpfair_jax.algorithms.mean_estimation`).
+"""Audit games of the private means of paper 003, each a
+:class:`~dpfair_jax.audit.fit_spend.FitSpendGame` on ``mean_estimation.fit`` / ``mean_estimation.spend``.
 
 Each builder has the contract of :mod:`dpfair_jax.audit.mechanism_audits`:
 ``builder(*, bug=None, **kw) -> (mechanism_fn(key, flag) -> scalar, info)``, ``flag = 0`` runs
-the public estimator on ``D0`` and ``flag = 1`` on its neighbour ``D1``, higher statistics mean
-"``D1``"; ``info`` has ``claimed_epsilon``, ``delta`` and ``relation`` (what the kit's own spend
-function reports for that configuration). Both families drive
-:func:`~dpfair_jax.algorithms.mean_estimation.stratified_coinpress` on its default configuration
-(two COINPRESS steps with the paper's ``[1/4, 3/4]`` split, prior ball ``B(0, 3)``,
-``clip_mode="fresh"``, size-fraction weights); only the total budget is set small (``rho = 0.05``)
-so that the claimed epsilon is within reach of a few thousand trials.
+``mean_estimation.fit`` on ``D0`` and ``flag = 1`` on its neighbour ``D1``, higher statistics
+mean "``D1``"; ``info`` has ``claimed_epsilon`` (``mean_estimation.spend`` of the nominal
+hparams), ``delta`` and ``relation``. Both families run StratCOINPRESS on the default
+``MeanConfig`` (two COINPRESS steps with the paper's ``[1/4, 3/4]`` split, prior ball
+``B(0, 3)``, ``clip_mode="fresh"``, size-fraction weights) with two strata; only the total budget
+is set small (``rho = 0.05``) so that the claimed epsilon is within reach of a few thousand
+trials. A planted noise bug scales ``hparams.rho`` of the run (every noise std, the counts'
+included), the claim staying the nominal spend.
 
 * ``stratified_coinpress``: replace-one within a stratum (the default relation; exact sizes,
   public by the relation). Two strata; the canary ``+canary_scale`` (far outside every clip
@@ -24,9 +26,8 @@ so that the claimed epsilon is within reach of a few thousand trials.
   0.5)``, which separates the worlds with certainty; otherwise it is ``group_means[0] *
   sizes[0]``, the last step's noisy clipped sum (plus a small term from the first step's
   centre). Noisy counts are integers with probability ~0, so for the corrected default the
-  statistic is that noisy sum. Claim:
-  :func:`~dpfair_jax.algorithms.mean_estimation.stratified_privacy` with
-  ``relation="add_remove"`` (``sum(rhos)`` plus the default count budget).
+  statistic is that noisy sum. Claim: ``mean_estimation.spend`` with ``relation="add_remove"``
+  (``rho`` plus the default count budget), the larger over both worlds' sizes.
 
 Planted bugs (the audit must report a lower bound above the claimed epsilon):
 
@@ -40,14 +41,14 @@ Planted bugs (the audit must report a lower bound above the claimed epsilon):
   factor caught at 40,000 trials (std / 2.5 needs about 100,000);
 * ``"exact_counts"`` (``mean_add_remove``): the former add/remove path, exact group sizes in
   every denominator, radius and returned ``sizes``, claiming the former spend ``sum(rhos)``
-  (no count charge). It runs the estimator's internal path with the count release switched off;
-  the library has no option for it.
+  (no count charge, a claim-side variant). The run is ``fit`` with ``relation="replace_one"``
+  (exact sizes) at ``4 rho``, which draws exactly the former add/remove noise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.algorithms import mean_estimation as me
+from dpfair_jax.audit.fit_spend import FitSpendGame, replace_fields
 from dpfair_jax.audit.games import check_family_bug
 from dpfair_jax.privacy.accounting import zcdp_to_dp
 
@@ -65,7 +67,9 @@ __all__ = [
     "FAMILY_BUGS",
     "SUITE_TRIALS",
     "BUILDERS",
+    "stratified_coinpress_game",
     "stratified_coinpress_mechanism",
+    "mean_add_remove_game",
     "mean_add_remove_mechanism",
 ]
 
@@ -86,14 +90,13 @@ _BUDGET_FACTOR = {None: 1.0, "noise": 100.0, "noise_half": 4.0, "noise_third": 9
 _check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
 
 
-def _check_common(rho: float, delta: float, canary_scale: float) -> np.ndarray:
+def _check_common(rho: float, delta: float, canary_scale: float) -> None:
     V.check_rho(rho)
     V.check_delta(delta)
     V.check_positive("canary_scale", canary_scale)
-    return me.coinpress_rhos(float(rho))
 
 
-def stratified_coinpress_mechanism(
+def stratified_coinpress_game(
     *,
     rho: float = 0.05,
     delta: float = 1e-5,
@@ -101,21 +104,20 @@ def stratified_coinpress_mechanism(
     n: int = 8,
     canary_scale: float = 1000.0,
     seed: int = 0,
-) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
-    """StratCOINPRESS (default configuration, replace-one within a stratum, public sizes) with a
-    canary replaced by its mirror image in its stratum.
+) -> FitSpendGame:
+    """StratCOINPRESS (``mean_estimation.fit`` on ``MeanConfig(num_groups=2)``: replace-one within
+    a stratum, public sizes) with a canary replaced by its mirror image in its stratum.
 
     ``n`` rows in two strata (alternating ids, row 0, the canary, in stratum 0), 1-D data
-    ``N(0, 1)``; ``rhos = coinpress_rhos(rho)``. ``claimed_epsilon``:
-    ``stratified_privacy(rhos, 2, delta)``.
+    ``N(0, 1)``; ``hparams.rho = rho`` split ``[1/4, 3/4]``. Claim: ``mean_estimation.spend``.
 
-    Privacy: ``sum(rhos)``-zCDP under replace-one within a stratum.
+    Privacy: ``rho``-zCDP under replace-one within a stratum.
     """
     _check_bug("stratified_coinpress", bug)
-    rhos = _check_common(rho, delta, canary_scale)
+    _check_common(rho, delta, canary_scale)
     n = V.check_int("n", n, minimum=4)
-    spend = me.stratified_privacy(rhos, 2, delta)
-    run_rhos = jnp.asarray(rhos * _BUDGET_FACTOR[bug], jnp.float32)
+    config = me.MeanConfig(method="coinpress", num_groups=2, delta=float(delta))
+    hp = me.MeanHparams(rho=float(rho))
     rng = np.random.default_rng(seed)
     x = rng.normal(size=n).astype(np.float32)
     x[0] = canary_scale
@@ -123,17 +125,27 @@ def stratified_coinpress_mechanism(
     xj = jnp.asarray(x)
     flip = jnp.zeros((n,), jnp.float32).at[0].set(-2.0 * canary_scale)
 
-    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-        xs = xj + flag.astype(jnp.float32) * flip  # flag 1: the canary at -scale, same stratum
-        est = me.stratified_coinpress(key, xs, s, 2, rhos=run_rhos)
-        return -est.group_means[0, 0]
+    def neighbours(flag: jax.Array):
+        return (xj + flag.astype(jnp.float32) * flip, s)  # flag 1: the canary at -scale, same stratum
 
-    info = {"claimed_epsilon": float(spend.epsilon), "delta": float(delta), "rho": float(spend.rho),
-            "relation": spend.relation}
-    return mechanism_fn, info
+    def stat(res) -> jax.Array:
+        return -res.means.group_means[0, 0]
+
+    sizes = (int(np.sum(np.arange(n) % 2 == 0)), int(np.sum(np.arange(n) % 2 == 1)))
+    return FitSpendGame(
+        algorithm=me, config=config, hparams=hp, neighbours=neighbours, statistic=stat,
+        sizes=(sizes, sizes), relation="replace_one",
+        run_hparams=replace_fields(hp, rho=hp.rho * _BUDGET_FACTOR[bug]),
+    )
 
 
-def mean_add_remove_mechanism(
+def stratified_coinpress_mechanism(*, bug: str | None = None, **kw: Any
+                                   ) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """``(mechanism_fn, info)`` of :func:`stratified_coinpress_game`. Privacy: as the game's."""
+    return stratified_coinpress_game(bug=bug, **kw).build()
+
+
+def mean_add_remove_game(
     *,
     rho: float = 0.05,
     delta: float = 1e-5,
@@ -142,26 +154,27 @@ def mean_add_remove_mechanism(
     n1: int = 30,
     canary_scale: float = 100.0,
     seed: int = 0,
-) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
-    """StratCOINPRESS under ``relation="add_remove"`` (default noisy counts); ``D1`` adds a canary.
+) -> FitSpendGame:
+    """StratCOINPRESS under ``relation="add_remove"`` (``mean_estimation.fit``, default noisy
+    counts); ``D1`` adds a canary.
 
     Stratum 0 has ``n0`` (even) rows ``+-1`` (sum 0), stratum 1 ``n1`` rows ``N(0, 1)``; the
-    canary ``+canary_scale`` joins stratum 0 in ``D1``. ``rhos = coinpress_rhos(rho)``.
-    ``claimed_epsilon``: ``stratified_privacy(rhos, 2, delta, relation="add_remove")`` (the
-    ``"exact_counts"`` bug claims the former ``sum(rhos)`` alone).
+    canary ``+canary_scale`` joins stratum 0 in ``D1``. Claim: ``mean_estimation.spend``
+    (``rho`` plus the default count budget); the ``"exact_counts"`` bug runs
+    ``relation="replace_one"`` at ``4 rho`` (the former add/remove noise from the exact sizes)
+    and claims the former ``rho`` alone.
 
-    Privacy: ``(sum(rhos) + count_rho)``-zCDP under add/remove, ``count_rho`` the default
-    ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
+    Privacy: ``(rho + count_rho)``-zCDP under add/remove, ``count_rho`` the default
+    ``DEFAULT_COUNT_FRACTION * rho``.
     """
     _check_bug("mean_add_remove", bug)
-    rhos = _check_common(rho, delta, canary_scale)
+    _check_common(rho, delta, canary_scale)
     n0 = V.check_int("n0", n0, minimum=2)
     n1 = V.check_int("n1", n1, minimum=1)
     if n0 % 2:
         raise ValueError(f"n0 must be even (its rows are +-1 with sum 0), got {n0}.")
-    spend = me.stratified_privacy(rhos, 2, delta, relation="add_remove")
-    factor = _BUDGET_FACTOR[bug]
-    run_rhos = jnp.asarray(rhos * factor, jnp.float32)
+    config = me.MeanConfig(method="coinpress", num_groups=2, relation="add_remove", delta=float(delta))
+    hp = me.MeanHparams(rho=float(rho))
     rng = np.random.default_rng(seed)
     x0 = np.concatenate([np.tile([1.0, -1.0], n0 // 2), rng.normal(size=n1)]).astype(np.float32)
     s0 = np.concatenate([np.zeros(n0, np.int32), np.ones(n1, np.int32)])
@@ -169,38 +182,30 @@ def mean_add_remove_mechanism(
     s1 = np.concatenate([s0, np.zeros(1, np.int32)])
     worlds = ((jnp.asarray(x0), jnp.asarray(s0)), (jnp.asarray(x1), jnp.asarray(s1)))
 
+    def stat(res) -> jax.Array:
+        size = res.means.sizes[0]
+        exact = size == jnp.round(size)
+        return jnp.where(exact, 1000.0 * (size - (n0 + 0.5)), res.means.group_means[0, 0] * size)
+
     if bug == "exact_counts":
         # The former path: add/remove noise (sensitivity 1) with the exact sizes and no count
         # release. The public replace-one path with 4x the budget draws exactly that noise
         # (sigma = 2 C / sqrt(2 * 4 rho) = C / sqrt(2 rho)) from the exact sizes.
-        def estimate(key, x, s):
-            return me.stratified_coinpress(key, x, s, 2, center=0.0, radius=3.0,
-                                           rhos=4.0 * jnp.asarray(run_rhos), relation="replace_one",
-                                           clip_mode="fresh", beta=me.REFERENCE_BETA)
-        claimed = zcdp_to_dp(float(np.sum(rhos)), delta)
+        run_config, run = dataclasses.replace(config, relation="replace_one"), replace_fields(hp, rho=4.0 * hp.rho)
+        claimed = zcdp_to_dp(float(rho), delta)
     else:
-        count_rho = me.resolve_count_rho("add_remove", float(np.sum(rhos))) * factor
+        run_config, run, claimed = None, replace_fields(hp, rho=hp.rho * _BUDGET_FACTOR[bug]), None
+    return FitSpendGame(
+        algorithm=me, config=config, hparams=hp, neighbours=worlds, statistic=stat,
+        sizes=((n0, n1), (n0 + 1, n1)), relation="add_remove", run_hparams=run, run_config=run_config,
+        claimed_epsilon=claimed,
+    )
 
-        def estimate(key, x, s):
-            if bug is None:  # the public default: count_rho left to the estimator
-                return me.stratified_coinpress(key, x, s, 2, rhos=run_rhos, relation="add_remove")
-            return me.stratified_coinpress(key, x, s, 2, rhos=run_rhos, relation="add_remove",
-                                           count_rho=count_rho)
-        claimed = float(spend.epsilon)
 
-    def stat(key: jax.Array, x: jax.Array, s: jax.Array) -> jax.Array:
-        est = estimate(key, x, s)
-        size = est.sizes[0]
-        exact = size == jnp.round(size)
-        return jnp.where(exact, 1000.0 * (size - (n0 + 0.5)), est.group_means[0, 0] * size)
-
-    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-        return jnp.where(flag == 1, stat(key, *worlds[1]), stat(key, *worlds[0]))
-
-    info = {"claimed_epsilon": float(claimed), "delta": float(delta),
-            "rho": float(np.sum(rhos)) if bug == "exact_counts" else float(spend.rho),
-            "relation": "add_remove"}
-    return mechanism_fn, info
+def mean_add_remove_mechanism(*, bug: str | None = None, **kw: Any
+                              ) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """``(mechanism_fn, info)`` of :func:`mean_add_remove_game`. Privacy: as the game's."""
+    return mean_add_remove_game(bug=bug, **kw).build()
 
 
 BUILDERS: dict[str, Callable[..., tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]]] = {
