@@ -380,7 +380,8 @@ def mitigation_game(*, bug: str | None = None, noise_multiplier: float = 1.0, st
 
     def stat(res) -> jax.Array:
         theta = (res.params["w"][0, 0] - w00) * scale
-        released = jnp.sum(res.diagnostics["private_group_sums"][:, 1, 0] + res.diagnostics["private_group_sums"][:, 1, 1])
+        sums = res.diagnostics["private_group_sums"]
+        released = jnp.sum(sums[:, 1, 0] + sums[:, 1, 1])
         return a_theta * theta + a_stats * released
 
     return FitSpendGame(

@@ -1,9 +1,10 @@
 """Audit games for paper 002's private reductions, on the configuration its experiments run.
 
-Both games drive the public entry points with what paper 002's experiments pass
-them: ``f = sum`` of the itemized group losses, ``g`` = :func:`~dpfair_jax.studies.bgl.
-bgl_problem`'s bounded group loss (log-sum-exp temperature 200) with its thresholds ``eta`` derived
-from a disjoint PUBLIC split, ``G = penalty_weight(alpha = 0.05, K, sqrt K)``, the private ``n``
+Both games are :class:`~dpfair_jax.audit.fit_spend.FitSpendGame` games on ``reductions.fit`` /
+``reductions.spend`` (``SamplingConfig``: Algorithm 1; ``PrivateCGOOConfig``: Algorithm 2), with
+what paper 002's experiments pass them: ``f = sum`` of the itemized group losses, ``g`` =
+:func:`~dpfair_jax.studies.bgl.bgl_problem`'s bounded group loss (log-sum-exp temperature 200)
+with its thresholds ``eta`` derived from a disjoint PUBLIC split, ``G = penalty_weight(alpha = 0.05, K, sqrt K)``, the private ``n``
 public (replace-one), the loss matrix built by :func:`~dpfair_jax.algorithms.reductions.group_losses`
 from per-example losses in ``[0, 1]``. Two groups; the canary is one private record of group 1
 (the group the public thresholds cap), replaced between ``D0`` (``flag = 0``) and ``D1``.
@@ -24,8 +25,9 @@ from per-example losses in ``[0, 1]``. Two groups; the canary is one private rec
   rounds, ``delta = 1e-6``, penalty smoothing 5000. The statistic is the exact log-likelihood
   ratio of the whole output (released loss vectors and indices): per round, the Laplace density
   of ``released_t`` around ``L_b[m_{t-1}]`` and the EM's log-softmax of ``m_t`` under the weight
-  ``r_t`` recomputed from the released values (post-processing), summed over rounds. Claim: the
-  ledger :func:`~dpfair_jax.algorithms.reductions.algorithm2_ledger` (advanced composition).
+  ``r_t`` recomputed from the released values (post-processing), summed over rounds. Claim:
+  ``reductions.spend`` (the :func:`~dpfair_jax.algorithms.reductions.algorithm2_ledger` numbers,
+  advanced composition).
 
 Planted bugs (caught: lower bound above the claimed epsilon at 95% confidence):
 
@@ -36,7 +38,8 @@ Planted bugs (caught: lower bound above the claimed epsilon at 95% confidence):
 * ``"epsilon_x2"`` (``exponential_sampling``): the mechanism runs at ``2 epsilon`` and claims
   ``epsilon``;
 * ``"private_thresholds"``: the thresholds, worst group and group proportions derived from the
-  private split itself (the paper-002 experiments before the fix), claiming the same epsilon;
+  private split itself (the paper-002 experiments before the fix; each world's run gets its own
+  ``config.problem``, ``FitSpendGame.world_configs``), claiming the same epsilon;
   with the ``"threshold"`` canary. The corrected default passes on that canary too (tests).
 
 ``exponential_sampling``'s ``"epsilon_x2"`` is caught with a small margin (exact loss of the pair
@@ -52,8 +55,8 @@ Register with ``BUILDERS``, ``FAMILY_BUGS`` and ``SUITE_TRIALS`` (same contract 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-
 import math
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +67,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.algorithms import reductions as R
+from dpfair_jax.audit.fit_spend import FitSpendGame
 from dpfair_jax.audit.games import check_family_bug
 from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_counts
 
@@ -72,7 +76,9 @@ __all__ = [
     "FAMILY_BUGS",
     "SUITE_TRIALS",
     "BUILDERS",
+    "exponential_sampling_game",
     "exponential_sampling_mechanism",
+    "private_cgoo_game",
     "private_cgoo_mechanism",
     "exact_lower_bound",
 ]
@@ -169,7 +175,7 @@ def _log_probs_em(L, prob, G, epsilon, n) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # Algorithm 1
 # ----------------------------------------------------------------------------------------------
-def exponential_sampling_mechanism(
+def exponential_sampling_game(
     *,
     epsilon: float = 1.0,
     bug: str | None = None,
@@ -179,17 +185,18 @@ def exponential_sampling_mechanism(
     temperature: float = 200.0,
     canary: str | None = None,
     rare_probability: float = 0.1,
-) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
-    """Game on :func:`~dpfair_jax.algorithms.reductions.exponential_sampling` as paper 002 runs it.
+) -> FitSpendGame:
+    """Game on ``reductions.fit`` with a ``SamplingConfig`` (Algorithm 1) as paper 002 runs it.
 
     ``canary``: ``"tight"`` (default; ``"threshold"`` for the ``"private_thresholds"`` bug), see the
     module docstring. ``rare_probability``: ``p0(A)`` of the tight instance under the mechanism
     being audited (the group-1 loss gap of ``A`` is solved for it; 0.1 maximizes the power against
     ``"epsilon_x2"``). Statistic: the exact log-likelihood ratio of the sampled index.
-    ``info``: ``claimed_epsilon``, ``delta = 0``, ``relation``, ``exact_epsilon`` (the pair's exact
-    privacy loss), ``p_out``/``p_in`` (exact output laws of ``D0``/``D1``), ``eta``.
+    ``info``: ``exact_epsilon`` (the pair's exact privacy loss), ``p_out``/``p_in`` (exact output
+    laws of ``D0``/``D1``), ``eta``, ``G``, ``n``.
 
-    Privacy: ``epsilon``-DP (pure) under replace-one for public thresholds.
+    Privacy: the claim is ``reductions.spend`` (``epsilon``-DP, pure, under replace-one for public
+    thresholds).
     """
     V.check_epsilon(epsilon)
     _check_bug("exponential_sampling", bug)
@@ -232,22 +239,34 @@ def exponential_sampling_mechanism(
     llr = jnp.asarray(lp1 - lp0, jnp.float32)
     per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
     s_j = jnp.asarray(s)
+    config = R.SamplingConfig(problem=prob0)
+    hp = R.calibrate(config, n, (eps, 0.0), hparams=R.SamplingHparams(G=G))
 
-    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-        losses = R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K)  # as the experiments
-        if bug == "private_thresholds":
-            i0 = R.exponential_sampling(key, losses, prob0, G=G, epsilon=eps_run, n=n_run)
-            i1 = R.exponential_sampling(key, losses, prob1, G=G, epsilon=eps_run, n=n_run)
-            idx = jnp.where(flag == 1, i1, i0)
-        else:
-            idx = R.exponential_sampling(key, losses, prob0, G=G, epsilon=eps_run, n=n_run)
-        return llr[idx]
+    def grid(flag: jax.Array) -> R.GridData:  # the loss matrix as the experiments build it
+        return R.GridData(R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K), n_run)
 
-    info = {"claimed_epsilon": eps, "delta": 0.0, "relation": "replace_one", "canary": canary,
-            "exact_epsilon": float(np.max(np.abs(lp1 - lp0))), "p_out": np.exp(lp0), "p_in": np.exp(lp1),
-            "llr": np.asarray(lp1 - lp0), "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()),
-            "G": G, "n": n}
-    return mechanism_fn, info
+    def stat(res) -> jax.Array:
+        return llr[res.index]
+
+    neighbours: Any = grid
+    worlds: dict[str, Any] = {}
+    if bug == "private_thresholds":
+        neighbours = (grid(jnp.int32(0)), grid(jnp.int32(1)))
+        worlds = {"world_configs": (config, R.SamplingConfig(problem=prob1))}
+    return FitSpendGame(
+        algorithm=R, config=config, hparams=hp, neighbours=neighbours, statistic=stat, sizes=(n, n),
+        relation="replace_one", run_hparams=hp._replace(epsilon=2.0 * hp.epsilon) if bug == "epsilon_x2" else None,
+        info={"canary": canary, "exact_epsilon": float(np.max(np.abs(lp1 - lp0))), "p_out": np.exp(lp0),
+              "p_in": np.exp(lp1), "llr": np.asarray(lp1 - lp0),
+              "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()), "G": G, "n": n},
+        **worlds,
+    )
+
+
+def exponential_sampling_mechanism(*, bug: str | None = None, **kw: Any
+                                   ) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """``(mechanism_fn, info)`` of :func:`exponential_sampling_game`. Privacy: as the game's."""
+    return exponential_sampling_game(bug=bug, **kw).build()
 
 
 def exact_lower_bound(p_in: Any, p_out: Any, llr: Any, trials: int, *, delta: float = 0.0,
@@ -269,7 +288,7 @@ def exact_lower_bound(p_in: Any, p_out: Any, llr: Any, trials: int, *, delta: fl
 # ----------------------------------------------------------------------------------------------
 # Algorithm 2
 # ----------------------------------------------------------------------------------------------
-def private_cgoo_mechanism(
+def private_cgoo_game(
     *,
     epsilon: float = 1.0,
     delta: float = 1e-6,
@@ -282,16 +301,18 @@ def private_cgoo_mechanism(
     smoothing: float = 5000.0,
     canary: str | None = None,
     sensitivity_factor: float = 20.0,
-) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
-    """Game on :func:`~dpfair_jax.algorithms.reductions.private_cgoo` (Alg. 2) as paper 002 runs it.
+) -> FitSpendGame:
+    """Game on ``reductions.fit`` with a ``PrivateCGOOConfig`` (Algorithm 2) as paper 002 runs it.
 
-    Budget: ``algorithm2_budget(epsilon, delta, steps, n, K)`` (pure LOPT, privatized weights);
-    claim: its :func:`~dpfair_jax.algorithms.reductions.algorithm2_ledger`. Statistic: the exact
-    log-likelihood ratio of the whole output (module docstring). ``canary`` as in
-    :func:`exponential_sampling_mechanism` (tight instance at a balanced gap). ``sensitivity_factor``:
-    how much too large the ``"sensitivity"`` bug passes ``n``.
+    Hparams: the noise fields of ``algorithm2_budget(epsilon, delta, steps, n, K)`` (pure LOPT,
+    privatized weights; ``reductions.calibrate`` gives the same up to float32 rounding toward less
+    spend). Statistic: the exact log-likelihood ratio of the whole output (module
+    docstring). ``canary`` as in :func:`exponential_sampling_game` (tight instance at a balanced
+    gap). ``sensitivity_factor``: how much too large the ``"sensitivity"`` bug passes ``n`` (the
+    run's hparams calibrated at that ``n``).
 
-    Privacy: ``(epsilon, delta)``-DP under replace-one (advanced composition of ``steps`` rounds).
+    Privacy: the claim is ``reductions.spend`` (``(epsilon, delta)``-DP under replace-one, advanced
+    composition of ``steps`` rounds).
     """
     V.check_epsilon(epsilon)
     V.check_delta(delta)
@@ -302,8 +323,6 @@ def private_cgoo_mechanism(
     V.check_choice("canary", canary, ("tight", "threshold"))
     G = _alpha_G(alpha)
     n_run = int(round(n * sensitivity_factor)) if bug == "sensitivity" else n
-    budget = R.algorithm2_budget(epsilon, delta, steps, n=n_run, num_groups=_K)
-    ledger = R.algorithm2_ledger(budget)
     if canary == "tight":
         per0, per1, s, per_pub, s_pub = _tight_instance(n, 0.0)
     else:
@@ -315,15 +334,18 @@ def private_cgoo_mechanism(
     else:
         prob0, eta0, _ = _problem(_group_losses(per_pub, s_pub), s_pub, slack, temperature)
         prob1, eta1 = prob0, eta0
-    o_eps, scale = float(budget.oracle_epsilon), float(budget.laplace_scale)
+    config = R.PrivateCGOOConfig(problem=prob0, steps=steps, delta=float(delta), smoothing=float(smoothing))
+
+    def hparams_at(rows: int) -> R.PrivateCGOOHparams:  # the exact per-round budget (Lemma A.4)
+        b = R.algorithm2_budget(epsilon, delta, steps, n=rows, num_groups=_K)
+        return R.PrivateCGOOHparams(G=G, oracle_epsilon=b.oracle_epsilon, laplace_scale=b.laplace_scale)
+
+    hp, run = hparams_at(n), hparams_at(n_run)
+    o_eps, scale = float(run.oracle_epsilon), float(run.laplace_scale)
     lsens = R.loss_sensitivity(n_run, _K)
     per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
     s_j = jnp.asarray(s)
     Ls = (jnp.asarray(L0, jnp.float32), jnp.asarray(L1, jnp.float32))
-
-    def run(key, losses, prob):
-        return R.private_cgoo(key, losses, prob, G=G, steps=steps, oracle_epsilon=o_eps, laplace_scale=scale,
-                              n=n_run, smoothing=smoothing)
 
     def log_lik(res, L, prob):
         """Log-density of the output (indices, released) under world ``(L, prob)``, up to a constant."""
@@ -337,19 +359,30 @@ def private_cgoo_mechanism(
         em = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=1), res.indices[:, None], axis=1)
         return lap + jnp.sum(em)
 
-    def mechanism_fn(key: jax.Array, flag: jax.Array) -> jax.Array:
-        losses = R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K)
-        if bug == "private_thresholds":
-            r0, r1 = run(key, losses, prob0), run(key, losses, prob1)
-            res = jax.tree_util.tree_map(lambda a, b: jnp.where(flag == 1, b, a), r0, r1)
-        else:
-            res = run(key, losses, prob0)
+    def stat(res) -> jax.Array:
         return log_lik(res, Ls[1], prob1) - log_lik(res, Ls[0], prob0)
 
-    info = {"claimed_epsilon": float(ledger["epsilon"]), "delta": float(ledger["delta"]),
-            "relation": "replace_one", "canary": canary, "oracle_epsilon": o_eps, "laplace_scale": scale,
-            "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()), "G": G, "n": n, "steps": steps}
-    return mechanism_fn, info
+    def grid(flag: jax.Array) -> R.GridData:
+        return R.GridData(R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K), n_run)
+
+    neighbours: Any = grid
+    worlds: dict[str, Any] = {}
+    if bug == "private_thresholds":
+        neighbours = (grid(jnp.int32(0)), grid(jnp.int32(1)))
+        worlds = {"world_configs": (config, dataclasses.replace(config, problem=prob1))}
+    return FitSpendGame(
+        algorithm=R, config=config, hparams=hp, neighbours=neighbours, statistic=stat, sizes=(n, n),
+        relation="replace_one", run_hparams=run,
+        info={"canary": canary, "oracle_epsilon": o_eps, "laplace_scale": scale,
+              "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()), "G": G, "n": n, "steps": steps},
+        **worlds,
+    )
+
+
+def private_cgoo_mechanism(*, bug: str | None = None, **kw: Any
+                           ) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """``(mechanism_fn, info)`` of :func:`private_cgoo_game`. Privacy: as the game's."""
+    return private_cgoo_game(bug=bug, **kw).build()
 
 
 BUILDERS = {"exponential_sampling": exponential_sampling_mechanism, "private_cgoo": private_cgoo_mechanism}
