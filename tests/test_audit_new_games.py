@@ -21,6 +21,7 @@ from scipy import stats
 from dpfair_jax import montecarlo
 from dpfair_jax.algorithms import pfld, pfld_epoch, sgda, synthesis
 from dpfair_jax.audit import fit_spend, pfld_games, sgda_games, synthesis_games
+from dpfair_jax.audit import parametric as P
 
 
 def _variants(module, family: str, bugs: tuple, trials: int, seed: int) -> list[tuple]:
@@ -120,6 +121,19 @@ def test_binomial_gaussian_curve_matches_references():
     # more steps at the same rate and ratio: a larger epsilon (monotone in S)
     assert pfld_games.binomial_gaussian_epsilon(0.7, 0.5, 3, 1e-5) > pfld_games.binomial_gaussian_epsilon(
         0.7, 0.5, 2, 1e-5)
+
+
+def test_one_step_bound_matches_the_subsampled_gaussian_bound():
+    """With one step the binomial-mixture bound is parametric's subsampled-Gaussian bound (same
+    estimates, curve on a grid against dp-accounting's PLD)."""
+    rng = np.random.default_rng(0)
+    x0 = rng.normal(size=3000)
+    x1 = rng.normal(size=3000) + (rng.random(3000) < 0.5) * 1.0
+    ours = pfld_games.binomial_gaussian_bound(x1, x0, 0.5, 1, 1e-5)
+    ref = P.subsampled_gaussian_bound(x1, x0, 0.5, 1e-5)
+    assert ours.mu_low == pytest.approx(ref.mu_low, rel=1e-12)
+    assert ours.epsilon_lower_bound == pytest.approx(ref.epsilon_lower_bound, abs=2e-3)
+    assert 0.5 < ours.epsilon_lower_bound < 3.6  # mu = 1: the exact curve gives 3.53
 
 
 def test_binomial_gaussian_bound_refuses_bad_input():

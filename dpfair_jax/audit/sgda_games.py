@@ -14,9 +14,11 @@ its public ``fit``/``spend``.
   ``t = -theta_1[2] m / (lr_theta C_theta)`` and ``u = w_1[1] m / (lr_w C_w)``, are combined with
   the nominal multipliers' likelihood-ratio weights, ``(t / z_theta^2 + u / z_w^2) / (z_theta^-2 +
   z_w^-2)``: ``N(0, z^2)`` without the canary and ``(1 - q) N(0, z^2) + q N(1, z^2)`` with it, ``z
-  = (z_theta^-2 + z_w^-2)^-1/2`` the effective multiplier the spend accounts. Bound:
-  :func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound` (the statistic's curve is the
-  accounted one-step mechanism's exact curve, so the audit is tight up to the RDP conversion).
+  = (z_theta^-2 + z_w^-2)^-1/2`` the effective multiplier the spend accounts. Bound: that law's
+  exact curve at a lower confidence limit of ``1 / z`` (the estimates of
+  :func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound`, the curve on a grid:
+  :func:`~dpfair_jax.audit.pfld_games.binomial_gaussian_bound` with one step); it is the accounted
+  one-step mechanism's exact curve, so the audit is tight up to the RDP conversion.
   Claim: :func:`~dpfair_jax.algorithms.sgda.spend` of the nominal multipliers (larger over the two
   worlds' sizes, truncation charge in delta).
 
@@ -26,7 +28,7 @@ above its claim): ``"noise"`` / ``"noise_half"``: noise multipliers x 1/10 / x 1
 clip norms x 1e4 with the nominal noise std (the canary, norm 1000, enters unclipped).
 
 Sizes: ``delta = 1e-5``, ``z_theta = z_w = 1.5`` (effective 1.06; claim 3.64, the statistic's exact
-curve 3.26); quick 4000 trials per world (bug-free bound ~2.6, ``"noise_half"`` ~7.2).
+curve 3.26); quick 2000 trials per world (bug-free bound ~2.5, ``"noise_half"`` ~7.2).
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ from dpfair_jax.algorithms import sgda
 from dpfair_jax.audit import parametric as P
 from dpfair_jax.audit.fit_spend import FitSpendGame, plant
 from dpfair_jax.audit.games import check_family_bug
+from dpfair_jax.audit.pfld_games import binomial_gaussian_bound
 
 __all__ = ["FAMILY_BUGS", "SUITE_TRIALS", "BUILDERS", "ALGORITHMS", "sgda_game", "parametric_bound"]
 
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {"sgda": ("noise", "noise_half", "clip_unscaled", "clipping")}
-SUITE_TRIALS = {"quick": {"sgda": 4000}, "full": {"sgda": 50000}}
+SUITE_TRIALS = {"quick": {"sgda": 2000}, "full": {"sgda": 50000}}
 ALGORITHMS = {"sgda": "sgda"}
 
 
@@ -103,8 +106,10 @@ def sgda_game(
 
 def parametric_bound(info: dict[str, Any], with_canary: np.ndarray, without: np.ndarray,
                      confidence: float) -> P.ParametricBound:
-    """:func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound` at the game's public rate."""
-    return P.subsampled_gaussian_bound(with_canary, without, info["sample_rate"], info["delta"], confidence)
+    """The subsampled-Gaussian bound at the game's public rate
+    (:func:`~dpfair_jax.audit.pfld_games.binomial_gaussian_bound` with one step: the estimates of
+    :func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound`, the curve on a grid)."""
+    return binomial_gaussian_bound(with_canary, without, info["sample_rate"], 1, info["delta"], confidence)
 
 
 BUILDERS = {"sgda": lambda *, bug=None, **kw: sgda_game(bug=bug, **kw).build()}

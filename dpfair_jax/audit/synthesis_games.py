@@ -14,23 +14,24 @@ MST-like synthesizer) through its public ``fit``/``spend``.
   ``Z_1 = sum of the K cells / (sigma sqrt K)`` (``sigma = sqrt(K) / sqrt(2 (1 - f) rho)``, the
   marginals' noise) and ``Z_2 = count_0 sqrt(2 f rho)`` (the count's), with ``mu_1 = sqrt(2 (1 -
   f) rho)``, ``mu_2 = sqrt(2 f rho)``, ``mu = sqrt(2 rho)`` at the nominal ``rho``: ``N(c, 1)``
-  without the canary and ``N(c + mu, 1)`` with it (``c`` a known constant). Bound:
-  :func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound` at rate 1 (the Gaussian
-  mechanism's exact curve; the claim converts ``rho`` with the CKS bound, which is above it).
+  without the canary and ``N(c + mu, 1)`` with it (``c`` a known constant). Bound: the Gaussian
+  mechanism's exact curve at a lower confidence limit of ``mu``
+  (:func:`~dpfair_jax.audit.pfld_games.binomial_gaussian_bound`, one step at rate 1; the claim
+  converts ``rho`` with the CKS bound, which is above that curve).
   Claim: :func:`~dpfair_jax.algorithms.synthesis.spend` (the zCDP ledger: marginals in parallel
   over the strata, plus the counts).
 
 ``synthesis.fit`` runs on the host (the spanning trees are computed with NumPy), so the game calls
 it through :class:`HostFit`: one ``jax.pure_callback`` per world and trial (``vmap_method =
 "sequential"``) that runs the public ``fit`` on the world's data set and hands back the fitted
-tables and the noisy counts. About 7 ms per fit on one core: the quick size is 1000 trials per world.
+tables and the noisy counts. About 7 ms per fit on one core: the quick size is 500 trials per world.
 
 Planted bugs (each must give a bound above its claim; ``fit`` runs with a larger ``rho`` while the
 claim is the nominal ``spend``): ``"noise"``: every noise std x 1/10 (``rho`` x 100);
 ``"noise_half"``: x 1/2 (``rho`` x 4).
 
 Sizes: ``delta = 1e-5`` (claim 4.73; the statistic's exact curve at the nominal noise 4.38); quick
-1000 trials per world (bug-free bound ~3.8, ``"noise_half"`` ~8.4).
+500 trials per world (bug-free bound ~3.8, ``"noise_half"`` ~8.3).
 """
 
 from __future__ import annotations
@@ -49,12 +50,13 @@ from dpfair_jax.algorithms import synthesis
 from dpfair_jax.audit import parametric as P
 from dpfair_jax.audit.fit_spend import FitSpendGame
 from dpfair_jax.audit.games import check_family_bug
+from dpfair_jax.audit.pfld_games import binomial_gaussian_bound
 
 __all__ = ["FAMILY_BUGS", "SUITE_TRIALS", "BUILDERS", "ALGORITHMS", "HostFit", "HostResult",
            "synthesis_game", "parametric_bound"]
 
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {"synthesis": ("noise", "noise_half")}
-SUITE_TRIALS = {"quick": {"synthesis": 1000}, "full": {"synthesis": 10000}}
+SUITE_TRIALS = {"quick": {"synthesis": 500}, "full": {"synthesis": 10000}}
 ALGORITHMS = {"synthesis": "synthesis"}
 _RHO_SCALE = {"noise": 100.0, "noise_half": 4.0}  # noise std x 1/10, x 1/2
 
@@ -157,8 +159,10 @@ def synthesis_game(
 
 def parametric_bound(info: dict[str, Any], with_canary: np.ndarray, without: np.ndarray,
                      confidence: float) -> P.ParametricBound:
-    """:func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound` at rate 1 (a Gaussian shift)."""
-    return P.subsampled_gaussian_bound(with_canary, without, info["sample_rate"], info["delta"], confidence)
+    """The Gaussian-shift bound (:func:`~dpfair_jax.audit.pfld_games.binomial_gaussian_bound` with
+    one step at rate 1: the estimates of :func:`~dpfair_jax.audit.parametric.subsampled_gaussian_bound`,
+    the curve on a grid)."""
+    return binomial_gaussian_bound(with_canary, without, info["sample_rate"], 1, info["delta"], confidence)
 
 
 BUILDERS: dict[str, Callable[..., Any]] = {
