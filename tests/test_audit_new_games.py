@@ -77,6 +77,15 @@ def test_sgda_game_passes_bug_free_and_catches_noise():
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_sgda_shuffle_game_passes_bug_free_and_catches_noise():
+    rows = _variants(sgda_games, "sgda_shuffle", (None, "noise"), 1000, 5)
+    # replace-one: the canary moves the sum by 2 in units of C; two steps' noise: std sqrt(2) z
+    mu = 2.0 / (math.sqrt(2.0) * 3.0 / math.sqrt(2.0))
+    _check(rows, mu_nominal=mu, mu_tol=_mu_tol(1000, 1.0, mu))
+
+
+@pytest.mark.slow
 def test_synthesis_game_passes_bug_free_and_catches_noise():
     rows = _variants(synthesis_games, "synthesis", (None, "noise"), 200, 4)
     _check(rows, mu_nominal=1.0, mu_tol=_mu_tol(200, 1.0, 1.0))  # mu = sqrt(2 rho), rho = 0.5
@@ -89,17 +98,19 @@ def test_claims_are_the_modules_spend():
         (pfld_games.pfld_game, pfld, "pfld", (31, 32)),
         (pfld_games.pfld_epoch_game, pfld_epoch, "pfld_epoch", (31, 32)),
         (sgda_games.sgda_game, sgda, "sgda", (31, 32)),
+        (sgda_games.sgda_shuffle_game, sgda, "sgda_shuffle", (32, 32)),
         (synthesis_games.synthesis_game, synthesis, "synthesis", (240, 241)),
     )
     for make, algorithm, family, sizes in cases:
         game = make()
         want = max(algorithm.spend(game.config, n, game.hparams).epsilon for n in sizes)
         module = {"pfld": pfld_games, "pfld_epoch": pfld_games, "sgda": sgda_games,
-                  "synthesis": synthesis_games}[family]
+                  "sgda_shuffle": sgda_games, "synthesis": synthesis_games}[family]
         for bug in (None, "noise"):
             _, info = module.BUILDERS[family](bug=bug)
             assert info["claimed_epsilon"] == want, (family, bug)
-            assert info["relation"] == "add_remove" and math.isfinite(want) and want > 0
+            assert info["relation"] == ("replace_one" if family == "sgda_shuffle" else "add_remove")
+            assert math.isfinite(want) and want > 0
         assert game.world_sizes() == sizes
     _, info = pfld_games.BUILDERS["pfld_epoch"]()
     assert info["steps"] == 2 and info["bound"] == "binomial_gaussian" and info["sample_rate"] == 0.5
