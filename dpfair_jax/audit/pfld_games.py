@@ -40,7 +40,7 @@ then enters unclipped: a shift of ~330 units).
 Sizes: ``delta = 1e-5``; ``pfld``: ``z_theta = 2``, ``z_w = 20`` (claim 1.56; the statistic's
 own curve at the nominal noise 1.35); ``pfld_epoch``: ``z_theta = 1``, ``z_violation = 10`` (the
 configuration's ratio; claim 5.47, the statistic's curve 4.85). Quick: 2000 trials per world
-(``pfld``: bug-free bound ~0.6, ``"noise_half"`` ~2.5; ``pfld_epoch`` at 4000 trials: ~4.3 and ~12).
+(bug-free bounds ~0.6 and ~4.2, ``"noise_half"`` ~2.5 and ~11).
 """
 
 from __future__ import annotations
@@ -176,7 +176,10 @@ def binomial_gaussian_epsilon(mu: float, sample_rate: float, steps: int, delta: 
     """Epsilon at ``delta`` of the pair ``P = N(0, 1)``, ``Q = sum_k Bin(S, q)(k) N(k mu, 1)``
     (both orders), from its hockey-stick divergence on a fine grid; ``mu`` capped at 6 (the curve
     increases with ``mu``, so the cap keeps a lower bound). The bisection returns the lower end of
-    its last interval (an epsilon at which the divergence still exceeds ``delta``)."""
+    its last interval (an epsilon at which the divergence still exceeds ``delta``).
+
+    Privacy: the statistic's exact epsilon at ``delta`` (a post-processing of the mechanism's
+    output, so at most the mechanism's)."""
     mu = min(float(mu), _MU_CAP)
     if mu <= 0.0:
         return 0.0

@@ -82,7 +82,9 @@ class HostFit:
 
     def fit(self, key: jax.Array, flag: jax.Array, hparams: synthesis.SynthesisHparams,
             config: synthesis.SynthesisConfig) -> HostResult:
-        """The public ``synthesis.fit`` of world ``flag`` (traced int32), from the host."""
+        """The public ``synthesis.fit`` of world ``flag`` (traced int32), from the host.
+
+        Privacy: ``synthesis.fit``'s (the same call; the callback only moves its outputs)."""
         worlds = self.worlds
 
         def host(key_data: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
