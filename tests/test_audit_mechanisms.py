@@ -41,7 +41,7 @@ def _check_rows(rows, family, bugs):
 
 def test_registry_covers_every_family_with_builders_bugs_and_sizes():
     expected = {"dpsgd", "dpsgd_replace", "dpsgd_mlp", "group_weighted", "output_perturbation", "mitigation",
-                "fermi", "fermi_sensitive", "budget_tailoring", "budget_tailoring_stage1",
+                "fermi", "fermi_sensitive", "budget_tailoring", "budget_tailoring_stage1", "budget_tailoring_fit",
                 "stratified_coinpress", "mean_add_remove", "exponential_sampling", "private_cgoo",
                 "pfld", "pfld_epoch", "sgda", "synthesis"}
     assert set(MA.FAMILIES) == expected

@@ -1,8 +1,18 @@
 """Audit games of budget tailoring (paper 000) on its default path, with its planted bugs.
 
-Two families, each a builder with the contract of :mod:`dpfair_jax.audit.mechanism_audits`
+Three families, each a builder with the contract of :mod:`dpfair_jax.audit.mechanism_audits`
 (``builder(*, bug=None, **kw) -> (mechanism_fn(key, flag) -> scalar, info)``, ``info`` with
-``claimed_epsilon``, ``delta`` and ``relation``). Both drive the public entry points of
+``claimed_epsilon``, ``delta`` and ``relation``).
+
+* ``budget_tailoring_fit``: the whole run as a :class:`~dpfair_jax.audit.fit_spend.FitSpendGame`
+  on ``budget_tailoring.fit`` / ``budget_tailoring.spend`` (``Config(steps=1)``, see
+  :func:`budget_tailoring_fit_game`); bugs ``"noise"`` (rho x 100) and ``"clipping"``.
+
+The whole run's claim is its total ``rho`` (stage 1, every stage-2 iteration and every group),
+several times what one canary can show, so the finer bugs (noise std / 2, the former private
+denominator and stage-1 clip) are audited on one release each, against that release's item of
+:func:`~dpfair_jax.algorithms.budget_tailoring.budget_ledger` (the charge the ledger gives it, a
+part of ``spend``'s total). These two families drive the public sub-release entry points of
 :mod:`dpfair_jax.algorithms.budget_tailoring` on ``Config()``, the default configuration
 (``method="dpse"``, ``steps=50``, ``relation="replace_one"``, ``scaling="group_mean"``,
 ``stage1_clip="delta_sq"``), with the group sizes computed from the data as the default path
@@ -66,6 +76,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.algorithms import budget_tailoring as bt
+from dpfair_jax.audit.fit_spend import UNCLIPPED, FitSpendGame
 from dpfair_jax.data.dataset import make_dataset
 from dpfair_jax.privacy.accounting import zcdp_to_dp
 from dpfair_jax.privacy.relations import relation_name
@@ -77,18 +88,22 @@ __all__ = [
     "BUILDERS",
     "budget_tailoring_mechanism",
     "budget_tailoring_stage1_mechanism",
+    "budget_tailoring_fit_game",
+    "budget_tailoring_fit_mechanism",
 ]
 
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "budget_tailoring": ("noise", "noise_half", "private_denominator"),
     "budget_tailoring_stage1": ("noise", "noise_half", "stage1_paper_clip"),
+    "budget_tailoring_fit": ("noise", "clipping"),
 }
-ALGORITHMS: dict[str, str] = {"budget_tailoring": "budget_tailoring", "budget_tailoring_stage1": "budget_tailoring"}
+ALGORITHMS: dict[str, str] = {"budget_tailoring": "budget_tailoring", "budget_tailoring_stage1": "budget_tailoring",
+                              "budget_tailoring_fit": "budget_tailoring"}
 
 # trials per world (each trial is a few rows and one release, so both sizes are cheap)
 SUITE_TRIALS = {
-    "quick": {"budget_tailoring": 8000, "budget_tailoring_stage1": 8000},
-    "full": {"budget_tailoring": 100000, "budget_tailoring_stage1": 100000},
+    "quick": {"budget_tailoring": 8000, "budget_tailoring_stage1": 8000, "budget_tailoring_fit": 4000},
+    "full": {"budget_tailoring": 100000, "budget_tailoring_stage1": 100000, "budget_tailoring_fit": 50000},
 }
 
 _RHO_FACTOR = {"noise": 100.0, "noise_half": 4.0}  # run rho x factor <=> noise std / sqrt(factor)
@@ -278,7 +293,68 @@ def budget_tailoring_stage1_mechanism(
     return mechanism_fn, info
 
 
+
+def budget_tailoring_fit_game(
+    *,
+    bug: str | None = None,
+    rho: float = 0.5,
+    delta: float = 0.05,
+    steps: int = 1,
+    group_sizes: tuple[int, int] = (2, 50),
+    clip: float = 1.0,
+    canary_scale: float = 10.0,
+    seed: int = 0,
+) -> FitSpendGame:
+    """The whole run, ``budget_tailoring.fit`` on ``Config(steps=steps)`` (DPSE, replace-one, every
+    other field at its default), with the canary of ``budget_tailoring`` (module doc) in group 0.
+
+    Statistic: ``-theta_T[0]`` (the canary's clipped gradient ``+Delta`` in ``D1`` against
+    ``-Delta`` in ``D0`` lowers ``theta``). ``canary_scale = 10`` keeps the unclipped gradients of
+    the ``"clipping"`` bug (``~10`` per row) inside the default box ``[-5, 5]``. Claim: ``budget_tailoring.spend`` (the whole run's
+    ``rho``). Bugs: ``"noise"`` runs ``rho x 100`` (every std / 10); ``"clipping"`` runs
+    ``clip x 1e4`` with ``rho x 1e8`` (the nominal stds, no clipping in effect).
+
+    Privacy: ``rho``-zCDP under replace-one, stated at ``delta``.
+    """
+    if bug is not None:
+        V.check_choice("bug", bug, FAMILY_BUGS["budget_tailoring_fit"])
+    V.check_rho(rho)
+    V.check_delta(delta)
+    V.check_clip_norm(clip, "clip")
+    steps = V.check_int("steps", steps, minimum=1)
+    n0, n1 = (V.check_int("group_sizes", g, minimum=1) for g in group_sizes)
+    config = bt.Config(steps=steps, delta=float(delta))
+    hp = bt.Hyperparams(rho=float(rho), clip=float(clip))
+    n = n0 + n1 + 1
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, 1), np.float32)
+    y = np.empty((n,), np.float32)
+    x[:n0, 0], y[:n0] = canary_scale, 1.0  # group 0: clipped gradient -Delta at theta = 0
+    x[n0:n0 + n1, 0] = rng.normal(size=n1)
+    y[n0:n0 + n1] = rng.normal(size=n1)
+    x[-1, 0] = canary_scale
+    s = np.r_[np.zeros(n0, np.int32), np.ones(n1, np.int32), np.zeros(1, np.int32)]
+    y0, y1 = y.copy(), y.copy()
+    y0[-1], y1[-1] = 1.0, -1.0  # the canary: -Delta in D0 (another row like group 0's), +Delta in D1
+    pair = tuple(make_dataset(x, yy, s, num_groups=2, num_classes=0) for yy in (y0, y1))
+
+    def stat(res) -> jax.Array:
+        return -res[0][0]
+
+    run = {"noise": hp._replace(rho=hp.rho * 100.0),
+           "clipping": hp._replace(rho=hp.rho * UNCLIPPED**2, clip=hp.clip * UNCLIPPED)}.get(bug)
+    sizes = (n0 + 1, n1)
+    return FitSpendGame(algorithm=bt, config=config, hparams=hp, neighbours=pair, statistic=stat,
+                        sizes=(sizes, sizes), relation="replace_one", run_hparams=run)
+
+
+def budget_tailoring_fit_mechanism(*, bug: str | None = None, **kw: Any
+                                   ) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:
+    """``(mechanism_fn, info)`` of :func:`budget_tailoring_fit_game`. Privacy: as the game's."""
+    return budget_tailoring_fit_game(bug=bug, **kw).build()
+
 BUILDERS: dict[str, Callable[..., tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]]] = {
     "budget_tailoring": budget_tailoring_mechanism,
     "budget_tailoring_stage1": budget_tailoring_stage1_mechanism,
+    "budget_tailoring_fit": budget_tailoring_fit_mechanism,
 }
