@@ -44,7 +44,9 @@ def test_registry_covers_every_family_with_builders_bugs_and_sizes():
                 "fermi", "fermi_sensitive", "budget_tailoring", "budget_tailoring_stage1", "budget_tailoring_fit",
                 "stratified_coinpress", "mean_add_remove", "exponential_sampling", "private_cgoo",
                 "pfld", "pfld_epoch", "sgda", "synthesis"}
-    assert set(MA.FAMILIES) == expected
+    assert expected <= set(MA.FAMILIES)  # the game modules may add families
+    modules = set(MA.FAMILY_MODULES.values())
+    assert sum(len(m.FAMILY_BUGS) for m in modules) == len(MA.FAMILIES)  # no family name in two modules
     for fam in MA.FAMILIES:
         mod = MA.FAMILY_MODULES[fam]
         assert callable(mod.BUILDERS[fam]) and MA.FAMILY_BUGS[fam]
