@@ -9,6 +9,7 @@ import pytest
 
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi as F
+from dpfair_jax.algorithms.fermi import algorithm as FA
 from dpfair_jax.algorithms import fermi_theory as FT
 from dpfair_jax.data import make_dataset
 from dpfair_jax.fairness import ermi as E
@@ -182,7 +183,7 @@ def test_noise_free_steps_on_the_default_noisy_frequencies_match_numpy():
     assert cfg.group_frequencies == "noisy" and cfg.relation() == "add_remove"
     s, y = np.asarray(ds.s), np.asarray(ds.y)
     exact = np.bincount(y * k + s, minlength=2 * k).astype(np.float64)
-    draw = np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(4), F._COUNT_KEY), (2 * k,)), np.float64)
+    draw = np.asarray(jax.random.normal(jax.random.fold_in(jax.random.key(4), FA._COUNT_KEY), (2 * k,)), np.float64)
     counts = np.maximum(exact + z * 1.0 * draw, 1.0).reshape(2, k)
     P = (counts.sum(0) / counts.sum())[None]
     assert np.max(np.abs(P[0] - np.bincount(s, minlength=k) / n)) > 0.02  # the noise matters here
@@ -533,7 +534,7 @@ def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
     for path in ("auto", "generic"):
         cfg = F.FermiConfig(model=cnn, num_groups=2, num_classes=3, steps=3, batch_size=12, grad_path=path)
         theta0 = cnn.init(jax.random.key(0))
-        assert F._grad_path(cfg, ds.x, theta0) == ("cnn" if path == "auto" else "generic")
+        assert FA._grad_path(cfg, ds.x, theta0) == ("cnn" if path == "auto" else "generic")
         outs.append(F.fit(jax.random.key(8), ds, hp, cfg, params0=theta0, validate=False))
     for a, b in zip(jax.tree_util.tree_leaves((outs[0].params, outs[0].W)),
                     jax.tree_util.tree_leaves((outs[1].params, outs[1].W))):
@@ -541,4 +542,4 @@ def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
     c0, c1 = (float(o.diagnostics["clipped_frac_theta"]) for o in outs)
     assert c0 == pytest.approx(c1) and 0 < c0
     bf16 = M.cnn(num_classes=3, channels=(8, 3), image_shape=(8, 8, 1), compute_dtype=jnp.bfloat16)
-    assert F._grad_path(F.FermiConfig(model=bf16, num_groups=2, num_classes=3), ds.x, theta0) == "generic"
+    assert FA._grad_path(F.FermiConfig(model=bf16, num_groups=2, num_classes=3), ds.x, theta0) == "generic"

@@ -20,6 +20,7 @@ from scipy import optimize, special
 
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi as F
+from dpfair_jax.algorithms.fermi import algorithm as FA
 from dpfair_jax.algorithms import mean_estimation as ME
 from dpfair_jax.algorithms import output_perturbation as OP
 from dpfair_jax.data import make_dataset
@@ -127,12 +128,12 @@ def test_fermi_noisy_frequencies_histogram_scale(unit, factor):
 
     def builder(config, P):
         seen.append(np.asarray(P, np.float64))
-        return F._fermi_parts(config, P)
+        return FA._fermi_parts(config, P)
 
     key = jax.random.key(7)
     with jax.disable_jit():  # the builder reads P on the host (fit's compiled program traces it)
         F.fit(key, ds, F.FermiHparams(lam=1.0), cfg, parts_builder=builder)
-    draws = np.asarray(jax.random.normal(jax.random.fold_in(key, F._COUNT_KEY), (l * k,), jnp.float32), np.float64)
+    draws = np.asarray(jax.random.normal(jax.random.fold_in(key, FA._COUNT_KEY), (l * k,), jnp.float32), np.float64)
     counts = np.bincount(y * k + s, minlength=l * k).astype(np.float64) + zc * factor * draws
     counts = np.maximum(counts, 1.0).reshape(l, k)
     want = counts.sum(0) / counts.sum()

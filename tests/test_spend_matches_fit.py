@@ -954,7 +954,7 @@ def test_spend_matches_fit(case, monkeypatch):
 _NOISE_DRAWS = {"normal", "laplace"}
 # draws that are not noise added to a release: the initial ascent variable of DP-FERMI's
 # w_init="randn" (the authors' code's start, data-independent)
-_NOT_NOISE = {("dpfair_jax/algorithms/fermi.py", "init_w")}
+_NOT_NOISE = {("dpfair_jax/algorithms/fermi/algorithm.py", "init_w")}
 
 
 def _direct_noise_draws() -> list[str]:

@@ -63,7 +63,9 @@ AGG = "dpfair_jax/privacy/aggregation.py"
 ACC = "dpfair_jax/privacy/accounting.py"
 PF = "dpfair_jax/algorithms/fermi_theory.py"
 SGDA = "dpfair_jax/algorithms/sgda.py"
-FERMI = "dpfair_jax/algorithms/fermi.py"
+FERMI = "dpfair_jax/algorithms/fermi/algorithm.py"
+FERMI_CFG = "dpfair_jax/algorithms/fermi/config.py"
+FERMI_LEDGER = "dpfair_jax/algorithms/fermi/ledger.py"
 DPSGD = "dpfair_jax/algorithms/dpsgd.py"
 MIT = "dpfair_jax/algorithms/mitigation.py"
 OP = "dpfair_jax/algorithms/output_perturbation.py"
@@ -177,7 +179,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "s_th = _mech.gaussian_mechanism(k1, sums.theta, 0.5 * std_theta)",
       ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
     # ---------------------------------------------------------------- DP-FERMI (fermi)
-    M("fermi: sensitivity factor (replace_factor of the run's relation)", FERMI,
+    M("fermi: sensitivity factor (replace_factor of the run's relation)", FERMI_CFG,
       "return replace_factor(self.relation())", "return 0.5 * replace_factor(self.relation())",
       ("tests/test_fermi.py::test_added_noise_has_calibrated_std_scaled_by_lambda",
        "tests/test_fermi.py::test_all_features_noise_std")),
@@ -191,10 +193,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "noise_w = 0.5 * jnp.asarray(hparams.noise_w, jnp.float32) / batch_scale",
       ("tests/test_fermi.py::test_added_noise_has_calibrated_std_scaled_by_lambda",
        "tests/test_fermi.py::test_all_features_noise_std")),
-    M("fermi.calibrate_noise: sensitive-attribute / shuffle multiplier", FERMI,
+    M("fermi.calibrate_noise: sensitive-attribute / shuffle multiplier", FERMI_LEDGER,
       "z = math.sqrt(1.0 + w**-2) / mu", "z = 0.5 * math.sqrt(1.0 + w**-2) / mu",
       ("tests/test_fermi.py::test_calibrate_and_privacy_round_trip",)),
-    M("fermi.calibrate_noise: all-features multiplier", FERMI,
+    M("fermi.calibrate_noise: all-features multiplier", FERMI_LEDGER,
       "z = A.calibrate_noise_multiplier(", "z = 0.5 * A.calibrate_noise_multiplier(",
       ("tests/test_fermi.py::test_calibrate_and_privacy_round_trip",)),
     M("fermi: noisy [labels x groups] histogram", FERMI,
