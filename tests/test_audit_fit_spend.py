@@ -73,3 +73,19 @@ def test_bad_input_is_refused_naming_the_field():
         _dpsgd_game(relation="replace_one").build()
     with pytest.raises(ValueError, match="algorithm"):
         dataclasses_replace(_dpsgd_game(), algorithm=object())
+
+
+def test_world_hparams_run_each_world_with_its_own():
+    """A data-derived hyperparameter (a bug) runs each world with its own hparams; the claim stays
+    the nominal spend."""
+    game = _dpsgd_game()
+    hp0 = dataclasses_replace(game.hparams, learning_rate=1e-9)  # D0 run barely moves
+    bad = dataclasses_replace(game, world_hparams=(hp0, game.hparams))
+    fn, info = bad.build()
+    key = jax.random.key(5)
+    w_init = float(game.fit_kwargs["params"]["w"][0, 0])
+    assert float(fn(key, jnp.int32(0))) == pytest.approx(w_init, abs=1e-6)
+    assert float(fn(key, jnp.int32(1))) == pytest.approx(float(game.build()[0](key, jnp.int32(1))), rel=1e-6)
+    assert info["claimed_epsilon"] == game.build()[1]["claimed_epsilon"]
+    with pytest.raises(ValueError, match="world_configs"):
+        dataclasses_replace(game, neighbours=lambda flag: game.neighbours[1], world_configs=(1, 2))
