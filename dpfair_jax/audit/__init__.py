@@ -8,9 +8,10 @@
   canary, with planted bugs that the audits must catch.
 * :mod:`~dpfair_jax.audit.fit_spend`: :class:`FitSpendGame`, a game on an algorithm's public
   ``fit`` whose claim is its ``spend``, and :func:`plant` (planted bugs as hparams transforms).
-* :mod:`~dpfair_jax.audit.mechanism_audits`: the training mechanisms (group-weighted
-  aggregation, DP-SGD, DP-FERMI for the sensitive attribute and for all features), each with
-  planted bugs.
+* :mod:`~dpfair_jax.audit.mechanism_audits`: one loop over the games of every algorithm of
+  :mod:`dpfair_jax.algorithms` (each a :class:`FitSpendGame` on its ``fit`` / ``spend``; the
+  scenarios in ``audit/*_games.py``) and of the privacy primitives no algorithm wraps
+  (``primitive_games``: group-weighted aggregation), each with planted bugs.
 
 :func:`run_audit` is what ``dpfair audit`` calls.
 """
@@ -74,8 +75,8 @@ def run_audit(
     """Run :func:`audit_suite` (2,000 trials per world when ``quick``, else 50,000) and return a
     pandas DataFrame of audit rows; with ``out``, also write ``audit.csv`` and ``audit.json`` there.
 
-    ``mechanisms=True`` appends :func:`mechanism_audit_suite` (group-weighted aggregation,
-    DP-SGD, DP-FERMI; sizes in ``mechanism_audits.SUITE_TRIALS``). Rows share the columns
+    ``mechanisms=True`` appends :func:`mechanism_audit_suite` (every algorithm's games and the
+    primitives'; sizes in ``mechanism_audits.SUITE_TRIALS``). Rows share the columns
     :data:`AUDIT_COLUMNS` (the mechanism rows add ``relation``).
     """
     import jax
