@@ -579,15 +579,6 @@ def spend(config: DPSGDConfig, sizes: int, hparams: DPSGDHparams):
                    max_batch_size=config.max_batch_size)
 
 
-def _raise_until(eps_of: Callable[[float], float], z: float, target: float) -> float:
-    """Step ``z`` up by relative 1e-9 until ``eps_of(z) <= target`` (rounding in the spend)."""
-    for _ in range(100):
-        if eps_of(z) <= target:
-            return z
-        z *= 1.0 + 1e-9
-    raise ValueError(f"calibration did not reach epsilon <= {target!r}.")
-
-
 def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float],
               hparams: DPSGDHparams | None = None) -> DPSGDHparams:
     """``hparams`` (default ``DPSGDHparams()``) with ``noise_multiplier`` set to the smallest (within
@@ -604,12 +595,7 @@ def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float],
     config.validate()
     hp = (DPSGDHparams() if hparams is None else hparams).validate()
     n = v.check_int("sizes", sizes, minimum=1)
-    eps, delta = target
-    v.check_epsilon(eps)
-    v.check_delta(delta)
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta {delta!r} differs from config.delta {config.delta!r}; "
-                         "set config.delta to the target's delta.")
+    eps, delta = _acc.calibration_target(target, config.delta)
     if hp.batch_size > n:
         raise ValueError(f"batch_size ({hp.batch_size}) must be <= sizes = n ({n}).")
     spec = _sampling.accounting_for(config.sampling, n, hp.batch_size)
@@ -621,6 +607,6 @@ def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float],
         z = _acc.calibrate_noise_multiplier(
             float(eps), float(delta), spec.sample_rate, steps, accountant=config.accountant,
             sampling=spec.sampling, dataset_size=None if spec.sampling == "poisson" else n)
-    z = _raise_until(lambda zz: spend(config, n, dataclasses.replace(hp, noise_multiplier=zz)).epsilon,
-                     z * spec.sensitivity_factor, float(eps))
+    z = _acc.step_up_until(lambda zz: spend(config, n, dataclasses.replace(hp, noise_multiplier=zz)).epsilon,
+                           z * spec.sensitivity_factor, eps)
     return dataclasses.replace(hp, noise_multiplier=float(z))

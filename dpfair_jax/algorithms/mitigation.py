@@ -519,12 +519,7 @@ def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
     config.validate()
     hp = (MitigationHparams() if hparams is None else hparams).validate()
     n = v.check_int("sizes", sizes, minimum=1)
-    eps, delta = target
-    v.check_epsilon(eps)
-    v.check_delta(delta)
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta {delta!r} differs from config.delta {config.delta!r}; "
-                         "set config.delta to the target's delta.")
+    eps, delta = _acc.calibration_target(target, config.delta)
     if hp.batch_size > n:
         raise ValueError(f"batch_size ({hp.batch_size}) must be <= sizes = n ({n}).")
     z0, zs0 = float(hp.noise_multiplier), float(hp.stats_noise_multiplier)
@@ -541,10 +536,5 @@ def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
     def eps_of(zz: float) -> float:
         return spend(config, n, dataclasses.replace(hp, noise_multiplier=zz, stats_noise_multiplier=zz * ratio)).epsilon
 
-    for _ in range(100):  # rounding in the spend's relative noise: step up until the target holds
-        if eps_of(z) <= float(eps):
-            break
-        z *= 1.0 + 1e-9
-    else:
-        raise ValueError(f"calibration did not reach epsilon <= {eps!r}.")
+    z = _acc.step_up_until(eps_of, z, eps)  # rounding in the spend's relative noise
     return dataclasses.replace(hp, noise_multiplier=float(z), stats_noise_multiplier=float(z * ratio))

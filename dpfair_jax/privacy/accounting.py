@@ -8,7 +8,9 @@ Contents
 --------
 * DP-SGD style accounting on ``dp_accounting`` (RDP and PLD accountants):
   :func:`dpsgd_event`, :func:`epsilon_of_event`, :func:`delta_of_event`, :func:`dpsgd_epsilon`,
-  :func:`calibrate_noise_multiplier`. Poisson sampling is accounted under add/remove-one
+  :func:`calibrate_noise_multiplier`, and for the algorithms' ``calibrate``: :func:`calibration_target`
+  (the checked ``(epsilon, delta)`` target) and :func:`step_up_until` (a solved multiplier nudged up
+  until the algorithm's own spend meets the target). Poisson sampling is accounted under add/remove-one
   neighbours; fixed-size batches drawn without replacement under replace-one neighbours; shuffled
   epochs without amplification (:func:`shuffled_event`: at most ``ceil(steps / steps_per_epoch)``
   composed Gaussians per record).
@@ -26,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -48,6 +50,8 @@ __all__ = [
     "delta_of_event",
     "dpsgd_epsilon",
     "calibrate_noise_multiplier",
+    "calibration_target",
+    "step_up_until",
     "effective_noise_multiplier",
     "gaussian_rho",
     "gaussian_sigma_for_rho",
@@ -399,6 +403,46 @@ def calibrate_noise_multiplier(
             return float(z)
         z = min(z * (1.0 + rtol / 2.0), hi)
     return float(hi)
+
+
+def calibration_target(target: Any, stated_delta: float) -> tuple[float, float]:
+    """``(epsilon, delta)`` of a ``calibrate(config, sizes, target)`` target, checked on the host:
+    a pair with ``epsilon > 0`` finite and ``delta`` in (0, 1) equal to ``stated_delta``, the delta
+    the algorithm's spend states epsilon at (its ``config.delta``).
+
+    Privacy: none (validation). A target delta other than the stated one would calibrate for a
+    guarantee that the recorded spend does not state.
+    """
+    try:
+        eps, delta = target
+    except (TypeError, ValueError):
+        raise ValueError(f"target must be an (epsilon, delta) pair, got {target!r}.") from None
+    V.check_epsilon(eps)
+    V.check_delta(delta)
+    if float(delta) != float(stated_delta):
+        raise ValueError(f"target delta {delta!r} differs from config.delta {stated_delta!r}; "
+                         "set config.delta to the target's delta.")
+    return float(eps), float(delta)
+
+
+def step_up_until(
+    epsilon_of: Callable[[float], float], noise_multiplier: float, target_epsilon: float, *, max_steps: int = 100
+) -> float:
+    """The first of ``z, z (1 + 1e-9), z (1 + 1e-9)^2, ...`` (at most ``max_steps``) with
+    ``epsilon_of(z) <= target_epsilon``, where ``z = noise_multiplier`` comes from a solver
+    (e.g. :func:`calibrate_noise_multiplier`) and ``epsilon_of`` is the algorithm's own spend: it
+    absorbs the rounding between the two (relative-noise ratios, sensitivity factors), so that
+    ``spend(calibrate(...)).epsilon <= target`` holds exactly. Raises ``ValueError`` when no step
+    reaches the target.
+
+    Privacy: the returned multiplier meets ``target_epsilon`` as ``epsilon_of`` accounts it.
+    """
+    z = float(noise_multiplier)
+    for _ in range(V.check_int("max_steps", max_steps, minimum=1)):
+        if epsilon_of(z) <= target_epsilon:
+            return z
+        z *= 1.0 + 1e-9
+    raise ValueError(f"calibration did not reach epsilon <= {target_epsilon!r}.")
 
 
 # ---------------------------------------------------------------------------------------------

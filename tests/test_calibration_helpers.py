@@ -1,0 +1,59 @@
+"""privacy.accounting.calibration_target and step_up_until: the checked (epsilon, delta) target and
+the final nudge that DP-SGD's and the mitigation's ``calibrate`` share (same numbers as the loops
+they replace: the multiplier sequence is written out here independently)."""
+
+import math
+
+import pytest
+
+from dpfair_jax.privacy import accounting as A
+
+
+def test_calibration_target_returns_floats_and_refuses_bad_targets():
+    assert A.calibration_target((1, 1e-5), 1e-5) == (1.0, 1e-5)
+    assert A.calibration_target([0.5, 1e-6], 1e-6) == (0.5, 1e-6)
+    with pytest.raises(ValueError, match="differs from config.delta"):
+        A.calibration_target((1.0, 1e-6), 1e-5)
+    with pytest.raises(ValueError, match=r"\(epsilon, delta\) pair"):
+        A.calibration_target(1.0, 1e-5)
+    with pytest.raises(ValueError, match=r"\(epsilon, delta\) pair"):
+        A.calibration_target((1.0, 1e-5, 0.0), 1e-5)
+    with pytest.raises(ValueError, match="epsilon"):
+        A.calibration_target((0.0, 1e-5), 1e-5)
+    with pytest.raises(ValueError, match="epsilon"):
+        A.calibration_target((math.inf, 1e-5), 1e-5)
+    with pytest.raises(ValueError, match="delta"):
+        A.calibration_target((1.0, 1.5), 1.5)
+
+
+def test_step_up_until_is_the_first_multiplier_of_the_sequence_that_meets_the_target():
+    target = 2.0
+
+    def eps_of(z):  # decreasing; 2.0 is reached at z = 0.5
+        return 1.0 / z
+
+    z0 = 0.5 * (1.0 - 3.5e-9)  # three or four steps of 1e-9 below
+    want, z = None, z0
+    for _ in range(100):
+        if 1.0 / z <= target:
+            want = z
+            break
+        z = z * (1.0 + 1e-9)
+    got = A.step_up_until(eps_of, z0, target)
+    assert got == want and got > z0 and eps_of(got) <= target
+    assert A.step_up_until(eps_of, 0.7, target) == 0.7  # already meets it: unchanged
+    with pytest.raises(ValueError, match="did not reach"):
+        A.step_up_until(eps_of, 0.1, target)  # 1e-7 relative steps cannot reach 0.5
+    with pytest.raises(ValueError, match="max_steps"):
+        A.step_up_until(eps_of, 0.7, target, max_steps=0)
+
+
+def test_dpsgd_and_mitigation_calibrate_refuse_a_target_delta_other_than_config_delta():
+    from dpfair_jax import models as M
+    from dpfair_jax.algorithms import dpsgd, mitigation
+
+    model = M.logistic(input_dim=3)
+    with pytest.raises(ValueError, match="differs from config.delta"):
+        dpsgd.calibrate(dpsgd.DPSGDConfig(model=model, delta=1e-5), 1000, (1.0, 1e-6))
+    with pytest.raises(ValueError, match="differs from config.delta"):
+        mitigation.calibrate(mitigation.MitigationConfig(model=model, delta=1e-5), 1000, (1.0, 1e-6))
