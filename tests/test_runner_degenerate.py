@@ -16,7 +16,7 @@ from dpfair_jax.runner.registry import Experiment
 
 _RNG = np.random.default_rng(3)
 _N = 9
-# a tradeoff-like table: the flags as fermi.evaluate writes them (constant_predictions, at_base_rate)
+# a tradeoff-like table: the flags as fairness.evaluate writes them (constant_predictions, at_base_rate)
 _TABLE = pd.DataFrame({
     "method": ["dpfermi", "dpsgd", "pfld_epoch"] * 3,
     "epsilon": [1.0] * 6 + [float("inf")] * 3,

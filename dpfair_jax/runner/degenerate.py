@@ -5,7 +5,7 @@ A trained classifier is *degenerate* when it predicts one label for every test e
 reason) or when its test error is at or above the base-rate error, the error of always predicting
 the majority label (``at_base_rate``, within the tolerance of the study that flags it): it learned
 nothing usable, and a fairness comparison that includes it rewards the trivial classifier.
-``dpfair_jax.fairness.evaluate`` (and ``fermi.evaluate``) return these flags per model; the paper-004
+``dpfair_jax.fairness.evaluate`` returns these flags per model; the paper-004
 tradeoff tables carry ``degenerate`` and ``constant`` per row.
 
 :func:`scan_run` reads every CSV table of a run directory that has a boolean ``degenerate`` column
