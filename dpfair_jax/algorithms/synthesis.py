@@ -291,8 +291,13 @@ def sample_marginal_synthesizer(key: jax.Array, model: MarginalModel, n_rows: in
         raise ValueError(f"proportions must be {k} non-negative numbers with a positive sum, got {proportions!r}.")
     counts = _largest_remainder(p / p.sum(), n_rows)
     strata = np.repeat(np.arange(k), counts).astype(np.int32)
-    codes = _sample_jit(key, model.tables, model.order, model.parent, jnp.asarray(strata), model.domains)
-    return np.asarray(codes), strata
+    # rows are drawn independently and each row's draws depend only on its index (partitionable
+    # threefry), so padding to a power of two (one compiled program for nearby row counts) and
+    # dropping the padding returns the same rows
+    padded = np.zeros(1 << (n_rows - 1).bit_length(), np.int32)
+    padded[:n_rows] = strata
+    codes = _sample_jit(key, model.tables, model.order, model.parent, jnp.asarray(padded), model.domains)
+    return np.asarray(codes)[:n_rows], strata
 
 
 # ------------------------------------------------------------------------------------------------
