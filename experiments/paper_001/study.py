@@ -292,6 +292,19 @@ def _per_example_loss(model):
     return loss
 
 
+def _init_params(model, keys):
+    """Initial params of each seed (``model.init`` at ``fold_in(key, 99)``), stacked. The keys are
+    padded to a multiple of 8 (each seed's init is independent of the others), so runs with
+    different seed counts share one compiled init program."""
+    import jax
+    import jax.numpy as jnp
+
+    n = keys.shape[0]
+    padded = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (-(-n // 8) * 8 - n,))])
+    p = jax.vmap(model.init)(jax.vmap(lambda k: jax.random.fold_in(k, 99))(padded))
+    return jax.tree_util.tree_map(lambda a: a[:n], p)
+
+
 def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
     """Params at each checkpoint for seeds x clips (x masks), private and non-private reference.
 
@@ -307,39 +320,34 @@ def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
     model = M.mlp(hidden=(int(config["hidden"]),), out=1, activation="tanh", input_dim=data.d)
     seeds = int(config["seeds"])
     keys = jax.random.split(jax.random.key(seed), seeds)
-    p0 = jax.vmap(model.init)(jax.vmap(lambda k: jax.random.fold_in(k, 99))(keys))
+    p0 = _init_params(model, keys)
     steps = int(config["steps_per_checkpoint"])
     kw = dict(learning_rate=float(config["learning_rate"]), batch_size=int(config["batch_size"]), steps=steps,
               diagnostics=False)
-    clips = jnp.asarray(clips, jnp.float32)
+    num_c = len(clips)
     z = float(config["noise_multiplier"])
+    # the non-private reference is one more lane of the same program: clip 1e6, no noise
+    clips = jnp.asarray(list(clips) + [1e6], jnp.float32)
+    zs = jnp.asarray([z] * num_c + [0.0], jnp.float32)
 
     def one(k, p, c, zz, mask, d):  # data passed as an argument (not a closed-over constant)
         d = d if mask is None else d.replace(mask=mask)
         return dpsgd.train(k, model, p, d, clip_norm=c, noise_multiplier=zz, **kw)[0]
 
-    over_c = jax.vmap(one, in_axes=(None, 0, 0, None, None, None))
+    over_c = jax.vmap(one, in_axes=(None, 0, 0, 0, None, None))
     over_s = jax.vmap(over_c, in_axes=(0, 0, None, None, None, None))
-    ref_s = jax.vmap(one, in_axes=(0, 0, None, None, None, None))
-    if masks is None:
-        priv_fn, ref_fn = jax.jit(over_s), jax.jit(ref_s)
-    else:
-        priv_fn = jax.jit(jax.vmap(over_s, in_axes=(None, 0, None, None, 0, None)))
-        ref_fn = jax.jit(jax.vmap(ref_s, in_axes=(None, 0, None, None, 0, None)))
-    pp = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], clips.shape[0]) + a.shape[1:]), p0)
-    pr = p0
-    if masks is not None:
-        r = masks.shape[0]
-        pp = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (r,) + a.shape), pp)
-        pr = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (r,) + a.shape), pr)
+    fn = jax.jit(over_s if masks is None else jax.vmap(over_s, in_axes=(None, 0, None, None, 0, None)))
+    lead = () if masks is None else (masks.shape[0],)
+    pp = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a[:, None], lead + (a.shape[0], num_c + 1) + a.shape[1:]),
+                                p0)
     priv, ref = [], []
     for t in range(int(config["checkpoints"])):
         kt = jax.vmap(lambda k: jax.random.fold_in(k, t))(keys)
-        # the private runs of one seed use the same key (so the same batches) for every C
-        pp = priv_fn(kt, pp, clips, z, masks, data)
-        pr = ref_fn(kt, pr, jnp.float32(1e6), 0.0, masks, data)
-        priv.append(pp)
-        ref.append(pr)
+        # the runs of one seed use the same key (so the same batches) for every C and the reference
+        pp = fn(kt, pp, clips, zs, masks, data)
+        ax = len(lead) + 1  # the clip axis
+        priv.append(jax.tree_util.tree_map(lambda a: jax.lax.slice_in_dim(a, 0, num_c, axis=ax), pp))
+        ref.append(jax.tree_util.tree_map(lambda a: jnp.take(a, num_c, axis=ax), pp))
     return model, priv, ref
 
 
@@ -534,8 +542,7 @@ def fig9_path(name: str, config: dict, seed: int, log=print) -> pd.DataFrame | s
         train = loaded[0]
         log(f"fig9 {name} ({norm}): n={train.n}, d={train.d}, groups={train.group_sizes().astype(int).tolist()}")
         model, priv, ref = _train_checkpoints(train, config, seed, [float(config["clip_norm"])])
-        p0 = jax.vmap(model.init)(jax.vmap(lambda k: jax.random.fold_in(k, 99))(
-            jax.random.split(jax.random.key(seed), int(config["seeds"]))))
+        p0 = _init_params(model, jax.random.split(jax.random.key(seed), int(config["seeds"])))
         w = np.asarray(train.group_sizes(), np.float64)
         w = w / w.sum()
         l0 = np.asarray(_group_losses(model, p0, train)) @ w  # [S] initial training loss
@@ -653,7 +660,7 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
     model = M.mlp(hidden=(int(config["hidden"]),), out=1, activation="tanh", input_dim=train.d)
     seeds = int(config["seeds"])
     keys = jax.random.split(jax.random.key(ctx.seed), seeds)
-    p0 = jax.vmap(model.init)(jax.vmap(lambda k: jax.random.fold_in(k, 99))(keys))
+    p0 = _init_params(model, keys)
     gammas = [float(g) for g in config["gammas"]]
     grid = jnp.asarray([(a, b) for a in gammas for b in gammas], jnp.float32)
     bs = int(config["batch_size"])

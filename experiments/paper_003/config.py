@@ -14,7 +14,7 @@ QUICK: dict[str, Any] = {
     "parts": ["theory", "mixture", "strata", "synthesis"],
     # theory
     "thm9_n": 196967, "thm9_ks": [3, 6, 9, 12], "thm9_alphas": [0.13, 0.3, 0.5, 0.7, 1.0, 3.0, 10.0],
-    "thm9_draws": 20000,
+    "thm9_draws": 5000,
     "tail_draws": 200000,
     "var_sizes": [7000, 2000, 800, 150, 50], "var_draws": 4000,
     "prop8_n": 8000, "prop8_ks": [1, 2, 4, 8, 16, 32], "prop8_draws": 2000,

@@ -768,7 +768,11 @@ def run(config: dict, ctx: Any):
         if part not in parts:
             _skip_part(ctx, part, config, f"part {part!r} not in this config's parts {parts}")
             continue
-        res = fn(config, ctx)
+        if part == "synthesis":  # compile-bound (the sampler's program); the others are run-bound
+            res = fn(config, ctx)
+        else:
+            with ctx.optimized_build():
+                res = fn(config, ctx)
         if part == "mixture":
             out = res
     return out
