@@ -107,8 +107,8 @@ _FOUR = textwrap.dedent("""
 
 
 def test_four_host_devices_equal_one_device(tmp_path):
-    """An audit game sharded over 4 forced host devices gives the same bits as one device with the
-    same per-device chunk shape; DP-SGD trials agree to float32 rounding."""
+    """An audit game and DP-SGD trials sharded over 4 forced host devices agree with one device
+    (same per-device chunk shape) to float32 rounding."""
     from dpfair_jax.audit.games import run_game
     from dpfair_jax.audit.primitive_games import group_weighted_mechanism
 
@@ -127,8 +127,11 @@ def test_four_host_devices_equal_one_device(tmp_path):
     np.testing.assert_allclose(four["dpsgd"], one, rtol=1e-6, atol=1e-7)
     fn, _ = group_weighted_mechanism()
     g = run_game(fn, jax.random.key(8), 40, chunk_size=5)
-    np.testing.assert_array_equal(four["without"], g.without)
-    np.testing.assert_array_equal(four["with_canary"], g.with_canary)
+    # The audit game is bitwise equal on the 2-core CI machine, but on a 16-core x86 host (another
+    # CPU, other vector kernels per shard) a quarter of the statistics differ by 1 ulp: float32
+    # rounding is what holds everywhere.
+    np.testing.assert_allclose(four["without"], g.without, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(four["with_canary"], g.with_canary, rtol=1e-6, atol=1e-6)
 
 
 def test_experiment_records_provenance_and_reruns_identically(tmp_path):
