@@ -268,7 +268,9 @@ def write_table(df: Any, directory: str | os.PathLike, name: str) -> dict[str, s
 
 
 def read_table(directory: str | os.PathLike, name: str) -> Any:
-    """Read table ``name`` from ``directory``: the lossless copy if present, else the CSV."""
+    """Read table ``name`` from ``directory``: the lossless copy if present, else the CSV (parsed
+    with ``float_precision="round_trip"``: pandas' default float parser is not exact in every
+    version)."""
     import pandas as pd
 
     directory = Path(directory)
@@ -276,7 +278,7 @@ def read_table(directory: str | os.PathLike, name: str) -> Any:
         return pd.read_parquet(directory / f"{name}.parquet")
     if (directory / f"{name}.pkl").exists():
         return pd.read_pickle(directory / f"{name}.pkl")
-    return pd.read_csv(directory / f"{name}.csv")
+    return pd.read_csv(directory / f"{name}.csv", float_precision="round_trip")
 
 
 def write_manifest(directory: str | os.PathLike) -> dict[str, str]:
