@@ -487,21 +487,21 @@ def run_sgda_convergence(config: dict, ctx) -> pd.DataFrame:
         steps = config["epochs"] * math.ceil(n / m)
         cfg = sgda.SGDAConfig(steps=steps, batch_size=m, projection="ball")
         delta = 1.0 / n**2
+        def run(key, z, data=data, cfg=cfg):  # z traced: one program per n for every epsilon
+            hp = sgda.SGDAHparams(lr_theta=config["lr_theta"], lr_w=config["lr_w"],
+                                  clip_theta=config["clip"], clip_w=config["clip"],
+                                  noise_theta=z, noise_w=z, radius=config["radius"])
+            res = sgda.dpsgda(key, data, jnp.zeros(d), jnp.zeros(dw), hp, cfg, private_loss=f,
+                              validate=False)
+            g = phi_grad(res.theta, data)
+            return jnp.sum(g**2)
+
+        program = jax.jit(jax.vmap(run, in_axes=(0, None)))
         for e in config["epsilons"]:
             z = 0.0 if math.isinf(e) else Acc.calibrate_noise_multiplier(
                 e, delta, m / n, steps, relative_noise=(1.0, 1.0))
-
-            def run(key, z=z):
-                hp = sgda.SGDAHparams(lr_theta=config["lr_theta"], lr_w=config["lr_w"],
-                                      clip_theta=config["clip"], clip_w=config["clip"],
-                                      noise_theta=z, noise_w=z, radius=config["radius"])
-                res = sgda.dpsgda(key, data, jnp.zeros(d), jnp.zeros(dw), hp, cfg, private_loss=f,
-                                  validate=False)
-                g = phi_grad(res.theta, data)
-                return jnp.sum(g**2)
-
             keys = jax.random.split(jax.random.key(ctx.seed + n), config["seeds"])
-            gaps = np.asarray(jax.jit(jax.vmap(run))(keys))
+            gaps = np.asarray(program(keys, jnp.float32(z)))
             for si, gp in enumerate(gaps):
                 rows.append({"n": n, "epsilon": e, "seed": si, "gap": float(gp), "noise_multiplier": z,
                              "rate": math.sqrt(d) / (e * n) if math.isfinite(e) else 0.0})
