@@ -10,7 +10,8 @@ tradeoff tables carry ``degenerate`` and ``constant`` per row.
 
 :func:`scan_run` reads every CSV table of a run directory that has a boolean ``degenerate`` column
 and returns the counts and the degenerate rows; :func:`claim_note` is the note the report appends
-to each claim of such a run and :func:`report_lines` the report's "Degenerate runs" section. Reading CSVs only (no pandas, no JAX), so the report stays cheap.
+to each claim of such a run and :func:`report_lines` the report's "Degenerate runs" section.
+Reading CSVs only (no pandas, no JAX), so the report stays cheap.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ __all__ = ["EXPLANATION", "ID_COLUMNS", "scan_run", "claim_note", "report_lines"
 EXPLANATION = (
     "A run is degenerate when its classifier predicts one label for every test example (constant "
     "predictions: its DP and EO violations are 0 for a trivial reason) or its test error is at or above the "
-    "base-rate error, the error of always predicting the majority label (at base rate): it learned nothing "
-    "usable, so a fairness comparison that includes it rewards a trivial classifier. A claim measured on a run "
-    "with degenerate rows says so in the claim tables.")
+    "base-rate error, the error of always predicting the majority label, less a tolerance (at base rate; "
+    "0.005 in the tradeoff studies, one standard error of the base rate in fairness.evaluate, so an error "
+    "slightly below the base rate can be flagged): it learned nothing usable, so a fairness comparison that "
+    "includes it rewards a trivial classifier. Each claim measured in a run with degenerate rows says so in "
+    "the claim tables (the run's rows, not necessarily the rows the claim's verdict turned on).")
 
 #: Columns that name a row (the grid point of a training run), in display order.
 ID_COLUMNS = ("method", "fairness", "cell0_group", "epsilon", "lam", "replicate", "seed")
