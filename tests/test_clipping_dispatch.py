@@ -151,10 +151,104 @@ def test_declarations_and_refusals():
     with pytest.raises(ValueError, match="weights"):
         C.clipped_grad_sum(model, params, (x, y), clip_norm=1.0, weights=np.full(len(x), 2.0))
     with pytest.raises(ValueError, match="clip_norm"):
-        C.clipped_grad_sum(model, params, (x, y), clip_norm=0.0)
+        C.clipped_grad_sum(model, params, (x, y), clip_norm=-1.0)
     with pytest.raises(ValueError, match=r"\(x, y\)"):
         C.clipped_grad_sum(model, params, x, clip_norm=1.0)
     with pytest.raises(ValueError, match="loss="):
         C.clipped_grad_sum(lambda p, a, b: 0.0, params, (x, y), clip_norm=1.0, loss="squared")
     with pytest.raises(ValueError, match="layers"):
         C.per_example_path(model._replace(layers="transformer"))
+
+
+def _public_loss(out, y):
+    """A public output loss ``(outputs [B, ...], y) -> [B]`` (not clipped by the dispatcher)."""
+    o = out.reshape(out.shape[0], -1)
+    return 0.3 * jnp.sum(jnp.sin(o) * o, axis=1) + 0.1 * jnp.sum(o, axis=1)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_public_part_is_the_exact_weighted_sum_and_leaves_the_clipped_sum_alone(name):
+    """``public=``: sum_i w_i grad public_i against a float64 per-example vmap(grad) reference; the
+    clipped sums, norms and losses stay those of the call without it; ``outputs`` are apply's."""
+    factory, _, labels, shape = CASES[name]
+    model = factory()
+    x, yb, yk = _data(d=int(np.prod(shape)), seed=4)
+    y = {"binary": yb, "multi": yk, "real": x[:, 0] - x[:, 1]}[labels]
+    params = model.init(jax.random.key(3), shape[0] if model.name != "cnn" else None)
+    w = (np.arange(len(x)) % 3 != 0).astype(np.float32)
+    pub_grads = jax.vmap(jax.grad(lambda p, xi, yi: _public_loss(model.apply(p, xi[None]), yi[None])[0]),
+                         in_axes=(None, 0, 0))(params, x, y)
+    want = jax.tree_util.tree_map(lambda g: np.tensordot(w.astype(np.float64), np.asarray(g, np.float64), axes=1),
+                                  pub_grads)
+    for path in ("auto", "vmap"):
+        run = jax.jit(lambda p, pub: C.clipped_grad_sum(model, p, (x, y), clip_norm=0.3, weights=w, path=path,
+                                                        public=pub), static_argnums=1)
+        res, plain = run(params, _public_loss), run(params, None)
+        assert plain.public is None
+        assert jax.tree_util.tree_structure(res.public) == jax.tree_util.tree_structure(params)
+        for got, ref in zip(jax.tree_util.tree_leaves(res.public), jax.tree_util.tree_leaves(want)):
+            np.testing.assert_allclose(np.asarray(got), ref, rtol=RTOL, atol=1e-6)
+        for got, ref in zip(jax.tree_util.tree_leaves(res.sums), jax.tree_util.tree_leaves(plain.sums)):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(np.asarray(res.norms), np.asarray(plain.norms))
+        if path == "auto":
+            np.testing.assert_allclose(np.asarray(res.outputs), np.asarray(model.apply(params, x)), rtol=1e-6)
+        else:
+            assert res.outputs is None
+
+
+def test_per_part_clip_norms_clip_each_part_on_its_own():
+    """A tuple clip norm over tuple params: each part's per-example gradient clipped to its own
+    norm (a NumPy loop), one sensitivity per part; the public part is a plain weighted sum."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(9, 3)).astype(np.float32) * rng.uniform(0.2, 3, size=(9, 1)).astype(np.float32)
+    a0, b0 = jnp.asarray([0.3, -0.2, 0.5]), jnp.asarray([1.0, -1.0])
+
+    def loss(p, xi):
+        a, b = p
+        return jnp.sum(jnp.tanh(xi * a)) * (1.0 + b[0]) + jnp.sum(b * xi[:2])
+
+    def pub(p, xi):
+        return 0.5 * jnp.sum(p[0] * xi) ** 2 + jnp.sum(p[1])
+
+    w = (np.arange(9) % 4 != 1).astype(np.float32)
+    res = jax.jit(lambda p: C.clipped_grad_sum(loss, p, x, clip_norm=(0.4, 1.1), weights=w, public=pub))((a0, b0))
+    want, want_pub = [np.zeros(3), np.zeros(2)], [np.zeros(3), np.zeros(2)]
+    for i in range(9):
+        g = jax.grad(loss)((a0, b0), x[i])
+        gp = jax.grad(pub)((a0, b0), x[i])
+        for k, c in enumerate((0.4, 1.1)):
+            gk = np.asarray(g[k], np.float64)
+            want[k] += w[i] * gk * min(1.0, c / np.linalg.norm(gk))
+            want_pub[k] += w[i] * np.asarray(gp[k], np.float64)
+    for k in range(2):
+        np.testing.assert_allclose(np.asarray(res.sums[k]), want[k], rtol=RTOL, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(res.public[k]), want_pub[k], rtol=RTOL, atol=1e-6)
+    assert len(res.norms) == 2 and res.norms[1].shape == (9,)
+    assert res.sensitivity("replace_one") == (pytest.approx(0.8), pytest.approx(2.2))
+    assert res.sensitivities[1] == R.clipped_sum_sensitivity(float(np.float32(1.1)))
+    model = M.logistic()
+    with pytest.raises(ValueError, match="tuple clip_norm"):
+        C.clipped_grad_sum(model, model.init(jax.random.key(0), 3), (x, w), clip_norm=(1.0, 1.0))
+    with pytest.raises(ValueError, match="one clip norm per part"):
+        C.clipped_grad_sum(loss, (a0, b0), x, clip_norm=(1.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="clip_norm"):
+        C.clipped_grad_sum(loss, (a0, b0), x, clip_norm=(1.0, -1.0))
+    with pytest.raises(ValueError, match="public"):
+        C.clipped_grad_sum(loss, (a0, b0), x, clip_norm=(1.0, 1.0), public="squared")
+
+
+@pytest.mark.parametrize("name", ["logistic", "mlp_tanh", "cnn"])
+def test_clip_norm_zero_gives_zero_sums_and_zero_sensitivity(name):
+    """C = 0 (a part weighted by zero, e.g. DP-FERMI's fairness term at lam = 0): every example
+    contributes exactly zero, on every path, eagerly as under jit."""
+    factory, _, labels, shape = CASES[name]
+    model = factory()
+    x, yb, yk = _data(d=int(np.prod(shape)))
+    y = yb if labels == "binary" else yk
+    params = model.init(jax.random.key(2), shape[0] if model.name != "cnn" else None)
+    for path in ("auto", "vmap"):
+        res = C.clipped_grad_sum(model, params, (x, y), clip_norm=0.0, path=path, public=_public_loss)
+        assert all(float(jnp.max(jnp.abs(leaf))) == 0.0 for leaf in jax.tree_util.tree_leaves(res.sums))
+        assert float(jnp.min(res.norms)) > 0 and res.sensitivity("replace_one") == 0.0
+        assert any(float(jnp.max(jnp.abs(leaf))) > 0 for leaf in jax.tree_util.tree_leaves(res.public))

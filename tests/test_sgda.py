@@ -155,3 +155,56 @@ def test_validation_errors():
                  S.SGDAConfig(steps=2, batch_size=5), private_loss=f)
     with pytest.raises(ValueError, match="sampling"):
         S.SGDAConfig(steps=2, batch_size=5, sampling="bogus").validate(10)
+
+
+def _model_losses(model):
+    """A min-max loss of the model's outputs (private) and a public part; and the same two as
+    functions of the parameters (the generic vmap path)."""
+    def priv(out, w, ex):
+        o = jnp.atleast_1d(out)
+        return jnp.logaddexp(0.0, o[0]) - ex["y"] * o[0] + w @ jnp.tanh(o[:1] * ex["x"][:2])
+
+    def pub(out, w, ex):
+        return 0.3 * jnp.sum(jnp.atleast_1d(out) ** 2) + 0.1 * jnp.sum(w) * ex["y"]
+
+    def of_params(f):
+        return lambda th, w, ex: f(model.apply(th, ex["x"]), w, ex)
+
+    return priv, pub, of_params(priv), of_params(pub)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "logistic"])
+@pytest.mark.parametrize("sampling", ["poisson", "fixed_size"])
+def test_model_ghost_path_equals_generic_vmap_path(kind, sampling):
+    """``model=``: the theta sums from the dispatcher's ghost path for the model (dense stack,
+    GLM), the w sums by vmap(grad) at the batch's outputs, public parts exact; the same run as the
+    generic path on the same losses of the parameters (clipping active, noise on, Poisson
+    padding with masked rows), to float32 rounding."""
+    from dpfair_jax import models as M
+
+    rng = np.random.default_rng(7)
+    n, d = 50, 4
+    x = rng.normal(size=(n, d)).astype(np.float32) * rng.uniform(0.3, 3.0, size=(n, 1)).astype(np.float32)
+    data = {"x": jnp.asarray(x), "y": jnp.asarray((x[:, 0] > 0).astype(np.float32))}
+    model = M.mlp((6,)) if kind == "mlp" else M.logistic(init="lecun_normal")
+    theta0 = model.init(jax.random.key(1), d)
+    priv, pub, priv_t, pub_t = _model_losses(model)
+    hp = S.SGDAHparams(lr_theta=0.3, lr_w=0.2, clip_theta=0.2, clip_w=0.15, noise_theta=0.7, noise_w=0.9,
+                       radius=2.0)
+    cfg = S.SGDAConfig(steps=6, batch_size=10, sampling=sampling)
+    ghost = S.dpsgda(jax.random.key(2), data, theta0, jnp.zeros(2), hp, cfg, private_loss=priv,
+                     public_loss=pub, model=model)
+    generic = S.dpsgda(jax.random.key(2), data, theta0, jnp.zeros(2), hp, cfg, private_loss=priv_t,
+                       public_loss=pub_t)
+    for a, b in zip(jax.tree_util.tree_leaves((ghost.theta, ghost.w)),
+                    jax.tree_util.tree_leaves((generic.theta, generic.w))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    for k in ("clipped_frac_theta", "clipped_frac_w"):
+        assert float(ghost.diagnostics[k]) == pytest.approx(float(generic.diagnostics[k]))
+    assert float(ghost.diagnostics["clipped_frac_theta"]) > 0.3  # clipping active
+    moved = [float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree_util.tree_leaves(ghost.theta),
+                                                          jax.tree_util.tree_leaves(theta0))]
+    assert max(moved) > 1e-2
+    with pytest.raises(ValueError, match="at most one"):
+        S.dpsgda(jax.random.key(2), data, theta0, jnp.zeros(2), hp, cfg, private_loss=priv, model=model,
+                 cnn_model=model)

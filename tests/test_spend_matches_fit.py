@@ -323,7 +323,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     sp_run = Spy(monkeypatch, sgda, "dpsgda")
     sp_std = Spy(monkeypatch, sgda, "_noise_std", keep_result=True)
     sp_pois = Spy(monkeypatch, sgda, "poisson_indices")
-    sp_clip = Spy(monkeypatch, clipping, "clip_tree")
+    sp_clip = Spy(monkeypatch, clipping, "clipped_grad_sum")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
     fit = P.fit if pfld else F.fit
     with jax.disable_jit():  # the spies read concrete values (fit's compiled program is cached)
@@ -344,8 +344,8 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
                         spend.relation))
     fr = _sens_factor(spend.relation)
     z_fit = [stds[0] / (fr * float(shp.clip_theta)), stds[1] / (fr * float(shp.clip_w))]
-    # clipped widths: every per-example W-gradient batch the fit clips
-    widths = sorted({int(jax.tree_util.tree_leaves(a[0])[0].shape[0]) for (a, _, _) in sp_clip.calls})
+    # clipped widths: every batch of per-example gradients the fit clips and sums (its weights)
+    widths = sorted({int(np.shape(kw["weights"])[0]) for (_, kw, _) in sp_clip.calls})
     if scheme == "poisson":
         (pa, _, _), = sp_pois.calls[:1]
         n_fit, q_fit, B = int(pa[1]), float(pa[2]), int(pa[3])

@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax import models as _models
 from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
@@ -248,12 +249,13 @@ def _scan_batches(step: Callable, init: Any, key: jax.Array, n: int, config: SGD
 
 
 # ------------------------------------------------------------------------------------------------
-# gradients: the clipped sums of one batch, per path (generic vmap, GLM ghost norms, CNN ghost norms)
+# gradients: the clipped sums of one batch, through the kit's one per-example clipped-gradient
+# dispatcher (privacy.clipping.clipped_grad_sum): generic vmap, or the model's ghost path
 # ------------------------------------------------------------------------------------------------
 class _Sums(NamedTuple):
-    """One batch's sums before noise: clipped private sums ``theta``/``w`` (the ghost paths fold
-    the exact public gradients in already), ``public`` (the generic path's exact public sums,
-    added after the noise; ``None`` otherwise) and the clipped indicators ``c_theta``/``c_w [B]``."""
+    """One batch's sums before noise: clipped private sums ``theta``/``w``, the exact public sums
+    ``public = (theta part, w part)`` (added after the noise; ``None`` without a public loss) and
+    the clipped indicators ``c_theta``/``c_w [B]``."""
 
     theta: PyTree
     w: PyTree
@@ -262,98 +264,71 @@ class _Sums(NamedTuple):
     public: tuple | None
 
 
-def _weighted_sum(tree: PyTree, mask: jax.Array) -> PyTree:
-    return jax.tree_util.tree_map(lambda x: jnp.tensordot(mask.astype(x.dtype), x, axes=1), tree)
-
-
-def _clip_factors(norm: jax.Array, clip: Any) -> tuple[jax.Array, jax.Array]:
-    """Per-example clip factors from exact norms (:func:`dpfair_jax.privacy.clipping.clip_factors`)
-    and the clipped indicators."""
-    clip = jnp.asarray(clip, norm.dtype)
-    return _clip.clip_factors(norm, clip), (norm > clip).astype(norm.dtype)
+def _clipped(norms: jax.Array, clip: Any) -> jax.Array:
+    """Indicator ``[B]`` of the examples whose gradient was clipped (``norm > clip``)."""
+    return (norms > jnp.asarray(clip, norms.dtype)).astype(norms.dtype)
 
 
 def _generic_sums(private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
-    """``vmap(grad)`` per-example gradients in ``(theta, w)``, clipped with
-    :func:`dpfair_jax.privacy.clipping.clip_tree`; the
-    public part as one batched exact gradient."""
-    priv_grad = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(None, None, 0))
-    g_th, g_w = priv_grad(theta, w, batch)
-    g_th, c_th = _clip.clip_tree(g_th, hparams.clip_theta)
-    g_w, c_w = _clip.clip_tree(g_w, hparams.clip_w)
-    public = None
-    if public_loss is not None:
-        def total(th, ww):
-            vals = jax.vmap(public_loss, in_axes=(None, None, 0))(th, ww, batch)
-            return jnp.sum(vals * mask)
-
-        public = jax.grad(total, argnums=(0, 1))(theta, w)
-    return _Sums(_weighted_sum(g_th, mask), _weighted_sum(g_w, mask), c_th, c_w, public)
+    """``vmap(grad)`` per-example gradients in ``(theta, w)`` (one pass), each part clipped to its
+    own norm by :func:`dpfair_jax.privacy.clipping.clipped_grad_sum`; the public part as one
+    batched exact gradient."""
+    pub = None if public_loss is None else (lambda p, ex: public_loss(p[0], p[1], ex))
+    res = _clip.clipped_grad_sum(lambda p, ex: private_loss(p[0], p[1], ex), (theta, w), batch,
+                                 clip_norm=(hparams.clip_theta, hparams.clip_w), weights=mask,
+                                 path="vmap", public=pub)
+    (s_th, s_w), (n_th, n_w) = res.sums, res.norms
+    return _Sums(s_th, s_w, _clipped(n_th, hparams.clip_theta), _clipped(n_w, hparams.clip_w), res.public)
 
 
-def _glm_sums(private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
-    """Generalized-linear ghost norms: the losses take the logits ``z_i = x_i theta_w + theta_b``;
-    theta-gradient norms are ``|df/dz_i| sqrt(|x_i|^2 + 1)`` and the clipped sum is ``c @ x``."""
+def _model_sums(model, path: str, shape_out, private_loss, public_loss, hparams: SGDAHparams, theta, w,
+                batch, mask) -> _Sums:
+    """Losses of the model's outputs: the theta sums from the dispatcher's path for ``model``
+    (GLM, dense-stack or CNN ghost norms; exact public part in the same pass), then the w sums
+    by ``vmap(grad)`` in ``w`` at the batch's outputs."""
+    def out_loss(fn):
+        return lambda out, ex: jax.vmap(fn, in_axes=(0, None, 0))(shape_out(out), w, ex)
+
     x = batch["x"]
-    z = x @ theta["w"]
-    if "b" in theta:
-        z = z + theta["b"]
-    grad_z = jax.vmap(jax.grad(private_loss, argnums=(0, 1)), in_axes=(0, None, 0))
-    gz, g_w = grad_z(z, w, batch)  # [B, out], tree [B, ...]
-    sq = jnp.sum(x * x, axis=1) + (1.0 if "b" in theta else 0.0)
-    fac, c_th = _clip_factors(jnp.sqrt(jnp.sum(gz * gz, axis=1) * sq), hparams.clip_theta)
-    coef = gz * (fac * mask)[:, None]  # [B, out]
-    g_w, c_w = _clip.clip_tree(g_w, hparams.clip_w)
-    s_w = _weighted_sum(g_w, mask)
-    if public_loss is not None:
-        pz, p_w = jax.vmap(jax.grad(public_loss, argnums=(0, 1)), in_axes=(0, None, 0))(z, w, batch)
-        coef = coef + pz * mask[:, None]
-        s_w = jax.tree_util.tree_map(jnp.add, s_w, _weighted_sum(p_w, mask))
-    s_th = {"w": (coef.T @ x).T}
-    if "b" in theta:
-        s_th["b"] = jnp.sum(coef, axis=0)
-    return _Sums(s_th, s_w, c_th, c_w, None)
+    res = _clip.clipped_grad_sum(model, theta, (x, batch), clip_norm=hparams.clip_theta, weights=mask,
+                                 path=path, loss=out_loss(private_loss),
+                                 public=None if public_loss is None else out_loss(public_loss))
+    z = shape_out(res.outputs if res.outputs is not None else model.apply(theta, x))
+    pub = None if public_loss is None else (lambda ww, zi, ex: public_loss(zi, ww, ex))
+    res_w = _clip.clipped_grad_sum(lambda ww, zi, ex: private_loss(zi, ww, ex), w, (z, batch),
+                                   clip_norm=hparams.clip_w, weights=mask, path="vmap", public=pub)
+    public = None if public_loss is None else (res.public, res_w.public)
+    return _Sums(res.sums, res_w.sums, _clipped(res.norms, hparams.clip_theta),
+                 _clipped(res_w.norms, hparams.clip_w), public)
 
 
-def _cnn_sums(model, private_loss, public_loss, hparams: SGDAHparams, theta, w, batch, mask) -> _Sums:
-    """CNN ghost norms: theta-gradient norms from one ghost backward pass, the clipped sum from
-    ``cnn_weighted_grad``; w-gradients from the logits; the public part through the ghost forward."""
-    from dpfair_jax.privacy import ghost as _ghost
-
-    def out_loss(out, ex):
-        return jax.vmap(private_loss, in_axes=(0, None, 0))(out, w, ex)
-
-    gh = _ghost.cnn_ghost_backward(model, theta, batch["x"], batch, out_loss)
-    fac, c_th = _clip_factors(gh.norms, hparams.clip_theta)
-    s_th = _ghost.cnn_weighted_grad(model, gh, fac * mask)
-    g_w = jax.vmap(jax.grad(private_loss, argnums=1), in_axes=(0, None, 0))(gh.outputs, w, batch)
-    g_w, c_w = _clip.clip_tree(g_w, hparams.clip_w)
-    s_w = _weighted_sum(g_w, mask)
-    if public_loss is not None:
-        def total(th, ww):
-            # the ghost forward pass: model.apply's values, with a CPU gradient that stays
-            # fast inside lax.scan (privacy.ghost._conv2d_same)
-            out = _ghost.cnn_forward(model, th, batch["x"])[0]
-            return jnp.sum(jax.vmap(public_loss, in_axes=(0, None, 0))(out, ww, batch) * mask)
-
-        p_th, p_w = jax.grad(total, argnums=(0, 1))(theta, w)
-        s_th = jax.tree_util.tree_map(jnp.add, s_th, p_th)
-        s_w = jax.tree_util.tree_map(jnp.add, s_w, p_w)
-    return _Sums(s_th, s_w, c_th, c_w, None)
+def _rows(out: jax.Array) -> jax.Array:
+    """GLM logits ``[B, out]`` (``models.linear`` squeezes one output to ``[B]``)."""
+    return out.reshape(out.shape[0], -1)
 
 
-def _sums_fn(theta0: PyTree, private_loss, public_loss, hparams: SGDAHparams, linear: bool, cnn_model: Any):
+def _sums_fn(theta0: PyTree, private_loss, public_loss, hparams: SGDAHparams, linear: bool, cnn_model: Any,
+             model: Any = None):
     """The gradient path: ``(theta, w, batch, mask) -> _Sums``."""
-    if linear and not (isinstance(theta0, dict) and "w" in theta0 and set(theta0) <= {"w", "b"}):
-        raise ValueError('linear=True needs theta as {"w": [d, out], "b": [out]} (models.logistic layout).')
-    if cnn_model is not None:
-        if linear:
-            raise ValueError("pass linear=True or cnn_model, not both.")
+    if sum((bool(linear), cnn_model is not None, model is not None)) > 1:
+        raise ValueError("pass at most one of linear=True, cnn_model and model.")
+    if linear:
+        if not (isinstance(theta0, dict) and "w" in theta0 and set(theta0) <= {"w", "b"}
+                and jnp.ndim(theta0["w"]) == 2):
+            raise ValueError('linear=True needs theta as {"w": [d, out], "b": [out]} (models.logistic layout).')
+        glm = _models.linear(int(jnp.shape(theta0["w"])[1]), fit_intercept="b" in theta0)
+        spec = (glm, "ghost", _rows)
+    elif cnn_model is not None:
         if getattr(cnn_model, "name", None) != "cnn":
             raise ValueError("cnn_model must be a dpfair_jax.models.cnn(...) model.")
-        return lambda th, w, b, mk: _cnn_sums(cnn_model, private_loss, public_loss, hparams, th, w, b, mk)
-    path = _glm_sums if linear else _generic_sums
-    return lambda th, w, b, mk: path(private_loss, public_loss, hparams, th, w, b, mk)
+        spec = (cnn_model, "ghost", lambda out: out)
+    elif model is not None:
+        if not isinstance(model, _models.Model):
+            raise ValueError(f"model must be a dpfair_jax.models.Model, got {type(model).__name__}.")
+        spec = (model, "auto", lambda out: out)
+    else:
+        return lambda th, w, b, mk: _generic_sums(private_loss, public_loss, hparams, th, w, b, mk)
+    return lambda th, w, b, mk: _model_sums(*spec, private_loss, public_loss, hparams, th, w, b, mk)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -361,7 +336,7 @@ def _sums_fn(theta0: PyTree, private_loss, public_loss, hparams: SGDAHparams, li
 # ------------------------------------------------------------------------------------------------
 def _noisy_sums(key: jax.Array, sums: _Sums, std_theta: jax.Array, std_w: jax.Array):
     """Gaussian noise on the clipped sums (:func:`dpfair_jax.privacy.mechanisms.gaussian_mechanism`,
-    independent draws for theta and w, one key per leaf), then the public sums of the generic path."""
+    independent draws for theta and w, one key per leaf), then the exact public sums."""
     k1, k2 = jax.random.split(key)
     s_th = _mech.gaussian_mechanism(k1, sums.theta, std_theta)
     s_w = _mech.gaussian_mechanism(k2, sums.w, std_w)
@@ -437,6 +412,7 @@ def dpsgda(
     validate: bool = True,
     linear: bool = False,
     cnn_model: Any = None,
+    model: Any = None,
 ) -> SGDAResult:
     """Noisy DP-SGDA (Algorithm 2): simultaneous projected descent-ascent with clipping and noise.
 
@@ -456,7 +432,8 @@ def dpsgda(
         the features, and both losses take the example's logits instead of theta:
         ``f(logits [out], w, example)``. Per-example theta-gradients are ``x_i (x) df/dlogits_i``,
         so their norms are ``|df/dz_i| sqrt(|x_i|^2 + 1)`` (exact, never materialized) and the
-        clipped sum is one matmul ``c @ x`` (the same numbers as the generic path).
+        clipped sum is one matmul ``c @ x`` (the same numbers as the generic path up to float
+        rounding; the dispatcher's GLM path for ``models.linear`` with theta's shape).
       cnn_model: CNN ghost-norm path. ``theta`` are the params of this ``models.cnn`` model
         (float32; see ``privacy.ghost.cnn_matches_apply``), ``example["x"]`` its inputs, and both
         losses take the example's logits (as ``model.apply`` returns them for one example) instead
@@ -465,6 +442,16 @@ def dpsgda(
         ``cnn_weighted_grad``; ``w``-gradients from the logits; the public part is one batched
         gradient (through ``ghost.cnn_forward``). The same numbers as the generic path up to
         float rounding.
+      model: any ``models.Model``: both losses take the example's outputs (as ``model.apply``
+        returns them for one example) and theta are its params; the per-example path is the one
+        :func:`dpfair_jax.privacy.clipping.clipped_grad_sum` picks for it (GLM, dense-stack or CNN
+        ghost norms where the model declares its layers, ``vmap(grad)`` otherwise).
+
+    Every path computes its clipped sums with
+    :func:`dpfair_jax.privacy.clipping.clipped_grad_sum`: theta's from the model's path (or, on the
+    generic path, theta's and w's from one ``vmap(grad)`` with a clip norm per part), w's by
+    ``vmap(grad)`` in ``w`` at the batch's outputs; public parts summed exactly and added after
+    the noise.
 
     Returns:
       :class:`SGDAResult`.
@@ -481,7 +468,7 @@ def dpsgda(
     fct = float(config.sensitivity_factor)
     std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)
     std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)
-    sums_fn = _sums_fn(theta0, private_loss, public_loss, hparams, linear, cnn_model)
+    sums_fn = _sums_fn(theta0, private_loss, public_loss, hparams, linear, cnn_model, model)
 
     def step(carry, t, idx, mask, trunc):
         theta, w, sel_theta, sel_w = carry
@@ -512,16 +499,16 @@ def dpsgda(
 # ------------------------------------------------------------------------------------------------
 def fit(key: jax.Array, data: PyTree, hparams: SGDAHparams, config: SGDAConfig, *, theta0: PyTree,
         w0: PyTree, private_loss: Callable[..., jax.Array], batch_key: jax.Array | None = None,
-        linear: bool = False, cnn_model: Any = None) -> SGDAResult:
+        linear: bool = False, cnn_model: Any = None, model: Any = None) -> SGDAResult:
     """Noisy DP-SGDA (Algorithm 2) on a loss that is private as a whole: :func:`dpsgda` with
     every input checked and no public part (a public part makes batch membership visible, which
     :func:`spend` does not account; see the module docstring). ``theta0``, ``w0``,
-    ``private_loss``, ``batch_key``, ``linear``, ``cnn_model`` as in :func:`dpsgda`.
+    ``private_loss``, ``batch_key``, ``linear``, ``cnn_model``, ``model`` as in :func:`dpsgda`.
 
     Privacy: (epsilon, delta)-DP as :func:`spend` states for ``config``, whole records protected.
     """
     return dpsgda(key, data, theta0, w0, hparams, config, private_loss=private_loss, batch_key=batch_key,
-                  validate=True, linear=linear, cnn_model=cnn_model)
+                  validate=True, linear=linear, cnn_model=cnn_model, model=model)
 
 
 def _size(sizes: Any) -> int:

@@ -265,6 +265,11 @@ def glm_clipped_grad_sum(
     Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
     """
     v.check_clip_norm(clip_norm, allow_inf=True)
+    return _glm_clipped(x, dloss_dlogits, clip_norm, mask, fit_intercept, x_sq_norms)
+
+
+def _glm_clipped(x, dloss_dlogits, clip_norm, mask, fit_intercept, x_sq_norms):
+    """:func:`glm_clipped_grad_sum` on a checked clip norm."""
     norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept, x_sq_norms=x_sq_norms)
     x = jnp.asarray(x)
     g = jnp.asarray(dloss_dlogits, x.dtype)
@@ -331,20 +336,31 @@ def mlp_forward(
     return _models.dense_stack_forward([(layer["w"], layer["b"]) for layer in params], x, activation, probes)
 
 
-def _dense_ghost(total_loss: Callable, probes: list[jax.Array], clip_norm: Any, weights: jax.Array
-                 ) -> tuple[list[dict], jax.Array, jax.Array]:
+def _dense_ghost(total_loss: Callable, probes: list[jax.Array], clip_norm: Any, weights: jax.Array,
+                 public_loss: Callable | None = None) -> tuple[list[dict], jax.Array, jax.Array, Any, Any]:
     """Book-keeping ghost clipping of a dense stack: ``total_loss(probes) -> (sum of losses,
-    (losses [B], layer inputs))``; one backward pass to the probes gives every layer's output
-    gradients. Returns ``([{"w", "b"} per layer], norms [B], losses [B])``."""
-    (_, (losses, inputs)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(probes)
+    (losses [B], layer inputs, outputs))``; one backward pass to the probes gives every layer's
+    output gradients. ``public_loss(probes) -> sum_i w_i public_i`` (optional): its output gradients
+    give the exact public sums from the same stored inputs, in the same products (the clipped and
+    public coefficients side by side). Returns ``([{"w", "b"} per layer], norms [B], losses [B],
+    outputs, public sums or None)``."""
+    (_, (losses, inputs, out)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(probes)
     sq = sum((jnp.sum(jnp.square(a), 1) + 1.0) * jnp.sum(jnp.square(g), 1) for a, g in zip(inputs, out_grads))
     norms = jnp.sqrt(sq)
     c = clip_factors(norms, clip_norm) * weights
-    grads = []
-    for a, g in zip(inputs, out_grads):
+    pub_grads = None if public_loss is None else jax.grad(public_loss)(probes)
+    grads, pub = [], None if public_loss is None else []
+    for l, (a, g) in enumerate(zip(inputs, out_grads)):
         cg = g * c[:, None]
-        grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
-    return grads, norms, losses
+        if public_loss is None:
+            grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
+            continue
+        k, pg = cg.shape[1], pub_grads[l]
+        both = jnp.concatenate([cg, pg], axis=1)
+        wb = (both.T @ a).T
+        grads.append({"w": wb[:, :k], "b": jnp.sum(cg, axis=0)})
+        pub.append({"w": wb[:, k:], "b": jnp.sum(pg, axis=0)})
+    return grads, norms, losses, out, pub
 
 
 @full_precision
@@ -380,9 +396,9 @@ def mlp_clipped_grad_sum(
     def total_loss(pr):
         out, inputs = mlp_forward(params, x, activation, pr)
         losses = output_loss(out, y)
-        return jnp.sum(losses), (losses, inputs)
+        return jnp.sum(losses), (losses, inputs, out)
 
-    return _dense_ghost(total_loss, probes, clip_norm, _mask_weights(mask, bsz, x.dtype))
+    return _dense_ghost(total_loss, probes, clip_norm, _mask_weights(mask, bsz, x.dtype))[:3]
 
 
 @full_precision
@@ -401,14 +417,20 @@ def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, ou
     (``compute_dtype`` set) are refused (their norms would be rounded; use ``vmap(grad)``).
     """
     v.check_clip_norm(clip_norm, allow_inf=True)
+    sums, gh = _cnn_sum(model, params, x, y, output_loss, clip_norm, mask, method)
+    return sums, gh.norms, gh.losses
+
+
+def _cnn_sum(model, params, x, y, output_loss, clip_norm, mask, method="auto"):
+    """The CNN ghost pass and its clipped sum: ``(sums, CnnGhost)``; ``y`` any pytree of ``[B, ...]``."""
     if getattr(model, "layers", None) == "cnn":
         v.check_same_length(x=jnp.reshape(jnp.asarray(x), (-1, *model.hparams["image_shape"])),
-                            y=y, mask=mask)
+                            y=jax.tree_util.tree_leaves(y)[0], mask=mask)
     gh = _ghost.cnn_ghost_backward(model, params, x, y, output_loss, method=method)
     c = clip_factors(gh.norms, clip_norm)
     if mask is not None:
         c = c * jnp.asarray(mask, c.dtype)
-    return _ghost.cnn_weighted_grad(model, gh, c), gh.norms, gh.losses
+    return _ghost.cnn_weighted_grad(model, gh, c), gh
 
 
 # ------------------------------------------------------------------------------------------------
@@ -422,26 +444,42 @@ class ClippedGradSum(NamedTuple):
 
     ``sums``: ``sum_i w_i clip(g_i, C)`` in the structure of the parameters; ``norms [B]``: the
     unclipped per-example gradient norms; ``losses [B]``: per-example losses (both computed from
-    the private batch and **not** private); ``clip_norm``: ``C``. A pytree (jit/vmap-able).
+    the private batch and **not** private); ``clip_norm``: ``C``; ``public``: the exact sum
+    ``sum_i w_i grad public_i`` of a public loss part (``None`` without one; not clipped, not
+    covered by the sensitivity); ``outputs``: the model's outputs on the batch (ghost paths of a
+    model; ``None`` otherwise; not private). With per-part clip norms ``(C_1, ..., C_k)``, ``sums``,
+    ``norms``, ``clip_norm`` and the sensitivities are tuples, one entry per part. A pytree
+    (jit/vmap-able).
     """
 
     sums: PyTree
     norms: jax.Array
     losses: jax.Array
     clip_norm: Any
+    public: PyTree = None
+    outputs: Any = None
 
     def sensitivity(self, relation: Any = "add_remove") -> Any:
         """L2 sensitivity of ``sums`` under ``relation``: ``C`` (add/remove one), ``2 C`` (replace
-        one), ``inf`` for ``C = inf``; a traced value when ``C`` is traced."""
-        if isinstance(self.clip_norm, jax.core.Tracer):
-            return self.clip_norm * _rel.replace_factor(relation)
-        return _rel.clipped_sum_sensitivity(np.asarray(self.clip_norm, np.float64)).under(relation)
+        one), ``inf`` for ``C = inf``; a traced value when ``C`` is traced; a tuple (one per part)
+        for per-part clip norms."""
+        if isinstance(self.clip_norm, tuple):
+            return tuple(_part_sensitivity(c, relation) for c in self.clip_norm)
+        return _part_sensitivity(self.clip_norm, relation)
 
     @property
-    def sensitivities(self) -> _rel.Sensitivity:
+    def sensitivities(self) -> Any:
         """The sensitivity under both relations (``relations.clipped_sum_sensitivity(C)``; ``C``
-        must be concrete)."""
+        must be concrete); a tuple for per-part clip norms."""
+        if isinstance(self.clip_norm, tuple):
+            return tuple(_rel.clipped_sum_sensitivity(np.asarray(c, np.float64)) for c in self.clip_norm)
         return _rel.clipped_sum_sensitivity(np.asarray(self.clip_norm, np.float64))
+
+
+def _part_sensitivity(clip_norm: Any, relation: Any) -> Any:
+    if isinstance(clip_norm, jax.core.Tracer):
+        return clip_norm * _rel.replace_factor(relation)
+    return _rel.clipped_sum_sensitivity(np.asarray(clip_norm, np.float64)).under(relation)
 
 
 def per_example_path(loss_or_model: Any, path: str = "auto") -> str:
@@ -478,25 +516,38 @@ def _check_weights(weights: Any) -> None:
                          "weights; the sensitivity C assumes each example's weight is at most 1).")
 
 
-def _glm_sum(model, params, x, y, out_loss, clip_norm, w, x_sq):
-    """GLM ghost norms: the logit gradients from one backward pass of ``model.forward``."""
+def _glm_sum(model, params, x, y, out_loss, clip_norm, w, x_sq, public=None):
+    """GLM ghost norms: the logit gradients from one backward pass of ``model.forward``; a public
+    part's logit gradients (weighted) from a second one, its sum in the same product as the
+    clipped sum (``[c g, w g_pub]^T x``)."""
     x = jnp.asarray(x)
+    fit_intercept = "b" in params
 
     def total(pr):
         out, _ = model.forward(params, x, pr)
         losses = out_loss(out, y)
-        return jnp.sum(losses), losses
+        return jnp.sum(losses), (losses, out)
 
     probe = jnp.zeros((x.shape[0], params["w"].shape[1]), x.dtype)
-    (dz,), losses = jax.grad(total, has_aux=True)([probe])
-    sums, norms = glm_clipped_grad_sum(x, dz, clip_norm, w, fit_intercept="b" in params, x_sq_norms=x_sq)
-    grads = {"w": sums["w"]}
-    if "b" in params:
-        grads["b"] = sums["b"]
-    return grads, norms, losses
+    (dz,), (losses, out) = jax.grad(total, has_aux=True)([probe])
+    if public is None:
+        sums, norms = _glm_clipped(x, dz, clip_norm, w, fit_intercept, x_sq)
+        grads = {"w": sums["w"]}
+        if fit_intercept:
+            grads["b"] = sums["b"]
+        return grads, norms, losses, out, None
+    (dzp,) = jax.grad(lambda pr: jnp.sum(w * public(model.forward(params, x, pr)[0], y)))([probe])
+    norms = glm_per_example_norms(x, dz, fit_intercept, x_sq_norms=x_sq)
+    cg = dz * (clip_factors(norms, clip_norm) * w)[:, None]
+    k = cg.shape[1]
+    wb = (jnp.concatenate([cg, dzp], axis=1).T @ x).T  # [d, 2k]: one pass over x for both sums
+    grads, pub = {"w": wb[:, :k]}, {"w": wb[:, k:]}
+    if fit_intercept:
+        grads["b"], pub["b"] = jnp.sum(cg, axis=0), jnp.sum(dzp, axis=0)
+    return grads, norms, losses, out, pub
 
 
-def _mlp_sum(model, params, x, y, out_loss, clip_norm, w):
+def _mlp_sum(model, params, x, y, out_loss, clip_norm, w, public=None):
     """Dense-stack ghost norms from ``model.forward`` (``{"layers": {i: {"kernel", "bias"}}}``)."""
     x = jnp.asarray(x)
     keys = sorted(params["layers"])
@@ -505,20 +556,60 @@ def _mlp_sum(model, params, x, y, out_loss, clip_norm, w):
     def total(pr):
         out, inputs = model.forward(params, x, pr)
         losses = out_loss(out, y)
-        return jnp.sum(losses), (losses, inputs)
+        return jnp.sum(losses), (losses, inputs, out)
 
-    grads, norms, losses = _dense_ghost(total, probes, clip_norm, w)
-    sums = {"layers": {k: {"kernel": g["w"], "bias": g["b"]} for k, g in zip(keys, grads)}}
-    return sums, norms, losses
+    pub_loss = None if public is None else (
+        lambda pr: jnp.sum(w * public(model.forward(params, x, pr)[0], y)))
+    grads, norms, losses, out, pub = _dense_ghost(total, probes, clip_norm, w, pub_loss)
+
+    def layout(gs):
+        return {"layers": {k: {"kernel": g["w"], "bias": g["b"]} for k, g in zip(keys, gs)}}
+
+    return layout(grads), norms, losses, out, None if pub is None else layout(pub)
 
 
-def _vmap_sum(loss_fn, params, batch, clip_norm, w):
-    """``vmap(value_and_grad)``: any per-example loss ``loss_fn(params, *example)``."""
+def _vmap_sum(loss_fn, params, batch, clip_norm, w, public=None):
+    """``vmap(value_and_grad)``: any per-example loss ``loss_fn(params, *example)``; a tuple of
+    clip norms clips each part of a tuple ``params`` on its own. ``public(params, *example)``:
+    its weighted sum as one batched gradient."""
     in_axes = (None,) + (0,) * len(batch)
     losses, grads = jax.vmap(jax.value_and_grad(loss_fn), in_axes=in_axes)(params, *batch)
-    norms = per_example_norms(grads)
-    c = clip_factors(norms, clip_norm) * w
-    return weighted_sum(grads, c), norms, losses
+    if isinstance(clip_norm, tuple):  # contractions over the batch axis as is (no [B, -1] reshape)
+        norms = tuple(per_example_norms(g) for g in grads)
+        sums = tuple(jax.tree_util.tree_map(lambda leaf, f=clip_factors(nm, c) * w: jnp.tensordot(
+            f.astype(leaf.dtype), leaf, axes=1), g) for g, nm, c in zip(grads, norms, clip_norm))
+    else:
+        norms = per_example_norms(grads)
+        sums = weighted_sum(grads, clip_factors(norms, clip_norm) * w)
+    pub = None
+    if public is not None:
+        pub = jax.grad(lambda p: jnp.sum(jax.vmap(public, in_axes=in_axes)(p, *batch) * w))(params)
+    return sums, norms, losses, pub
+
+
+def _model_public_sum(model, params, x, y, public, w):
+    """``sum_i w_i grad public(outputs_i, y_i)`` as one batched gradient through ``model.forward``
+    (``model.apply`` where the model declares no layers)."""
+    fwd = (lambda p: model.forward(p, x)[0]) if model.forward is not None else (lambda p: model.apply(p, x))
+    return jax.grad(lambda p: jnp.sum(w * public(fwd(p), y)))(params)
+
+
+def _check_part_clips(clip_norm: Any, params: Any, is_model: bool) -> tuple:
+    if is_model:
+        raise ValueError("per-part clip norms (a tuple clip_norm) need a per-example loss function, "
+                         "not a models.Model; pass one clip norm.")
+    if not isinstance(params, tuple) or len(params) != len(clip_norm) or not clip_norm:
+        raise ValueError(f"a tuple clip_norm of {len(clip_norm)} needs params as a tuple of as many "
+                         f"parts (one clip norm per part), got {type(params).__name__}.")
+    for c in clip_norm:
+        _check_clip(c)
+    return tuple(clip_norm)
+
+
+def _check_clip(clip_norm: Any) -> None:
+    """The dispatcher's clip norm: ``> 0``, ``inf`` (no clipping) or ``0`` (every example
+    contributes zero: sensitivity 0, e.g. a part scaled by a zero weight)."""
+    v.check_positive("clip_norm", clip_norm, allow_inf=True, allow_zero=True)
 
 
 @full_precision
@@ -532,6 +623,7 @@ def clipped_grad_sum(
     path: str = "auto",
     loss: Any = None,
     x_sq_norms: jax.Array | None = None,
+    public: Any = None,
 ) -> ClippedGradSum:
     """``sum_i w_i clip(grad_i, C)`` over one batch, with the per-example path chosen from the model.
 
@@ -543,29 +635,47 @@ def clipped_grad_sum(
       params: the parameters (any pytree for a loss; the model's layout for a model).
       batch: for a model ``(x, y)``; for a loss a tuple of arrays (or one array) with a leading
         batch axis, passed to the loss example by example.
-      clip_norm: ``C > 0`` (may be traced); ``inf`` = no clipping (sensitivity inf).
+      clip_norm: ``C > 0`` (may be traced); ``inf`` = no clipping (sensitivity inf); ``0``: every
+        example contributes zero (sensitivity 0).
       weights: ``[B]`` in ``[0, 1]`` (padding mask, sampling mask); default all ones.
       path: ``"auto"``, ``"ghost"`` (raise when the model has no ghost path) or ``"vmap"``.
       loss: with a model, the per-example output loss ``(outputs, y) -> [B]`` (default
         ``models.output_loss(model)``).
       x_sq_norms: GLM path only: precomputed ``||x_i||^2`` ``[B]``.
+      public: a part of the loss whose gradients are summed exactly, not clipped
+        (``ClippedGradSum.public``): with a model an output loss ``(outputs, y) -> [B]``, with a
+        loss function a per-example loss of the same signature. On the dense ghost paths its
+        output gradients share the clipped sum's products; otherwise one batched gradient.
+
+    ``clip_norm`` may also be a tuple ``(C_1, ..., C_k)`` when ``loss_or_model`` is a loss function
+    and ``params`` a tuple of ``k`` parts: each part's per-example gradient is clipped to its own
+    norm (min-max methods that noise each part separately, ``algorithms.sgda``).
 
     Returns:
-      :class:`ClippedGradSum` ``(sums, norms, losses, clip_norm)`` with ``.sensitivity(relation)``.
+      :class:`ClippedGradSum` ``(sums, norms, losses, clip_norm, public, outputs)`` with
+      ``.sensitivity(relation)``.
 
     Privacy: L2 sensitivity ``C`` under add/remove-one neighbours, ``2 C`` under replace-one
-    (``ClippedGradSum.sensitivity``), for weights in ``[0, 1]``; ghost norms are exact identities,
-    so every path has the same sensitivity. Not private until noise is added
-    (``privacy.mechanisms``).
+    (``ClippedGradSum.sensitivity``; per part for per-part clip norms), for weights in ``[0, 1]``;
+    ghost norms are exact identities, so every path has the same sensitivity. Not private until
+    noise is added (``privacy.mechanisms``). ``public`` is outside the sensitivity: its sum shows
+    which examples carry weight, so it must not depend on the protected data and its release
+    voids amplification by subsampling.
     """
-    v.check_clip_norm(clip_norm, allow_inf=True)
+    is_model = isinstance(loss_or_model, _models.Model)
+    parts = isinstance(clip_norm, (tuple, list))
+    if parts:
+        clip_norm = _check_part_clips(clip_norm, params, is_model)
+    else:
+        _check_clip(clip_norm)
     _check_weights(weights)
     mode = per_example_path(loss_or_model, path)
-    is_model = isinstance(loss_or_model, _models.Model)
     if not is_model and not callable(loss_or_model):
         raise ValueError("loss_or_model must be a models.Model or a per-example loss function.")
     if not is_model and loss is not None:
         raise ValueError("loss= is only used with a models.Model; loss_or_model is already a loss.")
+    if public is not None and not callable(public):
+        raise ValueError("public must be a per-example loss (a callable) or None.")
     if is_model:
         if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
             raise ValueError("with a models.Model, batch must be (x, y).")
@@ -577,14 +687,24 @@ def clipped_grad_sum(
     dt = jnp.result_type(jax.tree_util.tree_leaves(batch[0])[0])
     dt = jnp.promote_types(dt, jnp.float32) if jnp.issubdtype(dt, jnp.floating) else jnp.float32
     w = jnp.ones((n,), dt) if weights is None else jnp.asarray(weights, dt)
-    clip = jnp.asarray(clip_norm, dt)
+    clip = tuple(jnp.asarray(c, dt) for c in clip_norm) if parts else jnp.asarray(clip_norm, dt)
+    out, pub = None, None
     if mode == "vmap":
-        loss_fn = _models.example_loss(loss_or_model, out_loss) if is_model else loss_or_model
-        sums, norms, losses = _vmap_sum(loss_fn, params, batch, clip, w)
+        if is_model:
+            sums, norms, losses, _ = _vmap_sum(_models.example_loss(loss_or_model, out_loss), params, batch,
+                                               clip, w)
+            if public is not None:
+                pub = _model_public_sum(loss_or_model, params, *batch, public, w)
+        else:
+            sums, norms, losses, pub = _vmap_sum(loss_or_model, params, batch, clip, w, public)
     elif mode == "glm":
-        sums, norms, losses = _glm_sum(loss_or_model, params, *batch, out_loss, clip, w, x_sq_norms)
+        sums, norms, losses, out, pub = _glm_sum(loss_or_model, params, *batch, out_loss, clip, w, x_sq_norms,
+                                                 public)
     elif mode == "mlp":
-        sums, norms, losses = _mlp_sum(loss_or_model, params, *batch, out_loss, clip, w)
+        sums, norms, losses, out, pub = _mlp_sum(loss_or_model, params, *batch, out_loss, clip, w, public)
     else:
-        sums, norms, losses = cnn_clipped_grad_sum(loss_or_model, params, *batch, out_loss, clip, mask=w)
-    return ClippedGradSum(sums, norms, losses, clip)
+        sums, gh = _cnn_sum(loss_or_model, params, *batch, out_loss, clip, w)
+        norms, losses, out = gh.norms, gh.losses, gh.outputs
+        if public is not None:
+            pub = _model_public_sum(loss_or_model, params, *batch, public, w)
+    return ClippedGradSum(sums, norms, losses, clip, pub, out)
