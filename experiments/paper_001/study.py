@@ -704,7 +704,8 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
                                  accuracy=float((l0[si] - lt[si, gi]) / max(l0[si] - lref[si], 1e-12))))
         return pd.DataFrame(rows)
 
-    df = ctx.map_chunks([{"part": "grid"}], compute, desc="mitigation")
+    with ctx.optimized_build():  # run-bound (1,000 steps per run): 7.8 s CPU warm optimized, 27 s fast
+        df = ctx.map_chunks([{"part": "grid"}], compute, desc="mitigation")
     ctx.save_table(df, "mitigation_grid")
     agg = df.groupby(["split", "gamma1", "gamma2"]).agg(gap=("gap", "mean"), gap_sd=("gap", "std"),
                                                         accuracy=("accuracy", "mean"),
