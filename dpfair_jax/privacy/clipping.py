@@ -341,8 +341,7 @@ def _dense_ghost(total_loss: Callable, probes: list[jax.Array], clip_norm: Any, 
     """Book-keeping ghost clipping of a dense stack: ``total_loss(probes) -> (sum of losses,
     (losses [B], layer inputs, outputs))``; one backward pass to the probes gives every layer's
     output gradients. ``public_loss(probes) -> sum_i w_i public_i`` (optional): its output gradients
-    give the exact public sums from the same stored inputs, in the same products (the clipped and
-    public coefficients side by side). Returns ``([{"w", "b"} per layer], norms [B], losses [B],
+    give the exact public sums from the same stored inputs. Returns ``([{"w", "b"} per layer], norms [B], losses [B],
     outputs, public sums or None)``."""
     (_, (losses, inputs, out)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(probes)
     sq = sum((jnp.sum(jnp.square(a), 1) + 1.0) * jnp.sum(jnp.square(g), 1) for a, g in zip(inputs, out_grads))
@@ -355,11 +354,9 @@ def _dense_ghost(total_loss: Callable, probes: list[jax.Array], clip_norm: Any, 
         if public_loss is None:
             grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
             continue
-        k, pg = cg.shape[1], pub_grads[l]
-        both = jnp.concatenate([cg, pg], axis=1)
-        wb = (both.T @ a).T
-        grads.append({"w": wb[:, :k], "b": jnp.sum(cg, axis=0)})
-        pub.append({"w": wb[:, k:], "b": jnp.sum(pg, axis=0)})
+        pg = pub_grads[l]
+        grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
+        pub.append({"w": (pg.T @ a).T, "b": jnp.sum(pg, axis=0)})
     return grads, norms, losses, out, pub
 
 
@@ -517,31 +514,31 @@ def _check_weights(weights: Any) -> None:
 
 
 def _glm_sum(model, params, x, y, out_loss, clip_norm, w, x_sq, public=None):
-    """GLM ghost norms: the logit gradients from one backward pass of ``model.forward``; a public
-    part's logit gradients (weighted) from a second one, its sum in the same product as the
-    clipped sum (``[c g, w g_pub]^T x``)."""
+    """GLM ghost norms: the logit gradients from one backward pass of ``model.forward``; with a
+    public part, both parts' logit gradients from the one forward pass (``vjp``) and the public
+    sum as ``(w g_pub)^T x``."""
     x = jnp.asarray(x)
     fit_intercept = "b" in params
-
-    def total(pr):
-        out, _ = model.forward(params, x, pr)
-        losses = out_loss(out, y)
-        return jnp.sum(losses), (losses, out)
-
     probe = jnp.zeros((x.shape[0], params["w"].shape[1]), x.dtype)
-    (dz,), (losses, out) = jax.grad(total, has_aux=True)([probe])
     if public is None:
+        def total(pr):
+            out, _ = model.forward(params, x, pr)
+            losses = out_loss(out, y)
+            return jnp.sum(losses), (losses, out)
+
+        (dz,), (losses, out) = jax.grad(total, has_aux=True)([probe])
         sums, norms = _glm_clipped(x, dz, clip_norm, w, fit_intercept, x_sq)
         grads = {"w": sums["w"]}
         if fit_intercept:
             grads["b"] = sums["b"]
         return grads, norms, losses, out, None
-    (dzp,) = jax.grad(lambda pr: jnp.sum(w * public(model.forward(params, x, pr)[0], y)))([probe])
+    out, back = jax.vjp(lambda pr: model.forward(params, x, pr)[0], [probe])
+    losses = out_loss(out, y)
+    (dz,), = back(jax.grad(lambda o: jnp.sum(out_loss(o, y)))(out))
+    (dzp,), = back(jax.grad(lambda o: jnp.sum(w * public(o, y)))(out))
     norms = glm_per_example_norms(x, dz, fit_intercept, x_sq_norms=x_sq)
     cg = dz * (clip_factors(norms, clip_norm) * w)[:, None]
-    k = cg.shape[1]
-    wb = (jnp.concatenate([cg, dzp], axis=1).T @ x).T  # [d, 2k]: one pass over x for both sums
-    grads, pub = {"w": wb[:, :k]}, {"w": wb[:, k:]}
+    grads, pub = {"w": (cg.T @ x).T}, {"w": (dzp.T @ x).T}
     if fit_intercept:
         grads["b"], pub["b"] = jnp.sum(cg, axis=0), jnp.sum(dzp, axis=0)
     return grads, norms, losses, out, pub
@@ -574,10 +571,9 @@ def _vmap_sum(loss_fn, params, batch, clip_norm, w, public=None):
     its weighted sum as one batched gradient."""
     in_axes = (None,) + (0,) * len(batch)
     losses, grads = jax.vmap(jax.value_and_grad(loss_fn), in_axes=in_axes)(params, *batch)
-    if isinstance(clip_norm, tuple):  # contractions over the batch axis as is (no [B, -1] reshape)
+    if isinstance(clip_norm, tuple):  # each part scaled by its factors, then summed with the weights
         norms = tuple(per_example_norms(g) for g in grads)
-        sums = tuple(jax.tree_util.tree_map(lambda leaf, f=clip_factors(nm, c) * w: jnp.tensordot(
-            f.astype(leaf.dtype), leaf, axes=1), g) for g, nm, c in zip(grads, norms, clip_norm))
+        sums = tuple(weighted_sum(_scale_rows(g, clip_factors(nm, c)), w) for g, nm, c in zip(grads, norms, clip_norm))
     else:
         norms = per_example_norms(grads)
         sums = weighted_sum(grads, clip_factors(norms, clip_norm) * w)
@@ -645,7 +641,8 @@ def clipped_grad_sum(
       public: a part of the loss whose gradients are summed exactly, not clipped
         (``ClippedGradSum.public``): with a model an output loss ``(outputs, y) -> [B]``, with a
         loss function a per-example loss of the same signature. On the dense ghost paths its
-        output gradients share the clipped sum's products; otherwise one batched gradient.
+        sum comes from its output gradients and the stored layer inputs; otherwise one batched
+        gradient.
 
     ``clip_norm`` may also be a tuple ``(C_1, ..., C_k)`` when ``loss_or_model`` is a loss function
     and ``params`` a tuple of ``k`` parts: each part's per-example gradient is clipped to its own
