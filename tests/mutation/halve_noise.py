@@ -426,9 +426,15 @@ def _apply(tree: Path, m: Mutation) -> tuple[str, int]:
     return original, i + 1
 
 
+def _pythonpath(tree: Path) -> str:
+    """The copy first, then whatever ``PYTHONPATH`` already held (packages installed beside)."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return str(tree) + (os.pathsep + rest if rest else "")
+
+
 def _pytest(tree: Path, tests: tuple[str, ...], python: str, timeout: float, stop_first: bool = True
             ) -> tuple[int, str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=_pythonpath(tree), PYTHONDONTWRITEBYTECODE="1")
     cmd = [python, "-m", "pytest", *(["-x"] if stop_first else []), "-q", "-p", "no:cacheprovider",
            *tests]
     t0 = time.perf_counter()
@@ -449,7 +455,7 @@ def _first_failure(out: str) -> str:
 
 
 def _check_import(tree: Path, python: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = dict(os.environ, PYTHONPATH=_pythonpath(tree))
     got = subprocess.run([python, "-c", "import dpfair_jax, sys; sys.stdout.write(dpfair_jax.__file__)"],
                          cwd=tree, env=env, capture_output=True, text=True, check=True).stdout
     if not Path(got).resolve().is_relative_to(tree.resolve()):
