@@ -132,8 +132,9 @@ def _fermi_parts(config: FermiConfig, P: jax.Array):
 def _grad_path(config: FermiConfig, x: jax.Array, theta0: Any) -> str:
     """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap), from
     what the model declares (:func:`dpfair_jax.privacy.clipping.per_example_path`: ``Model.layers``)
-    for features ``x`` and parameters shaped like ``theta0``. DP-SGDA has no dense-stack ghost
-    path: MLPs take ``vmap(grad)``."""
+    for features ``x`` and parameters shaped like ``theta0``. MLPs take ``vmap(grad)`` here:
+    ``sgda.dpsgda(model=)`` offers the dispatcher's dense ghost path, which DP-FERMI does not use
+    yet (it would change an MLP run's rounding)."""
     kind = clipping.per_example_path(config.model, "vmap" if config.grad_path == "generic" else "auto")
     if kind == "glm" and x.ndim == 2:
         return "linear"
