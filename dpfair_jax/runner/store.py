@@ -43,6 +43,7 @@ __all__ = [
     "ChunkCache",
     "ChunkStatus",
     "atomic_write_bytes",
+    "csv_read_options",
     "atomic_write_json",
     "atomic_write_text",
     "read_json",
@@ -269,8 +270,7 @@ def write_table(df: Any, directory: str | os.PathLike, name: str) -> dict[str, s
 
 def read_table(directory: str | os.PathLike, name: str) -> Any:
     """Read table ``name`` from ``directory``: the lossless copy if present, else the CSV (parsed
-    with ``float_precision="round_trip"``: pandas' default float parser is not exact in every
-    version)."""
+    exactly: :func:`csv_read_options`)."""
     import pandas as pd
 
     directory = Path(directory)
@@ -278,7 +278,16 @@ def read_table(directory: str | os.PathLike, name: str) -> Any:
         return pd.read_parquet(directory / f"{name}.parquet")
     if (directory / f"{name}.pkl").exists():
         return pd.read_pickle(directory / f"{name}.pkl")
-    return pd.read_csv(directory / f"{name}.csv", float_precision="round_trip")
+    return pd.read_csv(directory / f"{name}.csv", **csv_read_options())
+
+
+def csv_read_options() -> dict[str, Any]:
+    """``pandas.read_csv`` options that read the tables' floats back exactly: pandas 2 needs
+    ``float_precision="round_trip"`` (its default parser can lose the last digit); pandas 3 parses
+    exactly by default and deprecates the option."""
+    import pandas as pd
+
+    return {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
 
 
 def write_manifest(directory: str | os.PathLike) -> dict[str, str]:
