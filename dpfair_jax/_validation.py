@@ -212,3 +212,18 @@ def as_float(name: str, value: Any) -> float:
     if math.isnan(out):
         raise ValueError(f"{name} is NaN.")
     return out
+
+
+def host_float(name: str, value: Any) -> float:
+    """``value`` as one host float for a ``spend`` (one spend per grid point): a traced or
+    array-valued ``hparams.<name>`` is refused, naming the field."""
+    if isinstance(value, jax.core.Tracer) or np.ndim(value) != 0:
+        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
+                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
+    return float(value)
+
+
+def training_size(sizes: Any) -> int:
+    """The training size ``n`` from a trio's ``sizes``: an int, or per-group sizes (summed)."""
+    n = int(np.sum(np.asarray(sizes))) if np.ndim(sizes) else sizes
+    return check_int("sizes (the training size n)", n, minimum=1)

@@ -511,16 +511,8 @@ def fit(key: jax.Array, data: PyTree, hparams: SGDAHparams, config: SGDAConfig, 
                   validate=True, linear=linear, cnn_model=cnn_model, model=model)
 
 
-def _size(sizes: Any) -> int:
-    n = int(np.sum(np.asarray(sizes))) if np.ndim(sizes) else sizes
-    return v.check_int("sizes (the training size n)", n, minimum=1)
 
 
-def _host_float(name: str, value: Any) -> float:
-    if isinstance(value, jax.core.Tracer) or np.ndim(value) != 0:
-        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
-                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
-    return float(value)
 
 
 def _relation(config: SGDAConfig) -> str:
@@ -547,10 +539,10 @@ def spend(config: SGDAConfig, sizes: Any, hparams: SGDAHparams) -> _acc.PrivacyS
 
     Privacy: the (epsilon, delta) of the run for whole records (unit ``"example"``).
     """
-    n = _size(sizes)
+    n = v.training_size(sizes)
     config.validate(n)
     check_hparams(hparams)
-    zt, zw = _host_float("noise_theta", hparams.noise_theta), _host_float("noise_w", hparams.noise_w)
+    zt, zw = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_w", hparams.noise_w)
     relation, T, m = _relation(config), config.steps, config.batch_size
     notes = f"DP-SGDA: {T} steps, {config.sampling} batches of {m} (n = {n}), descent and ascent released"
     if zt == 0 or zw == 0:
@@ -587,7 +579,7 @@ def calibrate(config: SGDAConfig, sizes: Any, target: tuple[float, float],
     ``target = (epsilon, delta)`` with ``delta == config.delta``; ``epsilon = inf`` gives zero
     noise. ``sizes`` as in :func:`spend`.
     """
-    n = _size(sizes)
+    n = v.training_size(sizes)
     config.validate(n)
     if not isinstance(target, tuple) or len(target) != 2:
         raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")

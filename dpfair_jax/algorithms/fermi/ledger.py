@@ -14,8 +14,6 @@ import math
 from typing import Any
 
 import dp_accounting
-import jax
-import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.algorithms.fermi.config import FermiConfig, FermiHparams, check_hparams
@@ -23,6 +21,7 @@ from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import sampling as Smp
 
 __all__ = ["privacy", "calibrate_noise", "spend", "calibrate", "theorem33_multipliers"]
+
 
 def _participation(config: FermiConfig, n: int):
     """Law of the number of steps a given record is sampled in (membership-visible accounting)."""
@@ -158,17 +157,8 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
                           relation=config.relation(), unit=unit, accountant=used, notes=notes)
 
 
-def _size(sizes: Any) -> int:
-    """The training size ``n`` from ``sizes``: an int, or per-group sizes (summed)."""
-    n = int(np.sum(np.asarray(sizes))) if np.ndim(sizes) else sizes
-    return v.check_int("sizes (the training size n)", n, minimum=1)
 
 
-def _host_float(name: str, value: Any) -> float:
-    if isinstance(value, jax.core.Tracer) or np.ndim(value) != 0:
-        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
-                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
-    return float(value)
 
 
 def spend(config: FermiConfig, sizes: Any, hparams: FermiHparams) -> A.PrivacySpend:
@@ -184,9 +174,9 @@ def spend(config: FermiConfig, sizes: Any, hparams: FermiHparams) -> A.PrivacySp
     Privacy: as :func:`privacy`, for the unit and relation of ``config``.
     """
     config.validate()
-    n = _size(sizes)
+    n = v.training_size(sizes)
     check_hparams(hparams)
-    zt, zw = _host_float("noise_theta", hparams.noise_theta), _host_float("noise_w", hparams.noise_w)
+    zt, zw = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_w", hparams.noise_w)
     return privacy(config, n, zt, zw, config.delta)
 
 
@@ -204,7 +194,7 @@ def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float],
     with the Poisson padding's truncation probability added to delta in the spend.
     """
     config.validate()
-    n = _size(sizes)
+    n = v.training_size(sizes)
     if not isinstance(target, tuple) or len(target) != 2:
         raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
     eps, delta = target

@@ -193,11 +193,6 @@ def _check_sizes(config: MeanConfig, sizes: Any) -> None:
     v.check_positive("sizes", sizes, allow_zero=True)
 
 
-def _host_float(name: str, value: Any) -> float:
-    if isinstance(value, jax.core.Tracer) or np.ndim(value) != 0:
-        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
-                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
-    return float(value)
 
 
 def spend(config: MeanConfig, sizes: Any, hparams: MeanHparams) -> acc.PrivacySpend:
@@ -209,10 +204,10 @@ def spend(config: MeanConfig, sizes: Any, hparams: MeanHparams) -> acc.PrivacySp
     _check_sizes(config, sizes)
     k, relation, delta = config.num_groups, config.relation, config.delta
     if config.method == "laplace":
-        eps = _host_float("epsilon", hparams.epsilon)
+        eps = v.host_float("epsilon", hparams.epsilon)
         count_rho = config.count_fraction * (0.5 * eps ** 2) if config.noisy_counts else None
         return laplace_privacy(eps, delta, num_groups=k, count_rho=count_rho, relation=relation)
-    rho = _host_float("rho", hparams.rho)
+    rho = v.host_float("rho", hparams.rho)
     count_rho = config.count_fraction * rho if config.noisy_counts else None
     if config.method == "gaussian":
         return gaussian_privacy(rho, delta, num_groups=k, count_rho=count_rho, relation=relation)
