@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sums-only", action="store_true",
                    help="only the clipped-sum Gaussian/Laplace audits (skip DP-SGD, DP-FERMI, "
                         "group-weighted, COINPRESS and exponential-sampling audits)")
+    p.add_argument("--family", action="append", default=None, metavar="NAME",
+                   help="run only this mechanism family (repeatable; names as in the audit table, "
+                        "e.g. fermi, sgda_shuffle); the clipped-sum audits are skipped")
     _add_out(p)
     return parser
 
@@ -381,7 +384,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not callable(run_audit):
         raise CliError("audit is not available: dpfair_jax.audit provides no run_audit(quick=..., out=...)", 1)
     out = store.results_root(args.out) / "audit"
-    result = run_audit(quick=args.quick, out=out, mechanisms=not args.sums_only)
+    if args.family:
+        if args.sums_only:
+            raise CliError("--family and --sums-only exclude each other", 2)
+        from dpfair_jax.audit import mechanism_audits
+
+        unknown = sorted(set(args.family) - set(mechanism_audits.FAMILIES))
+        if unknown:
+            raise CliError(f"unknown audit family {unknown}; choose from {list(mechanism_audits.FAMILIES)}", 2)
+        result = run_audit(quick=args.quick, out=out, mechanisms=True, families=tuple(args.family))
+    else:
+        result = run_audit(quick=args.quick, out=out, mechanisms=not args.sums_only)
     if hasattr(result, "to_string"):  # a DataFrame of audit rows: print it whole
         print(result.to_string(index=False))
     elif result is not None:

@@ -187,6 +187,25 @@ def test_audit(tmp_path, monkeypatch, capsys):
     assert "audit found failures" in _one_line_error(capsys.readouterr().err)
 
 
+def test_audit_family(tmp_path, monkeypatch, capsys):
+    from dpfair_jax import audit
+
+    calls = []
+
+    def run_audit(*, quick, out, **kwargs):
+        calls.append(kwargs)
+        return [{"mechanism": kwargs["families"][0], "passed": True}]
+
+    monkeypatch.setattr(audit, "run_audit", run_audit)
+    assert cli.main(["audit", "--quick", "--family", "fermi", "--family", "sgda_shuffle",
+                     "--out", str(tmp_path)]) == 0
+    assert calls == [{"mechanisms": True, "families": ("fermi", "sgda_shuffle")}]
+    assert cli.main(["audit", "--family", "no_such_family", "--out", str(tmp_path)]) == 2
+    assert "unknown audit family ['no_such_family']" in _one_line_error(capsys.readouterr().err)
+    assert cli.main(["audit", "--family", "fermi", "--sums-only", "--out", str(tmp_path)]) == 2
+    assert len(calls) == 1  # refused before any compute
+
+
 # The interrupted run: the real CLI in a child process whose chunk cache holds the fourth chunk
 # back (after three saved chunks it signals readiness and sleeps), so SIGINT always lands mid-run.
 _PAUSED_RUN = textwrap.dedent("""

@@ -70,22 +70,31 @@ __all__ = [
 
 
 def run_audit(
-    quick: bool = False, out: str | Path | None = None, *, seed: int = 0, mechanisms: bool = False
+    quick: bool = False, out: str | Path | None = None, *, seed: int = 0, mechanisms: bool = False,
+    families: tuple[str, ...] | None = None,
 ) -> Any:
     """Run :func:`audit_suite` (2,000 trials per world when ``quick``, else 50,000) and return a
     pandas DataFrame of audit rows; with ``out``, also write ``audit.csv`` and ``audit.json`` there.
 
     ``mechanisms=True`` appends :func:`mechanism_audit_suite` (every algorithm's games and the
-    primitives'; sizes in ``mechanism_audits.SUITE_TRIALS``). Rows share the columns
-    :data:`AUDIT_COLUMNS` (the mechanism rows add ``relation``).
+    primitives'; sizes in ``mechanism_audits.SUITE_TRIALS``). ``families`` (names of
+    ``mechanism_audits.FAMILIES``) runs only those mechanism families and skips the clipped-sum
+    audits; each family's key depends on its name only, so its rows equal those of a whole run.
+    Rows share the columns :data:`AUDIT_COLUMNS` (the mechanism rows add ``relation``).
     """
     import jax
     import pandas as pd
 
     trials = 2_000 if quick else 50_000
-    rows = audit_suite(jax.random.key(seed), num_trials=trials)
-    if mechanisms:
-        rows += mechanism_audit_suite(jax.random.fold_in(jax.random.key(seed), 1), quick=quick)
+    if families is not None:
+        families = tuple(families)
+        if not families:
+            raise ValueError("families must name at least one mechanism family.")
+        rows = mechanism_audit_suite(jax.random.fold_in(jax.random.key(seed), 1), quick=quick, families=families)
+    else:
+        rows = audit_suite(jax.random.key(seed), num_trials=trials)
+        if mechanisms:
+            rows += mechanism_audit_suite(jax.random.fold_in(jax.random.key(seed), 1), quick=quick)
     df = pd.DataFrame(rows)
     if out is not None:
         path = Path(out)
