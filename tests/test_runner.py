@@ -452,7 +452,7 @@ def test_claim_statuses_and_reasons(tmp_path):
     assert (unt["status"], unt["passed"], unt["reason"]) == ("untestable", False, "no GEM port")
     with pytest.raises(ValueError, match="claim 'u2' is 'untestable' but gives no reason"):
         ctx.add_claim("u2", "s", None, "lower", False, status="untestable")
-    with pytest.raises(ValueError, match="status must be one of holds, fails, untestable, reconstruction, skipped"):
+    with pytest.raises(ValueError, match="status must be one of holds, fails, underpowered, untestable, reconstruction, skipped"):
         ctx.add_claim("x", "s", 1, 1, True, status="passed")
     with pytest.raises(ValueError, match="'holds' with passed=False"):
         ctx.add_claim("x", "s", 1, 1, False, status="holds")

@@ -7,7 +7,8 @@ Public names (imported lazily, so ``import dpfair_jax.runner`` stays cheap and J
   (:mod:`.registry`);
 - ``RunContext``, ``RunResult``, ``run_experiment`` (:mod:`.context`);
 - ``build_report`` (:mod:`.report`; degenerate training runs in :mod:`.degenerate`); the results
-  store in :mod:`.store`; figure helpers in :mod:`.plots`.
+  store in :mod:`.store`; figure helpers in :mod:`.plots`; the one verdict rule for claims
+  (interval against the paper's effect, with the minimum detectable effect) in :mod:`.verdict`.
 
 Studies live outside the package, one folder per study (``experiments/paper_004/``); the
 registry finds them in ``./experiments`` (or the repository root above), ``$DPFAIR_EXPERIMENTS``
@@ -37,7 +38,7 @@ _LAZY = {
     "build_report": "report",
 }
 
-_MODULES = ("context", "degenerate", "plots", "registry", "report", "store")
+_MODULES = ("context", "degenerate", "plots", "registry", "report", "store", "verdict")
 
 __all__ = sorted(_LAZY) + list(_MODULES)
 

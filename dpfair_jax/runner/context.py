@@ -66,10 +66,12 @@ RELATIONS = ("add_remove", "replace_one")
 CLAIM_KINDS = ("claim", "formula")
 
 #: Statuses of rows in ``claims.json``: the claim holds; it fails (for the paper's reason, with an
-#: interval); it cannot be tested here (e.g. it rests on a method the kit has no port of); the kit's
+#: interval); the run is too small to see the paper's effect (``underpowered``: its interval contains
+#: 0 and its minimum detectable effect exceeds the paper's, see :mod:`dpfair_jax.runner.verdict`); it
+#: cannot be tested here (e.g. it rests on a method the kit has no port of); the kit's
 #: implementation is a reconstruction the paper does not fully specify (its verdict is no evidence
 #: for or against the paper); or this run could not check it (a grid cell or optional data set absent).
-CLAIM_STATUSES = ("holds", "fails", "untestable", "reconstruction", "skipped")
+CLAIM_STATUSES = ("holds", "fails", "underpowered", "untestable", "reconstruction", "skipped")
 
 #: The reason recorded for a failing formula check that gives none: what such a failure means.
 FORMULA_FAILURE = ("a closed form or ledger of the kit disagrees with its independent evaluation: a coding "
@@ -543,6 +545,29 @@ class RunContext:
         """:func:`comparison`: a ``measured`` value ``{"value", "vs", "diff", "ci", "level"}``."""
         return comparison(value, reference, ci=ci, level=level, diff=diff, names=names)
 
+    def add_verdict(
+        self,
+        id: str,  # noqa: A002 - the claims.json key
+        statement: str,
+        verdict: Any,
+        paper: str | None = None,
+        *,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a claim decided by :mod:`dpfair_jax.runner.verdict` (the one rule for every claim):
+        ``measured`` is the verdict's record (effect, interval, detectable effect, the paper's effect
+        and where it comes from), ``target`` the paper's effect, and the status the verdict's
+        ("holds", "fails" or "underpowered"). ``reason`` is prepended to the verdict's own reason
+        (e.g. which readings or settings it concerns)."""
+        from dpfair_jax.runner.verdict import Verdict
+
+        if not isinstance(verdict, Verdict):
+            raise ValueError(f"claim {id!r}: verdict must be a runner.verdict.Verdict, got {type(verdict).__name__}.")
+        parts = [t.strip() for t in (reason, verdict.reason, verdict.note) if isinstance(t, str) and t.strip()]
+        return self._add_row(id, statement, verdict.as_measured(), verdict.paper.as_dict(), verdict.passed, paper,
+                             kind="claim", reason="; ".join(parts) or None, status=verdict.status,
+                             keep_reason=True)
+
     def add_check(
         self,
         id: str,  # noqa: A002 - the claims.json key
@@ -580,7 +605,7 @@ class RunContext:
 
     def _add_row(self, id: Any, statement: Any, measured: Any, target: Any, passed: Any,  # noqa: A002
                  paper: str | None, *, kind: str, reason: str | None,
-                 status: str | None = None) -> dict[str, Any]:
+                 status: str | None = None, keep_reason: bool = False) -> dict[str, Any]:
         if not isinstance(id, str) or not id.strip():
             raise ValueError("claim id must be a non-empty string, e.g. 'p000_dpse_beats_dpnose'.")
         if any(c["id"] == id for c in self.claims):
@@ -627,7 +652,7 @@ class RunContext:
             "passed": status == "holds",
             "kind": kind,
             "status": status,
-            "reason": None if status == "holds" else reason,
+            "reason": None if status == "holds" and not keep_reason else reason,
             "target_met": None if status == "skipped" else ok,
         }
         self.claims.append(claim)

@@ -36,7 +36,7 @@ __all__ = ["STATUSES", "build_report", "collect_runs", "format_measured", "forma
 _PAPER_ORDER = ("000", "001", "002", "003", "004", "kit")
 
 #: Row statuses in report order (as ``context.CLAIM_STATUSES``).
-STATUSES = ("holds", "fails", "untestable", "reconstruction", "skipped")
+STATUSES = ("holds", "fails", "underpowered", "untestable", "reconstruction", "skipped")
 
 _LEGACY = {"passed": "holds", "failed": "fails"}
 
@@ -110,6 +110,21 @@ def _comparison_text(m: Mapping[str, Any]) -> str:
     return f"{left} vs {right}" + (f" ({', '.join(extra)})" if extra else "")
 
 
+def _verdict_text(m: Mapping[str, Any]) -> str:
+    """A verdict record (``runner.verdict.Verdict.as_measured``) as ``effect +0.012 (99% CI [+0.004,
+    +0.020], 8 replicates; detectable 0.009)``; the paper's effect is the row's target."""
+    ci = m.get("ci") or [None, None]
+    level = m.get("level", 0.95)
+    pct = f"{100 * float(level):.4g}%" if _is_number(level) else "95%"
+
+    def signed(v: Any) -> str:
+        return ("+" if _is_number(v) and float(v) > 0 else "") + format_number(v)
+
+    reps = f", {m['replicates']} replicates" if m.get("replicates") else ""
+    return (f"effect {signed(m.get('effect'))} ({pct} CI [{signed(ci[0])}, {signed(ci[1])}]{reps}; "
+            f"detectable {format_number(m.get('mde'))})")
+
+
 def format_measured(value: Any, *, max_items: int = 8) -> str:
     """``measured`` (or ``target``) as readable text: numbers to 3 significant digits, a
     comparison record as ``a vs b (diff d, 95% CI [lo, hi])``, dicts as ``key value, ...``, lists
@@ -123,6 +138,13 @@ def format_measured(value: Any, *, max_items: int = 8) -> str:
     if isinstance(value, Mapping):
         if "value" in value and "vs" in value:
             return _comparison_text(value)
+        if "effect" in value and "mde" in value and "ci" in value:
+            return _verdict_text(value)
+        if set(value) == {"value", "low", "high", "source"}:  # a verdict's paper effect (its target)
+            size = (format_number(value["value"]) if value["value"] is not None else
+                    f"[{format_number(value['low'])}, {format_number(value['high'])}]" if value["low"] is not None
+                    else "direction only")
+            return f"{size} ({value['source']})"
         parts = []
         for k, v in value.items():
             text = format_measured(v, max_items=max_items)
@@ -168,10 +190,10 @@ def _counts(rows: list[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def _count_text(counts: Mapping[str, int]) -> str:
-    words = {"holds": "hold", "fails": "fail", "untestable": "untestable", "reconstruction": "reconstructions",
-             "skipped": "skipped"}
+    words = {"holds": "hold", "fails": "fail", "underpowered": "underpowered", "untestable": "untestable",
+             "reconstruction": "reconstructions", "skipped": "skipped"}
     parts = [f"{counts['holds']} hold", f"{counts['fails']} fail"]
-    parts += [f"{counts[s]} {words[s]}" for s in ("untestable", "reconstruction") if counts[s]]
+    parts += [f"{counts[s]} {words[s]}" for s in ("underpowered", "untestable", "reconstruction") if counts[s]]
     parts.append(f"{counts['skipped']} skipped")
     return ", ".join(parts)
 
@@ -337,7 +359,8 @@ def build_report(
            "see [Degenerate runs](#degenerate-runs))." if degen_runs else "")
     )
 
-    open_rows = [(r, c) for r, c in rows if row_status(c) in ("fails", "untestable", "reconstruction")]
+    open_rows = [(r, c) for r, c in rows
+                 if row_status(c) in ("fails", "underpowered", "untestable", "reconstruction")]
     lines += ["", "## Claims that do not hold", ""]
     if open_rows:
         lines += ["Each with its status, the reason the study gives and the study page that explains it.", ""]
