@@ -186,6 +186,34 @@ def test_multigroup_multiclass_against_loops(kind, k, c):
                                                 mask=mask), acc, **TOL)
 
 
+def _official_eo(y_pred, y, s):
+    """Paper 004's public code's procedure (metrics.py, ``equalized_odds_violation_binary`` and
+    ``_multiple``), rewritten: per group the rate of predicted 1 among y = 1 (TPR) and among y = 0
+    (FPR), each gap max - min over groups, their max; several classes: labels and predictions
+    binarized one-vs-rest per label, the max over labels."""
+    def binary(p, t):
+        tpr = [p[(s == g) & (t == 1)].mean() for g in np.unique(s)]
+        fpr = [p[(s == g) & (t == 0)].mean() for g in np.unique(s)]
+        return max(max(tpr) - min(tpr), max(fpr) - min(fpr)), max(tpr) - min(tpr), max(fpr) - min(fpr)
+    if len(np.unique(y)) == 2:
+        return binary(y_pred, y)
+    return (max(binary((y_pred == c).astype(int), (y == c).astype(int))[0] for c in np.unique(y)),)
+
+
+@pytest.mark.parametrize("k, c", [(2, 2), (3, 2), (2, 3), (4, 3)])
+def test_equalized_odds_is_the_official_codes_max_not_a_sum(k, c):
+    """The kit's eq.-11 reading equals the authors' code's (the max of the TPR and FPR gaps on hard
+    test predictions), not the sum of the two gaps."""
+    y_pred, y, s, _ = _random_case(100 + 10 * k + c, n=600, k=k, c=c, kind="hard")
+    official = _official_eo(y_pred, y, s)
+    kit = float(F.equalized_odds_violation(y_pred, y, s, k, num_classes=c))
+    np.testing.assert_allclose(kit, official[0], **TOL)
+    if c == 2:
+        _, tpr_gap, fpr_gap = official
+        np.testing.assert_allclose(F.equal_opportunity_violation(y_pred, y, s, k), tpr_gap, **TOL)
+        assert min(tpr_gap, fpr_gap) > 0.01 and kit < tpr_gap + fpr_gap - 0.01
+
+
 def test_marginal_bounds_pairwise():
     for seed in range(5):
         y_pred, _, s, _ = _random_case(seed, n=200, k=4, c=3, kind="probs")

@@ -96,3 +96,57 @@ def test_plot_names_the_unit_and_every_series():
     assert "example-level" in ax.get_title()
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(lb.startswith("dpfermi") for lb in labels) and any(lb.startswith("dpsgd") for lb in labels)
+
+
+def _curve(points, epsilon=1.0):
+    return pd.DataFrame([{"epsilon": epsilon, "lam": float(k), "error_mean": e, "violation_mean": v}
+                         for k, (e, v) in enumerate(points)])
+
+
+def test_relative_violation_gain_hand_computed():
+    """first: (0.10, 0.20) -> (0.12, 0.10) -> (0.16, 0.02) in knob order. At error 0.11 the linear
+    curve is 0.15, at 0.14 it is 0.06; 0.09 and 0.20 are outside its range. The step frontier
+    (smallest violation with error <= level) is 0.20, 0.10, none, 0.02."""
+    first = _curve([(0.10, 0.20), (0.12, 0.10), (0.16, 0.02)])
+    base = _curve([(0.11, 0.30), (0.14, 0.09), (0.09, 0.40), (0.20, 0.05)])
+    g = F.relative_violation_gain(first, base)
+    np.testing.assert_allclose(g.first_violation, [0.15, 0.06, np.nan, np.nan])
+    np.testing.assert_allclose(g.gain, [1.0, 0.5, np.nan, np.nan])  # (v_b - v_f) / v_f
+    assert g.reached.tolist() == [True, True, False, False]
+    assert g.baseline_knob.tolist() == [0.0, 1.0, 2.0, 3.0]
+    rel_b = F.relative_violation_gain(first, base, relative_to="baseline")
+    np.testing.assert_allclose(rel_b.gain, [0.5, 1 / 3, np.nan, np.nan])  # (v_b - v_f) / v_b
+    step = F.relative_violation_gain(first, base, interpolation="step")
+    np.testing.assert_allclose(step.first_violation, [0.20, 0.10, np.nan, 0.02])
+    np.testing.assert_allclose(step.gain, [0.5, -0.1, np.nan, 1.5])
+    # the paper's summary: mean and median over the reached rows
+    assert g.gain[g.reached].mean() == pytest.approx(0.75)
+
+
+def test_relative_violation_gain_follows_the_plotted_curve_and_groups():
+    """A curve that turns back in error is read on its first segment (in knob order) containing the
+    level, not on the points sorted by error: at 0.14 the segment (0.12, 0.10) -> (0.15, 0.05)
+    gives 0.1 - 0.05 * 2/3; sorted by error it would be 0.10."""
+    first = pd.concat([_curve([(0.10, 0.20), (0.13, 0.15), (0.12, 0.10), (0.15, 0.05)], 1.0),
+                       _curve([(0.10, 0.08)], 3.0)])
+    base = pd.concat([_curve([(0.14, 0.10), (0.125, 0.2)], 1.0), _curve([(0.10, 0.04)], 3.0),
+                      _curve([(0.12, 0.1)], 9.0)])
+    g = F.relative_violation_gain(first, base)
+    np.testing.assert_allclose(g.first_violation,
+                               [0.1 - 0.05 * 2 / 3, 0.20 - 0.05 * 0.025 / 0.03, 0.08, np.nan])
+    np.testing.assert_allclose(g.epsilon, [1.0, 1.0, 3.0, 9.0])
+    assert g.gain[2] == pytest.approx(-0.5) and not g.reached[3]  # epsilon 9: no curve for first
+    one = F.relative_violation_gain(first[first.epsilon == 3.0], base[base.epsilon == 3.0], by=())
+    assert one.gain.tolist() == pytest.approx([-0.5])
+
+
+def test_relative_violation_gain_refuses_bad_input():
+    first = _curve([(0.10, 0.20), (0.12, 0.10)])
+    with pytest.raises(ValueError, match="interpolation"):
+        F.relative_violation_gain(first, first, interpolation="cubic")
+    with pytest.raises(ValueError, match="relative_to"):
+        F.relative_violation_gain(first, first, relative_to="both")
+    with pytest.raises(ValueError, match="several rows"):
+        F.relative_violation_gain(pd.concat([first, first]), first)
+    with pytest.raises(ValueError, match="missing"):
+        F.relative_violation_gain(first.drop(columns="epsilon"), first)

@@ -28,6 +28,7 @@ from dpfair_jax.fairness.frontier import (
     frontier_curve,
     frontier_table,
     plot_frontiers,
+    relative_violation_gain,
     violation_at_error,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "frontier_curve",
     "frontier_table",
     "plot_frontiers",
+    "relative_violation_gain",
     "violation_at_error",
     "ExcessiveRisk",
     "accuracy",

@@ -11,6 +11,9 @@ the method; comparing *frontiers* does not. For each method and epsilon this mod
   error"), with a bootstrap interval over replicates;
 * ``area_between``: the area between two methods' frontiers over a common error range (positive when
   the first method has more violation), with a bootstrap interval;
+* ``relative_violation_gain``: paper 004's headline "performance gain with respect to fairness
+  violation (for fixed accuracy level)": a method's curve read at each baseline point's error, and
+  the relative difference of the two violations;
 * ``plot_frontiers``: one panel per epsilon, each method's frontier with both intervals.
 
 The frontier at error level ``e`` is ``F(e) = min { vbar_k : ebar_k <= e }`` over knob values ``k``
@@ -34,6 +37,7 @@ __all__ = [
     "frontier_curve",
     "violation_at_error",
     "area_between",
+    "relative_violation_gain",
     "plot_frontiers",
 ]
 
@@ -201,6 +205,94 @@ def area_between(df: pd.DataFrame, first: str, second: str, epsilon_value: float
     q = (1 - confidence) / 2
     return {"area": point, "lo": float(np.nanquantile(b, q)), "hi": float(np.nanquantile(b, 1 - q)),
             "error_lo": lo_e, "error_hi": hi_e, "finite_fraction": float(np.isfinite(b).mean())}
+
+
+def _curve_at_linear(err: np.ndarray, vio: np.ndarray, level: float) -> float:
+    """The curve joining ``(err[k], vio[k])`` in knob order, read at error ``level`` on the first
+    segment whose error range contains it (a single point counts when its error equals ``level``);
+    NaN when ``level`` lies outside the curve's error range."""
+    if err.size == 1:
+        return float(vio[0]) if err[0] == level else float("nan")
+    for (e0, e1), (v0, v1) in zip(zip(err[:-1], err[1:]), zip(vio[:-1], vio[1:])):
+        if min(e0, e1) <= level <= max(e0, e1):
+            if e0 == e1:
+                return float(min(v0, v1))
+            return float(v0 + (v1 - v0) * (level - e0) / (e1 - e0))
+    return float("nan")
+
+
+def relative_violation_gain(first: pd.DataFrame, baseline: pd.DataFrame, *,
+                            by: Sequence[str] = ("epsilon",), knob: str = "lam",
+                            error: str = "error_mean", violation: str = "violation_mean",
+                            interpolation: str = "linear", relative_to: str = "first") -> pd.DataFrame:
+    """Relative fairness-violation gain of ``first`` over ``baseline`` at the baseline's error.
+
+    Paper 004, Section 4: "performance gain with respect to fairness violation (for fixed accuracy
+    level)".
+
+    ``first`` and ``baseline`` are frontier tables of one method each (e.g. rows of
+    :func:`frontier_table`'s output), one row per (``by``..., ``knob``) with the mean ``error`` and
+    mean ``violation``. For every baseline row, ``first``'s curve of the same ``by`` group is read at
+    the baseline's error:
+
+    * ``interpolation="linear"`` (the paper's): the piecewise-linear curve through ``first``'s points
+      joined in ``knob`` order (the curve as plotted), on the first segment whose error range
+      contains the baseline's error; not reached (NaN) when the error lies outside the curve's range.
+    * ``interpolation="step"``: the kit's frontier, the smallest violation among ``first``'s points
+      whose error is at most the baseline's (:func:`frontier_curve`); not reached when none is.
+
+    ``relative_to="first"`` (the paper's) gives ``gain = (v_base - v_first) / v_first``, "x% better"
+    (unbounded above; ``inf`` when ``v_first = 0``); ``relative_to="baseline"`` gives
+    ``(v_base - v_first) / v_base``, the fraction of the baseline's violation removed (at most 1).
+
+    Returns one row per baseline row: the ``by`` columns, ``baseline_knob``, ``baseline_error``,
+    ``baseline_violation``, ``first_violation``, ``gain`` (NaN where not reached) and ``reached``.
+    The paper's summary is the mean and the median of ``gain`` over the reached rows. The authors'
+    figure data reproduce its demographic-parity numbers with the defaults (experiments/paper_004/
+    README.md). An analysis of released results (no privacy cost).
+    """
+    if interpolation not in ("linear", "step"):
+        raise ValueError(f"interpolation must be 'linear' or 'step', got {interpolation!r}.")
+    if relative_to not in ("first", "baseline"):
+        raise ValueError(f"relative_to must be 'first' or 'baseline', got {relative_to!r}.")
+    by = list(by)
+    cols = by + [knob, error, violation]
+    _check_columns(first, cols)
+    _check_columns(baseline, cols)
+    for name, df in (("first", first), ("baseline", baseline)):
+        if df.duplicated(by + [knob]).any():
+            raise ValueError(f"{name} has several rows per ({', '.join(by + [knob])}); pass one "
+                             "method's frontier table (one row per knob value).")
+
+    def groups(df: pd.DataFrame):
+        if not by:
+            return [((), df)]
+        return [((k,) if not isinstance(k, tuple) else k, g) for k, g in df.groupby(by, sort=True)]
+
+    curves = {}
+    for key, g in groups(first):
+        g = g.sort_values(knob)
+        curves[key] = (g[error].to_numpy(float), g[violation].to_numpy(float))
+    rows = []
+    for key, g in groups(baseline):
+        curve = curves.get(key)
+        for _, r in g.sort_values(knob).iterrows():
+            be, bv = float(r[error]), float(r[violation])
+            if curve is None:
+                vf = float("nan")
+            elif interpolation == "linear":
+                vf = _curve_at_linear(*curve, be)
+            else:
+                vf = float(frontier_curve(curve[0], curve[1], [be])[0])
+                vf = vf if np.isfinite(vf) else float("nan")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                den = vf if relative_to == "first" else bv
+                gain = float(np.divide(bv - vf, den)) if np.isfinite(vf) else float("nan")
+            rows.append({**dict(zip(by, key)), "baseline_knob": r[knob], "baseline_error": be,
+                         "baseline_violation": bv, "first_violation": vf, "gain": gain,
+                         "reached": bool(np.isfinite(vf))})
+    return pd.DataFrame(rows, columns=by + ["baseline_knob", "baseline_error", "baseline_violation",
+                                            "first_violation", "gain", "reached"])
 
 
 def plot_frontiers(table: pd.DataFrame, *, method: str = "method", epsilon: str = "epsilon",
