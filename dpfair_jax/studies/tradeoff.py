@@ -549,9 +549,9 @@ def replicate_splits(data, *, replicates: int = 3, val_size: float = 0.15, test_
 
     Privacy: by default which rows go to which split is a function of ``seed`` and ``n`` only, so
     changing one record's label, group or features moves no row between splits. Three things read
-    the data and are not covered by a study's spend: (1) the group check, a one-bit release made
-    before any compute (the study either runs, revealing that every split holds every group, or
-    aborts with the error), as with any input check; (2) the z-scoring moments, computed from the
+    the data and are not covered by a study's spend: (1) the group check, made before any compute
+    as with any input check: a study that runs reveals one bit (every split holds every group), a
+    refused one aborts and its message tells which split lacks which groups; (2) the z-scoring moments, computed from the
     training rows without noise; (3) ``stratify=True``, whose split depends on every record's group
     and label (one changed label moves other rows between splits): a data-dependent preprocessing
     step the spend does not cover.
@@ -577,9 +577,9 @@ def replicate_splits(data, *, replicates: int = 3, val_size: float = 0.15, test_
         for name, rows in zip(("train", "val", "test"), idx):
             missing = sorted(set(range(ds.num_groups)) - set(np.unique(s[rows]).tolist()))
             if missing:
+                fix = "smaller val_size/test_size" if name == "train" else f"a larger {name}_size"
                 raise ValueError(f"replicate {r}: the {name} split ({len(rows)} rows) has no rows of group(s) "
-                                 f"{missing}; use more data, merge small groups, or a larger {name} split "
-                                 f"(val_size/test_size).")
+                                 f"{missing}; use more data, merge small groups, or {fix}.")
     scaled = ~np.all((x == 0) | (x == 1), axis=0) if standardize else np.zeros(x.shape[1], bool)
     parts: dict[str, list] = {"train": [], "val": [], "test": []}
     for tr, va, te in index:
