@@ -2,6 +2,7 @@
 references: the laws' closed-form means, a chi-square test of the sampler, Theorem 2 of Papernot and
 Steinke (2022) re-derived here on the RDP curve of the Gaussian mechanism, and dp-accounting."""
 
+import dataclasses
 import math
 
 import dp_accounting
@@ -10,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-from scipy import stats
+from scipy import special, stats
 
 from dpfair_jax.privacy import selection as S
 
@@ -83,21 +84,85 @@ def test_calibration_is_tight():
 
 def test_search_picks_the_best_tried_candidate_and_records_the_spend():
     grid = jnp.linspace(-2.0, 2.0, 9)
+    seen = {}
 
     def run_fn(keys, idx):
         noise = jax.vmap(lambda k: 0.01 * jax.random.normal(k))(keys)
-        return -jnp.abs(grid[idx] - 0.5) + noise, {"value": grid[idx]}
+        scores = -jnp.abs(grid[idx] - 0.5) + noise
+        seen.update(idx=np.asarray(idx), scores=np.asarray(scores))
+        return scores, {"value": grid[idx]}
 
     event = dp_accounting.GaussianDpEvent(4.0)
     law = S.RandomStopping(8.0, 1.0)
-    res = S.random_stopping_search(jax.random.key(3), run_fn, grid.size, law, event=event, delta=1e-5)
-    assert res.num_runs == len(res.runs) == len(res.scores) >= 1
-    assert res.index == res.runs[int(np.argmax(res.scores))]
+    key = jax.random.key(3)
+    res = S.random_stopping_search(key, run_fn, grid.size, law, event=event, delta=1e-5)
+    k = S.draw_num_runs(jax.random.split(key, 3)[0], law)  # the search's own K, re-drawn here
+    assert 1 <= k <= len(seen["idx"])
+    assert res.index == seen["idx"][int(np.argmax(seen["scores"][:k]))]
+    assert res.score == pytest.approx(float(np.max(seen["scores"][:k])))
     assert float(res.output["value"]) == pytest.approx(float(grid[res.index]))
     assert res.accounted and res.epsilon == pytest.approx(S.selection_epsilon(event, law, 1e-5))
     # same key, same search
-    again = S.random_stopping_search(jax.random.key(3), run_fn, grid.size, law, event=event, delta=1e-5)
-    assert again.index == res.index and again.num_runs == res.num_runs
+    again = S.random_stopping_search(key, run_fn, grid.size, law, event=event, delta=1e-5)
+    assert again.index == res.index and again.score == res.score
+
+
+def test_public_result_holds_only_the_winner():
+    """The Papernot-Steinke bound covers the best run only: the result must not hold K, the
+    candidates tried or the losing scores (not as fields, not inside any field)."""
+    grid = jnp.linspace(-2.0, 2.0, 9)
+
+    def run_fn(keys, idx):
+        return -jnp.abs(grid[idx] - 0.5), {"value": grid[idx]}
+
+    law = S.RandomStopping(8.0, 1.0)
+    event = dp_accounting.GaussianDpEvent(4.0)
+    released = {"index", "score", "output", "epsilon", "delta", "accounted", "method"}
+    assert {f.name for f in dataclasses.fields(S.SelectionResult)} == released
+    res = S.random_stopping_search(jax.random.key(0), run_fn, grid.size, law, event=event, delta=1e-5)  # K = 14
+    assert not hasattr(res, "num_runs") and not hasattr(res, "runs") and not hasattr(res, "scores")
+    assert np.shape(res.output["value"]) == () and res.method == "random_stopping(mean=8.0, shape=1.0)"
+    assert all(np.ndim(v) == 0 for f, v in vars(res).items() if f != "output")
+    res = S.select_nonprivate([0.1, 0.7, 0.3], outputs=np.array([10, 20, 30]))
+    assert {f.name for f in dataclasses.fields(res)} == released
+
+
+def _max_of_k_densities(z: float, law, x: np.ndarray):
+    """Densities [k, x] of the best of k Gaussian scores N(f, z^2) (every candidate the same,
+    sensitivity 1) on the grid ``x``, for f = 1 (P) and f = 0 (Q), k = 1..256."""
+    ks = np.arange(1, 257)
+    assert S.num_runs_pmf(law, ks).sum() > 1.0 - 1e-12
+
+    def dens(shift):
+        a = (x - shift) / z
+        return np.exp(stats.norm.logpdf(a)[None] - math.log(z) + np.log(ks)[:, None]
+                      + (ks[:, None] - 1) * special.log_ndtr(a)[None])
+
+    return S.num_runs_pmf(law, ks), dens(1.0), dens(0.0)
+
+
+@pytest.mark.parametrize("recorded, lo, hi", [(1.0, 1.95, 2.1), (3.0, 6.9, 7.3)])
+def test_releasing_k_breaks_the_recorded_bound(recorded, lo, hi):
+    """docs/trust.md's numbers, by numerical integration: runs whose Gaussian score (sensitivity 1)
+    is calibrated so that the best of K ~ geometric(mean 8) costs ``recorded`` at delta = 1.16e-9
+    (Adult's 1 / n_train^2). Released alone, the best score is within the record; released with K
+    (the output is (K, best of K), a mixture over K of best-of-k) it costs about 2.0 (1) and 7.1
+    (3)."""
+    law, delta = S.RandomStopping(8.0, 1.0), 1.16e-9
+    z = S.calibrate_for_selection(lambda s: dp_accounting.GaussianDpEvent(s), law, recorded, delta, rtol=1e-3)
+    x = np.linspace(-12.0 * z - 6.0, 12.0 * z + 6.0, 8001)
+    dx = x[1] - x[0]
+    p, P, Q = _max_of_k_densities(z, law, x)
+
+    def known(eps):  # hockey-stick divergence of (K, best of K), both directions
+        return max((np.maximum(a - math.exp(eps) * b, 0.0).sum(1) * dx) @ p for a, b in ((P, Q), (Q, P)))
+
+    def hidden(eps):  # the best of K alone: the mixture's densities
+        mp, mq = p @ P, p @ Q
+        return max(np.maximum(a - math.exp(eps) * b, 0.0).sum() * dx for a, b in ((mp, mq), (mq, mp)))
+
+    assert hidden(recorded) <= delta  # the Papernot-Steinke record holds while K stays hidden
+    assert known(lo) > delta > known(hi)  # with K released it does not: epsilon in (lo, hi)
 
 
 def test_nonprivate_selection_is_labelled_unaccounted():

@@ -43,7 +43,7 @@ def test_table_and_spends(study):
     assert set(t["method"]) == set(T.METHODS) and set(t.loc[t["method"] == "dpsgd", "lam"]) == {0.0}
     assert (t["unit"] == "example-level").all() and (t["metric"] == "dp_violation").all()
     assert t["error"].between(0, 1).all() and (t["violation"] >= 0).all()
-    assert t["degenerate"].dtype == bool and (t["num_runs"] >= 1).all()
+    assert t["degenerate"].dtype == bool and "num_runs" not in t.columns
     fin = t[np.isfinite(t["epsilon"])]
     assert (fin["spend_epsilon"] <= fin["epsilon"]).all() and (fin["spend_epsilon"] >= 0.95 * fin["epsilon"]).all()
     assert np.isinf(t.loc[~np.isfinite(t["epsilon"]), "spend_epsilon"]).all()
@@ -96,8 +96,8 @@ def _fake_program(kind, cfg, model, num_classes, n_val):
 
 def test_selection_picks_the_best_scored_run(monkeypatch):
     """Wiring of the selection (training replaced by a known score): the non-private arg-max picks
-    the best grid point in every row; random stopping picks the best of the K candidates it drew,
-    and reports K and that run's (noisy) score."""
+    the best grid point in every row; random stopping picks the best of the K candidates it drew
+    (the study's internal search plan) and reports that run's (noisy) score, never K."""
     monkeypatch.setattr(T, "_program", _fake_program)
     kw = {**KW, "epsilons": [2.0], "lams": [0.5, 1.0]}
     res = T.tradeoff_frontier_study(_frame(), **kw, selection="nonprivate")
@@ -105,7 +105,6 @@ def test_selection_picks_the_best_scored_run(monkeypatch):
     assert (t["selection"] == "nonprivate_argmax").all() and np.isinf(t["spend_epsilon"]).all()
     assert "not accounted" in res.spends[("dpfermi", 2.0)].notes
     for m, part in t.groupby("method"):
-        assert (part["num_runs"] == len(T._grid(m, None, None))).all()
         assert (part["hp_lr_theta"] == 1.0).all() and (part["hp_clip_theta"] == 4.0).all()
         assert part["error"].to_numpy() == pytest.approx(0.1)
     law = S.RandomStopping(mean=6.0, shape=1.0)
@@ -119,26 +118,108 @@ def test_selection_picks_the_best_scored_run(monkeypatch):
         chosen = bad[int(row["candidate"])]
         assert row["val_error_noisy"] * n_val == pytest.approx(10.0 + 7.0 * chosen, abs=1e-3)
         assert row["error"] == pytest.approx(0.1 + 0.01 * chosen, abs=1e-6)
-    # the draws are K ~ law runs on uniform candidates: the best of a draw is never beaten by a worse one
-    assert t["num_runs"].mean() > 2.0 and (t["num_runs"] >= 1).all()
-    many = t[t["num_runs"] >= 8]
-    worst = max(abs(math.log10(v)) for v in T.DEFAULT_SEARCH["dpsgd"]["lr_theta"]) + 3.0
-    assert len(many) == 0 or (many["error"] < 0.1 + 0.01 * worst).all()
+    # the draws are K ~ law runs on uniform candidates (the plan is internal: K is never in a row);
+    # each row's candidate is the best of its search's draws
+    grids = {m: T._grid(m, None, None) for m in ("dpfermi", "dpsgd")}
+    plan = T._search_plan(("dpfermi", "dpsgd"), grids, [2.0], [0.5, 1.0], 2, law, 3)
+    ks = np.array([len(sr["cands"]) for sr in plan])
+    assert ks.mean() > 2.0 and (ks >= 1).all() and len(plan) == len(t)
+    for sr in plan:
+        row = t[(t["method"] == sr["method"]) & (t["lam"] == sr["lam"]) & (t["replicate"] == sr["replicate"])]
+        bad = [abs(math.log10(grids[sr["method"]][c]["lr_theta"])) + abs(grids[sr["method"]][c]["clip_theta"] - 4.0)
+               for c in sr["cands"]]
+        assert len(row) == 1 and int(row["candidate"].iloc[0]) in set(sr["cands"].tolist())
+        assert row["error"].iloc[0] == pytest.approx(0.1 + 0.01 * min(bad), abs=1e-6)
 
 
-def test_replicate_splits_are_disjoint_stratified_and_standardized():
+class _Ctx:
+    """A runner context stand-in: keeps the log and the privacy records, runs the chunks."""
+
+    def __init__(self):
+        self.messages, self.records = [], []
+
+    def log(self, message):
+        self.messages.append(message)
+
+    def record_privacy(self, name, spend, *, not_covered=None):
+        self.records.append((name, spend.to_dict(), not_covered))
+
+    def map_chunks(self, chunks, compute, desc=""):
+        return pd.concat([compute(c) for c in chunks], ignore_index=True)
+
+
+def test_study_releases_only_the_winner_whatever_k(monkeypatch):
+    """The selection's spend covers the winning run only: with a one-candidate grid (every run
+    the same, its output known), the table, the log and the privacy records are the same whether
+    each search draws K = 1 or K = 37 runs; no column names K or the losing runs."""
+    import re
+
+    monkeypatch.setattr(T, "_program", _fake_program)
+    monkeypatch.setattr(S, "calibrate_for_selection", lambda *a, **k: 5.0)  # the noise is not at issue here
+    kw = {**KW, "methods": ["dpsgd"], "epsilons": [2.0], "replicates": 1,
+          "runs": S.RandomStopping(mean=6.0, shape=1.0), "search": {"dpsgd": {"lr_theta": [1.0], "clip_theta": [4.0]}}}
+    seen = []
+    for k in (1, 37):
+        monkeypatch.setattr(S, "draw_num_runs", lambda key, law, k=k: k)
+        ctx = _Ctx()
+        t = T.tradeoff_frontier_study(_frame(), **kw, ctx=ctx).table
+        log = [re.sub(r"[0-9.]+ s\b", "_ s", m) for m in ctx.messages]  # wall times aside
+        seen.append((t, log, ctx.records))
+    (t1, log1, rec1), (t2, log2, rec2) = seen
+    assert len(t1) == 1
+    pd.testing.assert_frame_equal(t1, t2)
+    assert log1 == log2 and rec1 == rec2
+    assert not {"num_runs", "runs", "scores", "cands", "candidates"} & set(t1.columns)
+
+
+def test_replicate_splits_are_disjoint_sized_and_standardized():
     ds = T._as_dataset(_frame(), "label", "sex", None)
     sp = T.replicate_splits(ds, replicates=3, val_size=0.2, test_size=0.25, seed=1)
     (xtr, ytr, str_), (xva, _, _), (xte, _, _) = sp["train"], sp["val"], sp["test"]
-    assert xtr.shape[1] + xva.shape[1] + xte.shape[1] == 1200 and xte.shape[1] == 300
+    assert (xtr.shape[1], xva.shape[1], xte.shape[1]) == (660, 240, 300)  # n - both, ceil(0.2 n), ceil(0.25 n)
     raw = np.asarray(ds.x)
     for r in range(3):
         np.testing.assert_allclose(xtr[r][:, :2].mean(0), 0.0, atol=1e-9)  # numeric columns: train moments
         assert set(np.unique(xtr[r][:, 2:])) <= {0.0, 1.0}  # one-hot columns untouched
         rows = [tuple(np.round(v, 9)) for v in np.concatenate([xtr[r], xva[r], xte[r]])[:, 2:]]
         assert len(rows) == len(raw)
-        assert abs(ytr[r].mean() - np.asarray(ds.y).mean()) < 0.01 and abs(str_[r].mean() - np.asarray(ds.s).mean()) < 0.01
     assert not np.array_equal(xte[0], xte[1])
+    for r, (tr, va, te) in enumerate(T._permutation_splits(1200, 3, 0.2, 0.25, 1)):
+        assert (len(tr), len(va), len(te)) == (660, 240, 300)
+        np.testing.assert_array_equal(np.sort(np.concatenate([tr, va, te])), np.arange(1200))
+    # the former stratified split, only on request
+    st = T.replicate_splits(ds, replicates=2, val_size=0.2, test_size=0.25, seed=1, stratify=True)
+    assert abs(st["train"][1][0].mean() - np.asarray(ds.y).mean()) < 0.01
+    assert abs(st["train"][2][0].mean() - np.asarray(ds.s).mean()) < 0.01
+
+
+@pytest.mark.parametrize("field", ["y", "s"])
+def test_splits_do_not_move_when_one_record_changes(field):
+    """The default split is a function of (seed, n): changing one record's label or group moves no
+    row between train, validation and test (the former stratified split moved hundreds at this n)."""
+    ds = T._as_dataset(_frame(2000, seed=4), "label", "sex", None)
+    base = T.replicate_splits(ds, replicates=3, seed=2)
+    v = np.asarray(getattr(ds, field)).copy()
+    for i in (0, 777, 1999):
+        w = v.copy()
+        w[i] = 1 - w[i]
+        other = T.replicate_splits(ds.replace(**{field: w}), replicates=3, seed=2)
+        changed = 0
+        for name in ("train", "val", "test"):
+            np.testing.assert_array_equal(base[name][0], other[name][0])  # same rows, same order, same moments
+            changed += int(np.sum(base[name][1 if field == "y" else 2] != other[name][1 if field == "y" else 2]))
+        assert changed == 3  # the changed record itself, in each of the 3 replicates
+
+
+def test_a_split_without_a_group_is_refused_with_its_name():
+    frame = _frame(600, seed=1)
+    frame.loc[5, "sex"] = "x"  # a group of one row: at most one split can hold it
+    ds = T._as_dataset(frame, "label", "sex", None)
+    with pytest.raises(ValueError, match=r"replicate 0: the (train|val|test) split \(\d+ rows\) has no rows of "
+                                         r"group\(s\) \[\d\]; use more data, merge small groups"):
+        T.replicate_splits(ds, replicates=2, seed=0)
+    with pytest.raises(ValueError, match="leave an empty split"):
+        T.replicate_splits(T._as_dataset(_frame(8), "label", "sex", None), val_size=0.5, test_size=0.5)
 
 
 def test_compare_frontiers_statuses_on_a_constructed_table():

@@ -20,8 +20,10 @@ labelled option: its spend says the selection is not accounted.
 
 Privacy: with each run ``(lam, eps(lam))``-RDP under ``relation`` for every order, the released best
 run (its hyperparameters, score and model) satisfies the RDP curve above, hence the returned
-``(epsilon, delta)``. The scores must be computed from the run's private output and the validation
-data only; the validation data are part of the protected dataset.
+``(epsilon, delta)``. The bound holds only while ``K``, the losing candidates and their scores stay
+hidden (and per-run timings, which reveal ``K``): :class:`SelectionResult` holds none of them.
+The scores must be computed from the run's private output and the validation data only; the
+validation data are part of the protected dataset.
 """
 
 from __future__ import annotations
@@ -205,18 +207,18 @@ def calibrate_for_selection(make_event: Callable[[float], dp_accounting.DpEvent]
 
 @dataclasses.dataclass(frozen=True)
 class SelectionResult:
-    """What a selection released: the chosen candidate, its score and run, and what it cost.
+    """What a selection releases: the chosen candidate, its score and output, and what it cost.
 
-    ``index`` is None when no run happened (Poisson ``K = 0``). ``runs`` are the candidate
-    indices tried, in order; ``scores`` their scores. ``accounted`` is False for the non-private
-    arg-max, whose ``epsilon`` is then ``inf`` (no guarantee for the selection).
+    ``index`` is None when no run happened (Poisson ``K = 0``, which the bound covers). Nothing
+    else about the search is kept: the number of runs ``K``, the candidates tried and the losing
+    scores are not covered by the Papernot-Steinke bound (releasing ``K`` with the best score of a
+    Gaussian-scored search at a recorded epsilon of 1 costs about 2.0; ``docs/trust.md``), so
+    they are not returned. ``accounted`` is False for the non-private arg-max, whose ``epsilon``
+    is then ``inf`` (no guarantee for the selection).
     """
 
     index: int | None
     score: float
-    num_runs: int
-    runs: np.ndarray
-    scores: np.ndarray
     output: Any
     epsilon: float
     delta: float
@@ -247,15 +249,17 @@ def random_stopping_search(key: jax.Array, run_fn: Callable[[jax.Array, jax.Arra
       delta: the delta at which the total epsilon is reported.
 
     Privacy: the result's ``(epsilon, delta)`` (``selection_epsilon``) covers releasing the best
-    run's index, score and output; the other runs must not be released.
+    run's index, score and output, and nothing else: the result does not hold ``K``, the other
+    candidates or their scores (the bound holds only while they stay hidden), and a caller must not
+    release them (nor per-run timings, which reveal ``K``).
     """
     num_candidates = V.check_int("num_candidates", num_candidates)
     eps = selection_epsilon(event, law, delta, relation=relation)
     k_key, c_key, r_key = jax.random.split(key, 3)
     k = draw_num_runs(k_key, law)
     if k == 0:
-        return SelectionResult(None, float("nan"), 0, np.zeros(0, int), np.zeros(0), None, eps,
-                               float(delta), True, f"random_stopping(mean={law.mean}, shape={law.shape})")
+        return SelectionResult(None, float("nan"), None, eps, float(delta), True,
+                               f"random_stopping(mean={law.mean}, shape={law.shape})")
     width = _bucket(k)
     idx = jax.random.randint(c_key, (width,), 0, num_candidates)
     scores, outputs = run_fn(jax.random.split(r_key, width), idx)
@@ -267,8 +271,7 @@ def random_stopping_search(key: jax.Array, run_fn: Callable[[jax.Array, jax.Arra
         raise ValueError("run_fn returned a non-finite score; scores must be finite to be ranked.")
     best = int(np.argmax(scores))
     out = jax.tree_util.tree_map(lambda a: a[best], outputs)
-    return SelectionResult(int(np.asarray(idx)[best]), float(scores[best]), k, np.asarray(idx)[:k],
-                           scores, out, eps, float(delta), True,
+    return SelectionResult(int(np.asarray(idx)[best]), float(scores[best]), out, eps, float(delta), True,
                            f"random_stopping(mean={law.mean}, shape={law.shape})")
 
 
@@ -282,5 +285,4 @@ def select_nonprivate(scores: Sequence[float] | np.ndarray, outputs: Any = None)
         raise ValueError("scores must be finite.")
     best = int(np.argmax(s))
     out = None if outputs is None else jax.tree_util.tree_map(lambda a: a[best], outputs)
-    return SelectionResult(best, float(s[best]), int(s.size), np.arange(s.size), s, out,
-                           float("inf"), 0.0, False, "nonprivate_argmax")
+    return SelectionResult(best, float(s[best]), out, float("inf"), 0.0, False, "nonprivate_argmax")

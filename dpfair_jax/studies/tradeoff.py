@@ -10,8 +10,9 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   alone, i.e. lambda = 0), over lambdas x epsilons x replicates;
 - data: a :class:`~dpfair_jax.data.Dataset` or a pandas DataFrame with named target, group and
   feature columns (:func:`dpfair_jax.data.dataset_from_frame`); each replicate is its own
-  train / validation / test split (stratified by group and label; numeric columns z-scored with
-  the replicate's training moments);
+  train / validation / test split (a random permutation of the rows from the seed, cut at fixed
+  sizes: a function of the seed and the row count only, :func:`replicate_splits`; numeric columns
+  z-scored with the replicate's training moments);
 - privacy: every method runs at the example level (all features, add/remove), with the same
   epsilon and delta; the noise multipliers are looked up for the user;
 - tuning (equal budget for every method): per (method, epsilon, lambda, replicate), the
@@ -20,7 +21,10 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   runs drawn from the same law for every method, each on a candidate drawn uniformly from the
   method's grid and scored by its noisy validation error, the best one kept. The training noise is
   calibrated so that the whole selection (all ``K`` runs and their scores) is within the target
-  epsilon; that total is each row's ``spend_epsilon``. ``selection="nonprivate"`` (labelled) runs
+  epsilon; that total is each row's ``spend_epsilon``. A row releases only the winning run (its
+  candidate, noisy validation score, model and test metrics): ``K``, the losing candidates and
+  their scores are never returned, written or logged (the bound holds only while they stay
+  hidden). ``selection="nonprivate"`` (labelled) runs
   every grid point and takes the exact arg-max (no guarantee for the selection: ``spend_epsilon``
   is ``inf``);
 - evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
@@ -38,8 +42,9 @@ Privacy: each row's model is ``(spend_epsilon, spend_delta)``-DP at the example 
 add/remove (the selection's ``RepeatAndSelectDpEvent`` over one run's event: the training steps,
 the method's own releases and the noisy validation score; the Poisson padding's truncation
 probability, times the expected number of runs, is in delta). Rows are separate releases (one
-model per point of a frontier). Not covered: the z-scoring moments of each training split and the
-test metrics (evaluation). :func:`tradeoff_study` records its spend per epsilon as before.
+model per point of a frontier). Not covered: the check that every split has every group (one bit
+about the data, before any training), the z-scoring moments of each training split and the test
+metrics (evaluation). :func:`tradeoff_study` records its spend per epsilon as before.
 """
 
 from __future__ import annotations
@@ -494,37 +499,90 @@ def _as_dataset(data, target, group, features):
     return data
 
 
-def replicate_splits(data, *, replicates: int = 3, val_size: float = 0.15, test_size: float = 0.2,
-                     standardize: bool = True, seed: int = 0, max_rows: int | None = None) -> dict:
-    """The train/validation/test splits of :func:`tradeoff_frontier_study`, one per replicate.
+def _permutation_splits(n: int, replicates: int, val_size: float, test_size: float,
+                        seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Sorted (train, val, test) row indices of each replicate: replicate ``r`` permutes
+    ``range(n)`` with NumPy's ``default_rng([seed, 1009, r])``; its first ``ceil(test_size * n)``
+    rows are the test split, the next ``ceil(val_size * n)`` the validation split, the rest the
+    training split. A function of ``(n, replicates, val_size, test_size, seed)`` only."""
+    n_test, n_val = math.ceil(test_size * n), math.ceil(val_size * n)
+    if n_test < 1 or n_val < 1 or n - n_test - n_val < 1:
+        raise ValueError(f"val_size={val_size:g} and test_size={test_size:g} of n={n} rows leave an empty "
+                         f"split ({n_val} validation, {n_test} test rows); use more rows or other sizes.")
+    out = []
+    for r in range(replicates):
+        perm = np.random.default_rng([seed, 1009, r]).permutation(n)
+        te, va, tr = perm[:n_test], perm[n_test:n_test + n_val], perm[n_test + n_val:]
+        out.append((np.sort(tr), np.sort(va), np.sort(te)))
+    return out
 
-    Replicate ``r``: a test split of ``test_size`` of the rows, then a validation split of
-    ``val_size`` of them, both stratified by (group, label) (so every replicate has the same split
-    sizes), with seeds ``seed * 1009 + r`` and ``+ 500000``; numeric columns (not 0/1-valued) are
-    z-scored with the replicate's training moments (``standardize``). ``max_rows`` first keeps a
-    uniform random subset of the rows. Returns ``{"train" | "val" | "test": (x [R, n, d], y [R, n],
-    s [R, n])}`` as NumPy arrays.
 
-    Privacy: the split and the subset are data-independent; the z-scoring moments are computed
-    from the training rows without noise (not covered by the study's spend).
-    """
+def _stratified_splits(y, s, num_classes: int, replicates: int, val_size: float, test_size: float,
+                       seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The former stratified splits (by group and label): data-dependent, see :func:`replicate_splits`."""
     from dpfair_jax.data import preprocessing as pp
 
+    strata = s * max(num_classes, 2) + y
+    out = []
+    for r in range(replicates):
+        rest, te = pp.split_indices(len(y), test_size=test_size, seed=seed * 1009 + r, stratify=strata)
+        tr_i, va_i = pp.split_indices(len(rest), test_size=val_size / (1.0 - test_size),
+                                      seed=seed * 1009 + r + 500_000, stratify=strata[rest])
+        out.append((rest[tr_i], rest[va_i], te))
+    return out
+
+
+def replicate_splits(data, *, replicates: int = 3, val_size: float = 0.15, test_size: float = 0.2,
+                     standardize: bool = True, seed: int = 0, max_rows: int | None = None,
+                     stratify: bool = False) -> dict:
+    """The train/validation/test splits of :func:`tradeoff_frontier_study`, one per replicate.
+
+    Replicate ``r`` (default): a uniform random permutation of the ``n`` rows from
+    ``default_rng([seed, 1009, r])``, cut into ``ceil(test_size * n)`` test rows,
+    ``ceil(val_size * n)`` validation rows and the rest for training; numeric columns (not
+    0/1-valued) are z-scored with the replicate's training moments (``standardize``).
+    ``max_rows`` first keeps a uniform random subset of the rows. Every split must hold every
+    group: otherwise a ``ValueError`` names the replicate, the split and the missing groups.
+    ``stratify=True`` splits each (group, label) stratum separately (the former default; not
+    used by the study). Returns ``{"train" | "val" | "test": (x [R, n, d], y [R, n], s [R, n])}``
+    as NumPy arrays.
+
+    Privacy: by default which rows go to which split is a function of ``seed`` and ``n`` only, so
+    changing one record's label, group or features moves no row between splits. Three things read
+    the data and are not covered by a study's spend: (1) the group check, made before any compute
+    as with any input check: a study that runs reveals one bit (every split holds every group), a
+    refused one aborts and its message tells which split lacks which groups; (2) the z-scoring moments, computed from the
+    training rows without noise; (3) ``stratify=True``, whose split depends on every record's group
+    and label (one changed label moves other rows between splits): a data-dependent preprocessing
+    step the spend does not cover.
+    """
+    from dpfair_jax import _validation as V
+
     ds = data
+    V.check_int("replicates", replicates, minimum=1)
+    for name, val in (("val_size", val_size), ("test_size", test_size)):
+        if not 0.0 < float(val) < 1.0:
+            raise ValueError(f"{name} must lie in (0, 1), got {val!r}.")
     x = np.asarray(ds.x, np.float64)
     y = np.asarray(ds.y).astype(np.int32)
     s = np.asarray(ds.s).astype(np.int32)
     if max_rows is not None and max_rows < len(y):
         keep = np.sort(np.random.default_rng([seed, 17]).choice(len(y), size=int(max_rows), replace=False))
         x, y, s = x[keep], y[keep], s[keep]
-    strata = s * max(ds.num_classes, 2) + y
+    if stratify:
+        index = _stratified_splits(y, s, ds.num_classes, replicates, float(val_size), float(test_size), seed)
+    else:
+        index = _permutation_splits(len(y), replicates, float(val_size), float(test_size), seed)
+    for r, idx in enumerate(index):  # the group check: reads the data (docstring), before any compute
+        for name, rows in zip(("train", "val", "test"), idx):
+            missing = sorted(set(range(ds.num_groups)) - set(np.unique(s[rows]).tolist()))
+            if missing:
+                fix = "smaller val_size/test_size" if name == "train" else f"a larger {name}_size"
+                raise ValueError(f"replicate {r}: the {name} split ({len(rows)} rows) has no rows of group(s) "
+                                 f"{missing}; use more data, merge small groups, or {fix}.")
     scaled = ~np.all((x == 0) | (x == 1), axis=0) if standardize else np.zeros(x.shape[1], bool)
     parts: dict[str, list] = {"train": [], "val": [], "test": []}
-    for r in range(replicates):
-        rest, te = pp.split_indices(len(y), test_size=test_size, seed=seed * 1009 + r, stratify=strata)
-        tr_i, va_i = pp.split_indices(len(rest), test_size=val_size / (1.0 - test_size),
-                                      seed=seed * 1009 + r + 500_000, stratify=strata[rest])
-        tr, va = rest[tr_i], rest[va_i]
+    for tr, va, te in index:
         xr = x
         if scaled.any():
             mu = x[tr].mean(axis=0)
@@ -539,11 +597,6 @@ def replicate_splits(data, *, replicates: int = 3, val_size: float = 0.15, test_
         if len(sizes) != 1:
             raise ValueError(f"the {name} splits of the replicates differ in size {sorted(sizes)}.")
         out[name] = tuple(np.stack([p[j] for p in lst]) for j in range(3))
-        for r, p in enumerate(lst):
-            missing = sorted(set(range(ds.num_groups)) - set(np.unique(p[2]).tolist()))
-            if missing:
-                raise ValueError(f"replicate {r}: the {name} split has no rows of group(s) {missing}; "
-                                 "use more data or fewer groups.")
     return out
 
 
@@ -637,8 +690,9 @@ def tradeoff_frontier_study(
       methods: a subset of :data:`METHODS`.
       lams: the knob grid of the fair methods (DP-SGD is the lambda = 0 point).
       epsilons: target epsilons (``inf``: no noise); ``delta`` defaults to ``1 / n_train^2``.
-      replicates: train/validation/test splits (``val_size``, ``test_size`` of the rows, stratified
-        by group and label; ``max_rows`` subsamples the data first); intervals are over replicates.
+      replicates: train/validation/test splits (``val_size``, ``test_size`` of the rows, a function
+        of ``seed`` and the row count only, :func:`replicate_splits`; ``max_rows`` subsamples the
+        data first); intervals are over replicates.
       epochs, batch_size: every method takes ``epochs * ceil(n_train / batch_size)`` Poisson-sampled
         steps of expected size ``batch_size``.
       selection: ``"private"`` (random stopping with ``runs``, default
@@ -734,21 +788,9 @@ def tradeoff_frontier_study(
             if math.isfinite(e):
                 ctx.record_privacy(f"{m}_{fairness}_eps{e:g}", sp, not_covered=_NOT_COVERED)
 
-    # -- the searches: K runs, each on a uniformly drawn candidate ---------------------------------
-    searches = []
+    # -- the searches: K runs, each on a uniformly drawn candidate (internal: never released) -------
+    searches = _search_plan(methods, grids, eps, lams, replicates, law, seed)
     base_key = jax.random.key(seed)
-    for mi, m in enumerate(methods):
-        G = len(grids[m])
-        for ei, e in enumerate(eps):
-            for li, lam in enumerate([0.0] if m == "dpsgd" else lams):
-                for r in range(replicates):
-                    if private:
-                        kk = jax.random.fold_in(jax.random.fold_in(base_key, 1 + mi), (ei * 1000 + li) * 1000 + r)
-                        K = S.draw_num_runs(kk, law)
-                        cands = np.random.default_rng([seed, mi, ei, li, r]).integers(0, G, size=K)
-                    else:
-                        K, cands = G, np.arange(G)
-                    searches.append({"method": m, "eps_i": ei, "lam": lam, "replicate": r, "cands": cands})
 
     stacked = {name: _stack(ds, splits[name]) for name in ("train", "val", "test")}
     base_err = 1.0 - np.max(np.stack([np.mean(splits["test"][1] == j, axis=1) for j in range(l)]), axis=0)
@@ -809,12 +851,13 @@ def tradeoff_frontier_study(
                    "val_error_noisy": float(out["score_errors"][r, p]) / n_val,
                    "degenerate": constant or at_base, "constant": constant, "base_error": float(base_err[r]),
                    "spend_epsilon": float(sp.epsilon), "spend_delta": float(sp.delta),
-                   "selection": _selection_label(law), "num_runs": len(pos), "candidate": int(sr["cands"][best]),
+                   "selection": _selection_label(law), "candidate": int(sr["cands"][best]),
                    "noise_theta": noise[(m, e)][0], "truncated_steps": float(out["truncated_steps"][r, p])}
             row.update({f"hp_{f}": v for f, v in cand.items()})
             rows.append(row)
         if ctx is not None:
-            ctx.log(f"{kind}: {replicates} x {L} runs x {steps} steps: {time.perf_counter() - t1:.1f} s")
+            # the number of runs (a function of the K's) is not logged: it is not covered by the spend
+            ctx.log(f"{kind}: {replicates} replicates x {steps} steps: {time.perf_counter() - t1:.1f} s")
         return pd.DataFrame(rows)
 
     programs = [p for p in ("fermi", "pfld_stochastic", "pfld_epoch") if any(_PROGRAM[m] == p for m in methods)]
@@ -832,8 +875,35 @@ def tradeoff_frontier_study(
     return TradeoffStudy(table, spends, fairness, UNIT_LABEL, info)
 
 
-_NOT_COVERED = ("each replicate's numeric columns are z-scored with its training split's moments, computed "
-                "without noise; the test metrics are evaluation")
+_NOT_COVERED = ("the check that every split of every replicate has every group (one bit about the data, "
+                "before training; a failing check aborts the study); each replicate's numeric columns are "
+                "z-scored with its training split's moments, computed without noise; the test metrics are "
+                "evaluation")
+
+
+def _search_plan(methods, grids, eps, lams, replicates, law, seed: int) -> list[dict]:
+    """The searches of a study, one per (method, epsilon, lambda, replicate): ``K ~ law`` candidate
+    indices drawn uniformly from the method's grid (``law=None``: every grid point once).
+
+    Internal: ``K`` and the candidates tried are not covered by the selection's spend and are
+    never returned or written by the study (only the winner of each search is)."""
+    from dpfair_jax.privacy import selection as S
+
+    searches = []
+    base_key = jax.random.key(seed)
+    for mi, m in enumerate(methods):
+        G = len(grids[m])
+        for ei, _ in enumerate(eps):
+            for li, lam in enumerate([0.0] if m == "dpsgd" else lams):
+                for r in range(replicates):
+                    if law is not None:
+                        kk = jax.random.fold_in(jax.random.fold_in(base_key, 1 + mi), (ei * 1000 + li) * 1000 + r)
+                        K = S.draw_num_runs(kk, law)
+                        cands = np.random.default_rng([seed, mi, ei, li, r]).integers(0, G, size=K)
+                    else:
+                        cands = np.arange(G)
+                    searches.append({"method": m, "eps_i": ei, "lam": lam, "replicate": r, "cands": cands})
+    return searches
 
 
 def _selection_label(law) -> str:
