@@ -77,7 +77,7 @@ def test_privacy_conversion_matches_closed_form():
     eps = bt.zcdp_to_epsilon([0.005, 0.5, 12.5], 1e-5)
     np.testing.assert_allclose(eps, [0.485, 5.30, 36.5], rtol=1e-3)
     spend = bt.privacy(bt.Config(), 2.0, 1e-5)
-    assert spend.relation == "replace_one" and spend.rho == 2.0
+    assert spend.relation == "replace_one_within_group" and spend.rho == 2.0
     assert "public" in spend.notes and "same group" in spend.notes
     spend_ar = bt.privacy(bt.Config(relation="add_remove"), 2.0, 1e-5)
     assert spend_ar.relation == "add_remove" and "noisy counts" in spend_ar.notes

@@ -30,7 +30,7 @@ def _eps_by_hand(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))  # Bun & Steinke 2016, Prop. 1.3
 
 
-@pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
+@pytest.mark.parametrize("relation", ["replace_one_within_group", "add_remove"])
 @pytest.mark.parametrize("method", ["dpse", "pooled"])
 @pytest.mark.parametrize("epsilon, delta", [(0.3, 1e-5), (2.0, 1e-6), (12.0, 1e-8)])
 def test_calibrate_hits_the_target(relation, method, epsilon, delta):

@@ -30,7 +30,7 @@ TOL = 4.0 / math.sqrt(2 * REPS)  # 4 standard errors of a sample std, relative
 def _default_relation(cfg) -> str:
     """The relation a config runs under (also readable from the former ``neighbour`` field)."""
     rel = getattr(cfg, "relation", None) or getattr(cfg, "neighbour")
-    return "replace_one" if rel == "swap" else rel
+    return "replace_one_within_group" if rel in ("swap", "replace_one") else rel
 
 
 def _keys(seed: int, n: int = REPS):
@@ -55,7 +55,7 @@ def test_default_stage2_release_moves_by_at_most_its_calibrated_sensitivity():
     y = np.r_[np.ones(3), np.linspace(1, -1, 10), -1.0].astype(np.float32)  # canary: y = -1
     s = np.r_[np.zeros(3), np.ones(10), 0].astype(np.int32)
     d1 = make_dataset(x, y, s, num_classes=0)
-    if rel == "replace_one":  # the canary replaced by another row of group 0
+    if rel == "replace_one_within_group":  # the canary replaced by another row of group 0
         d0 = make_dataset(x, np.r_[y[:-1], 1.0].astype(np.float32), s, num_classes=0)
     else:
         d0 = make_dataset(x, y, s, num_classes=0, mask=np.r_[np.ones(13), 0.0].astype(np.float32))
@@ -101,7 +101,7 @@ def test_stage1_paper_clip_noise_covers_a_clip_below_one():
     y1 = y.copy()
     y1[-1] = 10.0  # the canary
     d1 = make_dataset(x, y1, s, num_classes=0)
-    if rel == "replace_one":
+    if rel == "replace_one_within_group":
         d0, sizes = make_dataset(x, y, s, num_classes=0), (n0 + 1, n0 + 1)
     else:
         d0 = make_dataset(x, y1, s, num_classes=0, mask=np.r_[np.ones(n0 + n1), 0.0].astype(np.float32))
@@ -128,7 +128,8 @@ def test_stage1_paper_clip_noise_covers_a_clip_below_one():
 
 
 @pytest.mark.parametrize("relation,stage1_clip,clip", [
-    ("replace_one", "delta_sq", 0.5), ("replace_one", "paper", 0.5), ("replace_one", "paper", 2.0),
+    ("replace_one_within_group", "delta_sq", 0.5), ("replace_one_within_group", "paper", 0.5),
+    ("replace_one_within_group", "paper", 2.0),
     ("add_remove", "delta_sq", 2.0), ("add_remove", "paper", 0.5)])
 def test_stage1_noise_stds_by_hand(relation, stage1_clip, clip):
     """Algorithm 1 on zero data (x = 0, y = 0: X^T X, X^T y and every residual are 0, so each
@@ -146,7 +147,7 @@ def test_stage1_noise_stds_by_hand(relation, stage1_clip, clip):
     rel = jax.jit(jax.vmap(lambda k: bt.stage1_release(k, data, hp, cfg)))(_keys(7))
     tau = 0.2 * rho * ((1 - cf) if relation == "add_remove" else 1.0)
     tau_k = tau / 4
-    replace = relation == "replace_one"
+    replace = relation == "replace_one_within_group"
     want_xx = (math.sqrt(2) if replace else 1.0) * ux**2 / math.sqrt(tau_k)
     want_xy = (2.0 if replace else 1.0) * ux * uy / math.sqrt(tau_k)
     bound = clip**2 if stage1_clip == "delta_sq" else max(clip, clip**2)
@@ -163,7 +164,7 @@ def test_stage1_noise_stds_by_hand(relation, stage1_clip, clip):
     np.testing.assert_allclose([float(g) for g in got], [want_xx, want_xy, want_res], rtol=1e-6)
 
 
-@pytest.mark.parametrize("relation,scaling", [("replace_one", "group_mean"), ("add_remove", "paper")])
+@pytest.mark.parametrize("relation,scaling", [("replace_one_within_group", "group_mean"), ("add_remove", "paper")])
 @pytest.mark.parametrize("fairness", [False, True])
 def test_stage2_noise_stds_by_hand(relation, scaling, fairness):
     """One stage-2 release on zero data (every clipped sum is 0): group k's budget per iteration
@@ -186,7 +187,7 @@ def test_stage2_noise_stds_by_hand(relation, scaling, fairness):
     m1, m2 = jax.jit(jax.vmap(lambda k: bt.noisy_group_release(k, data, jnp.zeros(2), se, hp, cfg)))(_keys(8))
     mu = rho * ((1 - cf) if relation == "add_remove" else 1.0)  # method "equal": no stage 1
     mu_t = mu * shares / steps / (2 if fairness else 1)
-    sens_g = (2.0 if relation == "replace_one" else 1.0) * clip
+    sens_g = (2.0 if relation == "replace_one_within_group" else 1.0) * clip
     div = sizes if scaling == "group_mean" else 1.0
     want_g = sens_g / np.sqrt(2 * mu_t) / div
     got_g = np.asarray(m1).std(axis=0)  # [P, K]
@@ -246,7 +247,7 @@ def test_add_remove_counts_are_noised_and_charged():
 
 
 @pytest.mark.parametrize("method", ["dpse", "equal", "pooled"])
-@pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
+@pytest.mark.parametrize("relation", ["replace_one_within_group", "add_remove"])
 def test_ledger_and_spend_state_what_is_spent(method, relation):
     cfg = bt.Config(method=method, relation=relation, fairness=method == "dpse")
     se = np.sqrt([0.3, 0.7])
@@ -274,8 +275,8 @@ def test_ledger_and_spend_state_what_is_spent(method, relation):
 
 
 def test_swap_spelling_is_retired():
-    assert bt.Config().relation == "replace_one"  # the default
-    with pytest.raises(ValueError, match="'swap' was retired.*'replace_one'"):
+    assert bt.Config().relation == "replace_one_within_group"  # the default
+    with pytest.raises(ValueError, match="'swap' was retired.*'replace_one_within_group'"):
         bt.Config(relation="swap")  # refused at construction (privacy.relations.as_relation)
     assert bt.Config(relation=ADD_REMOVE).relation == "add_remove"  # the enum, stored by its name
     with pytest.raises(ValueError, match="relation"):
@@ -287,7 +288,7 @@ def test_swap_spelling_is_retired():
         bt.fit(jax.random.key(0), data, bt.Hyperparams(count_fraction=1.0), bt.Config(relation="add_remove"))
 
 
-@pytest.mark.parametrize("relation", ["replace_one", "add_remove"])
+@pytest.mark.parametrize("relation", ["replace_one_within_group", "add_remove"])
 def test_stage_entry_points_are_what_fit_runs(relation):
     """The audited entry points compute exactly what fit computes with the same key: stage 1's
     allocation (fit's Diagnostics.se) and, with T = 1, the stage-2 release (theta_1 = -lr M 1_K)."""
@@ -327,7 +328,7 @@ def test_audit_default_passes_and_planted_bugs_are_caught(family, bug):
     every planted bug's lies above it (passed means both)."""
     row, info = _audit(family, bug, 30)
     assert row["passed"], row
-    want = "add_remove" if bug == "private_denominator" else "replace_one"
+    want = {"private_denominator": "add_remove", "cross_group": "replace_one"}.get(bug, "replace_one_within_group")
     assert info["relation"] == want
     if bug in ("noise", "private_denominator", "stage1_paper_clip"):
         assert row["epsilon_lower_bound"] > row["claimed_epsilon"] + 1.0, row
@@ -341,7 +342,7 @@ def test_audit_corrected_options_pass(family, kw):
     and the literal stage-1 clip with its noise for max(Delta, Delta^2) at Delta = 0.25."""
     row, info = _audit(family, None, 31, **kw)
     assert row["passed"], row
-    assert info["relation"] == kw.get("relation", "replace_one")
+    assert info["relation"] == kw.get("relation", "replace_one_within_group")
 
 
 def test_audit_builders_validate():

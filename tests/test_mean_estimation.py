@@ -44,7 +44,7 @@ def test_reference_constants():
         me.coinpress_rhos(0.5, (0.5, 0.6))
 
 
-@pytest.mark.parametrize("relation,factor", [("replace_one", 2.0), ("add_remove", 1.0)])
+@pytest.mark.parametrize("relation,factor", [("replace_one_within_group", 2.0), ("add_remove", 1.0)])
 def test_laplace_mean_noise_variance(relation, factor):
     n, R, gamma, eps = 2000, 3.0, 0.05, 0.7
     x, _ = _sizes_data([n])
@@ -72,7 +72,7 @@ def test_stratified_laplace_variance_closed_form():
     assert theory / glob <= 5
 
 
-@pytest.mark.parametrize("relation,factor", [("replace_one", 2.0), ("add_remove", 1.0)])
+@pytest.mark.parametrize("relation,factor", [("replace_one_within_group", 2.0), ("add_remove", 1.0)])
 def test_stratified_gaussian_variance_is_k_times_global(relation, factor):
     sizes = [500, 300, 150, 50]
     n, C, rho = sum(sizes), 2.0, 0.3

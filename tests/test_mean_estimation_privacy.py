@@ -77,7 +77,8 @@ def test_add_remove_spend_includes_the_default_counts():
     assert lap_ar.rho == pytest.approx(0.55)
     assert lap_ar.epsilon == pytest.approx(acc.zcdp_to_dp(0.55, 1e-6))
     assert me.resolve_count_rho("add_remove", 2.0) == pytest.approx(0.2)
-    assert me.resolve_count_rho("replace_one", 2.0) is None
+    assert me.resolve_count_rho("replace_one_within_group", 2.0) is None  # exact sizes, public
+    assert me.resolve_count_rho("replace_one", 2.0) == pytest.approx(0.2)  # a record may change stratum
     with pytest.raises(ValueError, match="count_rho"):
         me.stratified_privacy(rhos, 3, 1e-6, count_rho=0.0)
 
@@ -186,7 +187,9 @@ def test_audit_tables_are_consistent():
     _, old = G.BUILDERS["mean_add_remove"](bug="exact_counts")
     assert old["claimed_epsilon"] == pytest.approx(acc.zcdp_to_dp(0.05, 1e-5))
     _, info = G.BUILDERS["stratified_coinpress"]()
-    assert info["relation"] == "replace_one"
+    assert info["relation"] == "replace_one_within_group"
+    _, moved = G.BUILDERS["stratified_coinpress"](bug="cross_group")  # the former label's claim
+    assert moved["relation"] == "replace_one" and moved["claimed_epsilon"] == info["claimed_epsilon"]
     assert info["claimed_epsilon"] == pytest.approx(me.stratified_privacy(me.coinpress_rhos(0.05), 2, 1e-5).epsilon)
 
 
@@ -194,7 +197,7 @@ def test_audit_tables_are_consistent():
 # (measured: add/remove "noise_third" bound 1.36-1.56 on disjoint 10,000-trial blocks against a
 # claim of 1.38, 1.66-1.77 at 20,000 on three keys); replace-one "noise_third" needs 100,000 (slow test below)
 CHEAP = {"mean_add_remove": (20000, (None, "noise", "noise_third", "exact_counts")),
-         "stratified_coinpress": (10000, (None, "noise"))}
+         "stratified_coinpress": (10000, (None, "noise", "cross_group"))}
 
 
 @pytest.mark.parametrize("family", sorted(CHEAP))
@@ -206,7 +209,7 @@ def test_audit_default_passes_and_bugs_are_caught(family):
     rows = MA.audit_family_variants(jax.random.key(11), family, bugs, num_trials=trials, chunk_size=5000)
     for r in rows:
         assert r["passed"], r
-        if r["planted_bug"] == "exact_counts":  # the exact sizes separate the worlds: bound near log(trials)
+        if r["planted_bug"] in ("exact_counts", "cross_group"):  # exact sizes separate the worlds: ~log(trials)
             assert r["epsilon_lower_bound"] > 5.0
         if r["planted_bug"] == "noise_third":
             assert r["epsilon_lower_bound"] > r["claimed_epsilon"] + 0.15, r  # 0.28-0.39 on three keys

@@ -26,8 +26,8 @@ def _data():
 
 
 CONFIGS = [me.MeanConfig(method=m, num_groups=K, relation=r, counts=c, delta=DELTA)
-           for m in me.METHODS for r in ("replace_one", "add_remove") for c in ("auto", "noisy")
-           if not (r == "add_remove" and c == "noisy")]
+           for m in me.METHODS for r in ("replace_one_within_group", "replace_one", "add_remove")
+           for c in ("auto", "noisy") if not (r != "replace_one_within_group" and c == "noisy")]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c.method}-{c.relation}-{c.counts}")
@@ -65,7 +65,7 @@ def test_fit_is_the_stratified_estimator_bitwise():
     x, s = _data()
     key = jax.random.key(3)
     hp = me.MeanHparams(rho=0.3, epsilon=0.8, center=1.0, clip=2.0, R=2.0, gamma=0.05)
-    for relation in ("replace_one", "add_remove"):
+    for relation in ("replace_one_within_group", "add_remove"):
         cfg = me.MeanConfig(method="gaussian", num_groups=K, relation=relation)
         a = me.fit(key, (x, s), hp, cfg).means
         b = me.stratified_gaussian_mean(key, x, s, K, center=1.0, clip=2.0, rho=0.3, relation=relation)
@@ -79,7 +79,8 @@ def test_fit_is_the_stratified_estimator_bitwise():
         a = me.fit(key, (x, s), hp, cfg).means
         rhos = jnp.asarray(0.3, jnp.float32) * jnp.asarray((0.25, 0.75), jnp.float32)
         b = me.stratified_coinpress(key, x, s, K, center=1.0, rhos=rhos, relation=relation,
-                                    count_rho=None if relation == "replace_one" else 0.1 * jnp.float32(0.3))
+                                    count_rho=None if relation == "replace_one_within_group"
+                                    else 0.1 * jnp.float32(0.3))
         np.testing.assert_array_equal(a.group_means, b.group_means)
     # one group: x alone
     one = me.fit(key, x[:, 0], hp, me.MeanConfig(method="gaussian"))

@@ -141,12 +141,12 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
     priv = json.loads((res.run_dir / "privacy.json").read_text())
     assert "dpse_rho_0.5" in priv and "dpse_summed_rho_0.5" in priv
     # one record per method, reading and budget, each what budget_tailoring.privacy says for that
-    # run: replace-one with public group sizes, rho = eps^2 / 2, the paper's conversion
+    # run: replace-one within a group with public group sizes, rho = eps^2 / 2, the paper's conversion
     assert set(priv) == {f"{m}{t}_rho_{r:.6g}" for m in A.PRIVATE_METHODS for t in ("", "_summed")
                          for r in (0.5, 50.0, 2.0, 8.0)}
     for name, rec in priv.items():
         rho = float(name.rsplit("_rho_", 1)[1])
-        assert rec["relation"] == "replace_one" and rec["rho"] == pytest.approx(rho)
+        assert rec["relation"] == "replace_one_within_group" and rec["rho"] == pytest.approx(rho)
         assert rec["epsilon"] == pytest.approx(float(bt.zcdp_to_epsilon(rho, 1e-5)))
         assert "group membership and the sizes n_k are public" in rec["notes"]
 
@@ -205,7 +205,7 @@ def test_kgroup_calibration_reproduces_the_dpnose_column():
 
 def test_method_configs_follow_the_relation_setting():
     """The experiment runs the kit's default relation unless the config says otherwise."""
-    assert all(c.relation == bt.Config().relation == "replace_one"
+    assert all(c.relation == bt.Config().relation == "replace_one_within_group"
                for c in A.method_configs(SETTINGS).values())
     ar = A.method_configs(dict(SETTINGS, relation="add_remove"))
     assert all(c.relation == "add_remove" for c in ar.values())

@@ -138,7 +138,7 @@ def test_experiment_quick_smoke(tmp_path):
     assert (run_dir / "mixture.csv").exists() and (run_dir / "figures" / "mixture.png").exists()
     privacy = json.loads((run_dir / "privacy.json").read_text())
     rec = privacy["coinpress_and_stratcoinpress_rho"]
-    assert rec["rho"] == pytest.approx(0.5) and rec["relation"] == "replace_one"
+    assert rec["rho"] == pytest.approx(0.5) and rec["relation"] == "replace_one_within_group"
     assert "exact and public" in rec["notes"]
     ar = privacy["stratcoinpress_add_remove"]  # the add/remove column: sizes noised and charged
     assert ar["rho"] == pytest.approx(0.55) and ar["relation"] == "add_remove"

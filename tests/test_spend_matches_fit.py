@@ -93,13 +93,15 @@ def _charge(sens: float, var: float) -> float:
 
 
 def _sens_factor(relation: str) -> float:
-    """L2 sensitivity of a sum of vectors clipped to norm 1: 1 (add/remove), 2 (replace-one)."""
-    return {"add_remove": 1.0, "replace_one": 2.0}[relation]
+    """L2 sensitivity of a sum of vectors clipped to norm 1: 1 (add/remove), 2 (replace-one, within a
+    group too: one vector replaced by another)."""
+    return {"add_remove": 1.0, "replace_one": 2.0, "replace_one_within_group": 2.0}[relation]
 
 
 def _hist_sens(relation: str) -> float:
-    """L2 sensitivity of a histogram / count vector: 1 (add/remove), sqrt 2 (one record moves)."""
-    return {"add_remove": 1.0, "replace_one": math.sqrt(2.0)}[relation]
+    """L2 sensitivity of a histogram / count vector: 1 (add/remove), sqrt 2 (one record moves); the
+    kit noises counts for sqrt 2 within a group too (where they do not change: an upper bound)."""
+    return {"add_remove": 1.0, "replace_one": math.sqrt(2.0), "replace_one_within_group": math.sqrt(2.0)}[relation]
 
 
 class Spy:
@@ -470,7 +472,8 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
     counts = np.asarray(diag.counts, np.float64)
     exact = np.full(K, float(n_k))
     rho_c = float(diag.rho_counts)
-    if rel == "replace_one":
+    if rel != "add_remove":  # exact sizes: covered only by replacement within a group
+        rows.append(Row("public sizes: relation within a group", "replace_one_within_group", rel))
         rows.append(Row("denominators: the public sizes", exact.tolist(), counts.tolist()))
         rows.append(Row("nothing charged for public sizes", 0.0, rho_c))
     else:
@@ -507,7 +510,7 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
     if cfg.method == "dpse":
         sxx, sxy, sres = (float(v) for v in BT.stage1_noise_stds(rho1, K, hp, cfg))
         ux, uy, dl = float(hp.stats_bound_x), float(hp.stats_bound_y), float(hp.clip)
-        gram = {"add_remove": 1.0, "replace_one": math.sqrt(2.0)}[rel] * ux**2
+        gram = {"add_remove": 1.0, "replace_one_within_group": math.sqrt(2.0)}[rel] * ux**2
         bound = dl**2 if cfg.stage1_clip == "delta_sq" else dl  # residuals in [0, bound]
         rho1_fit = gram**2 / (2 * sxx**2) + (_sens_factor(rel) * ux * uy) ** 2 / (2 * sxy**2) \
             + K * bound**2 / (2 * sres**2)
@@ -534,13 +537,14 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
 # ------------------------------------------------------------------------------------------------
 # paper 003 means (zCDP / pure DP, parallel over strata)
 # ------------------------------------------------------------------------------------------------
-def _case_means(monkeypatch, *, estimator: str, relation: str = "replace_one", count_rho=None) -> list[Row]:
+def _case_means(monkeypatch, *, estimator: str, relation: str = "replace_one_within_group",
+                count_rho=None) -> list[Row]:
     """Data at the prior centre (0): every centred clipped sum is exactly 0, so each group's
     estimate is its noise over its denominator. With many groups and dimensions the noise std per
     group is measured and compared with the std the spend implies under its relation."""
     from dpfair_jax.algorithms import mean_estimation as ME
 
-    noisy = relation == "add_remove" or count_rho is not None
+    noisy = relation != "replace_one_within_group" or count_rho is not None  # exact sizes only within a group
     K, per, d = (600 if noisy else 100), 30, 16  # noisy counts stay far above 1 (their noise is measured)
     n = K * per
     x = np.zeros((n, d), np.float32)
@@ -910,19 +914,21 @@ CASES: dict[str, Callable[..., list[Row]]] = {
     "pfld/default": functools.partial(_case_fermi, pfld=True),
     "mitigation/gammas(1,1)(default: statistics charged)": _case_mitigation,
     "mitigation/gammas(0,0)stated": functools.partial(_case_mitigation, gammas=(0.0, 0.0), d=602),
-    "budget_tailoring/dpse+replace_one(default)": _case_budget_tailoring,
+    "budget_tailoring/dpse+replace_one_within_group(default)": _case_budget_tailoring,
     "budget_tailoring/dpse+add_remove": functools.partial(_case_budget_tailoring, relation="add_remove",
                                                           count_noise=True),
     "budget_tailoring/pooled": functools.partial(_case_budget_tailoring, method="pooled"),
     "budget_tailoring/fairness+stage1_clip=paper+add_remove": functools.partial(
         _case_budget_tailoring, fairness=True, stage1_clip="paper", relation="add_remove"),
-    "means/stratcoinpress+replace_one(default)": functools.partial(_case_means, estimator="coinpress"),
+    "means/stratcoinpress+replace_one_within_group(default)": functools.partial(_case_means, estimator="coinpress"),
     "means/stratcoinpress+add_remove": functools.partial(_case_means, estimator="coinpress",
                                                          relation="add_remove"),
-    "means/stratcoinpress+replace_one+count_rho": functools.partial(_case_means, estimator="coinpress",
-                                                                    count_rho=0.02),
+    "means/stratcoinpress+replace_one_within_group+count_rho": functools.partial(
+        _case_means, estimator="coinpress", count_rho=0.02),
+    "means/gaussian+replace_one(across strata: noisy counts)": functools.partial(
+        _case_means, estimator="gaussian", relation="replace_one"),
     "means/gaussian+add_remove": functools.partial(_case_means, estimator="gaussian", relation="add_remove"),
-    "means/laplace+replace_one(default)": functools.partial(_case_means, estimator="laplace"),
+    "means/laplace+replace_one_within_group(default)": functools.partial(_case_means, estimator="laplace"),
     "means/laplace+add_remove": functools.partial(_case_means, estimator="laplace", relation="add_remove"),
     "output_perturbation/public_radius": _case_output_perturbation,
     "output_perturbation/no_radius(default)": functools.partial(_case_output_perturbation, radius=None),
@@ -938,7 +944,7 @@ CASES: dict[str, Callable[..., list[Row]]] = {
 # rows past the default suite's time budget (options whose code path another row already compiles)
 SLOW = {"synthesis/study(stratified by sex)", "mitigation/gammas(0,0)stated", "dpsgd/poisson+max_batch_size",
         "fermi/sensitive_attribute+public_freq", "fermi/all_features+fixed_size",
-        "means/stratcoinpress+replace_one+count_rho"}
+        "means/stratcoinpress+replace_one_within_group+count_rho"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES])

@@ -6,7 +6,12 @@ Three families, each a builder with the contract of :mod:`dpfair_jax.audit.mecha
 
 * ``budget_tailoring_fit``: the whole run as a :class:`~dpfair_jax.audit.fit_spend.FitSpendGame`
   on ``budget_tailoring.fit`` / ``budget_tailoring.spend`` (``Config(steps=1)``, see
-  :func:`budget_tailoring_fit_game`); bugs ``"noise"`` (rho x 100) and ``"clipping"``.
+  :func:`budget_tailoring_fit_game`); bugs ``"noise"`` (rho x 100), ``"clipping"`` and
+  ``"cross_group"`` (the former label: the within-group spend claimed for a canary that moves to
+  the other group; the run reports the exact group sizes, ``Diagnostics.counts``, so the
+  statistic ``-counts[0]`` separates the worlds with certainty. Honestly labelled, the game is
+  refused: :meth:`~dpfair_jax.audit.fit_spend.FitSpendGame.spend` with ``relation="replace_one"``
+  raises, the spend covering ``"replace_one_within_group"`` only).
 
 The whole run's claim is its total ``rho`` (stage 1, every stage-2 iteration and every group),
 several times what one canary can show, so the finer bugs (noise std / 2, the former private
@@ -14,7 +19,7 @@ denominator and stage-1 clip) are audited on one release each, against that rele
 :func:`~dpfair_jax.algorithms.budget_tailoring.budget_ledger` (the charge the ledger gives it, a
 part of ``spend``'s total). These two families drive the public sub-release entry points of
 :mod:`dpfair_jax.algorithms.budget_tailoring` on ``Config()``, the default configuration
-(``method="dpse"``, ``steps=50``, ``relation="replace_one"``, ``scaling="group_mean"``,
+(``method="dpse"``, ``steps=50``, ``relation="replace_one_within_group"``, ``scaling="group_mean"``,
 ``stage1_clip="delta_sq"``), with the group sizes computed from the data as the default path
 does. Both worlds are computed in every trial and selected by ``flag``.
 
@@ -24,7 +29,7 @@ does. Both worlds are computed in every trial and selected by ``flag``.
   sqrt(1 - se_smallest))``. One feature. Group 0 holds ``n_0`` rows ``x = 100, y = 1`` (clipped
   gradient ``-Delta``: the group mean is ``-Delta``, not 0, so a private denominator shows) and
   the canary row ``x = 100, y = -1`` (clipped gradient ``+Delta``) in ``D1``. Under replace-one
-  ``D0`` replaces the canary by another ``y = 1`` row of group 0 (sizes unchanged); under
+  within a group ``D0`` replaces the canary by another ``y = 1`` row of group 0 (sizes unchanged); under
   add/remove ``D0`` leaves it out. Statistic: the Gaussian log-likelihood ratio of group 0's
   released coordinate, with the two worlds' means and stds as the design and the variant's noise
   calibration give them (a quadratic when the stds differ, as with a private denominator).
@@ -53,7 +58,7 @@ Planted bugs (each must be caught: lower bound above the claimed epsilon):
 * ``"private_denominator"`` (stage 2): the old default, add/remove with the exact ``n_k`` as
   denominator and the noise of the clipped-sum sensitivity ``Delta``, claiming the old accounting
   (``mu / T`` per release under add/remove). Built from the public code: ``relation=
-  "replace_one"`` divides by the exact (masked) group size, and ``rho x 4`` turns its ``2 Delta``
+  "replace_one_within_group"`` divides by the exact (masked) group size, and ``rho x 4`` turns its ``2 Delta``
   calibration into the old ``Delta`` one; the game is add/remove (``D0`` leaves the canary out).
 * ``"stage1_paper_clip"`` (stage 1): ``stage1_clip="paper"`` (squared residuals clipped to
   ``[0, Delta]``) with the old noise for sensitivity ``Delta^2`` (the run uses ``rho /
@@ -79,7 +84,7 @@ from dpfair_jax.algorithms import budget_tailoring as bt
 from dpfair_jax.audit.fit_spend import UNCLIPPED, FitSpendGame
 from dpfair_jax.data.dataset import make_dataset
 from dpfair_jax.privacy.accounting import zcdp_to_dp
-from dpfair_jax.privacy.relations import relation_name
+from dpfair_jax.privacy.relations import REPLACE_ONE_WITHIN_GROUP, relation_name
 
 __all__ = [
     "ALGORITHMS",
@@ -95,7 +100,7 @@ __all__ = [
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {
     "budget_tailoring": ("noise", "noise_half", "private_denominator"),
     "budget_tailoring_stage1": ("noise", "noise_half", "stage1_paper_clip"),
-    "budget_tailoring_fit": ("noise", "clipping"),
+    "budget_tailoring_fit": ("noise", "clipping", "cross_group"),
 }
 ALGORITHMS: dict[str, str] = {"budget_tailoring": "budget_tailoring", "budget_tailoring_stage1": "budget_tailoring",
                               "budget_tailoring_fit": "budget_tailoring"}
@@ -117,9 +122,9 @@ def _check_common(family: str, bug: str | None, rho_release: float, delta: float
     V.check_rho(rho_release, "rho_release")
     V.check_delta(delta)
     relation = relation_name(relation)
-    if bug is not None and relation != "replace_one":
+    if bug is not None and relation != REPLACE_ONE_WITHIN_GROUP:
         raise ValueError("the planted bugs are defined on the default relation; pass "
-                         "relation='replace_one' (the default) with a bug.")
+                         f"relation='{REPLACE_ONE_WITHIN_GROUP}' (the default) with a bug.")
     return relation
 
 
@@ -137,7 +142,7 @@ def budget_tailoring_mechanism(
     bug: str | None = None,
     rho_release: float = 0.5,
     delta: float = 0.05,
-    relation: Any = "replace_one",
+    relation: Any = REPLACE_ONE_WITHIN_GROUP,
     group_sizes: tuple[int, int] = (1, 8),
     se_smallest: float = 0.99,
     clip: float = 1.0,
@@ -159,7 +164,7 @@ def budget_tailoring_mechanism(
     if not 0.0 < float(se_smallest) < 1.0:
         raise ValueError(f"se_smallest must lie in (0, 1), got {se_smallest!r}.")
     n0, n1 = (V.check_int("group_sizes", g, minimum=1) for g in group_sizes)
-    game = "add_remove" if (bug == "private_denominator" or relation == "add_remove") else "replace_one"
+    game = "add_remove" if (bug == "private_denominator" or relation == "add_remove") else relation
     cfg = bt.Config(relation=relation)  # default configuration (private_denominator: see module)
     defaults = bt.Hyperparams()
     tf, cf = float(defaults.tau_fraction), float(defaults.count_fraction)
@@ -187,7 +192,7 @@ def budget_tailoring_mechanism(
     s = np.r_[np.zeros(n0, np.int32), np.ones(n1, np.int32), np.zeros(1, np.int32)]
     y1 = y.copy()
     y1[-1] = -1.0  # canary: clipped gradient +Delta
-    if game == "replace_one":
+    if game == REPLACE_ONE_WITHIN_GROUP:
         y0 = y.copy()
         y0[-1] = 1.0  # replaced by another row of group 0 (gradient -Delta)
         d0 = make_dataset(x, y0, s, num_groups=2, num_classes=0)
@@ -222,7 +227,7 @@ def budget_tailoring_stage1_mechanism(
     bug: str | None = None,
     rho_release: float = 0.5,
     delta: float = 0.05,
-    relation: Any = "replace_one",
+    relation: Any = REPLACE_ONE_WITHIN_GROUP,
     stage1_clip: str = "delta_sq",
     group_sizes: tuple[int, int] = (5, 500),
     clip: float = 0.25,
@@ -273,7 +278,7 @@ def budget_tailoring_stage1_mechanism(
     y1 = y.copy()
     y1[-1] = residual  # the canary: x = 0, squared residual beyond the clip
     d1 = make_dataset(x, y1, s, num_groups=2, num_classes=0)
-    if relation == "replace_one":
+    if relation == REPLACE_ONE_WITHIN_GROUP:
         d0 = make_dataset(x, y, s, num_groups=2, num_classes=0)  # canary replaced by x = 0, y = 0
     else:
         mask0 = np.ones(n, np.float32)
@@ -305,16 +310,21 @@ def budget_tailoring_fit_game(
     canary_scale: float = 10.0,
     seed: int = 0,
 ) -> FitSpendGame:
-    """The whole run, ``budget_tailoring.fit`` on ``Config(steps=steps)`` (DPSE, replace-one, every
-    other field at its default), with the canary of ``budget_tailoring`` (module doc) in group 0.
+    """The whole run, ``budget_tailoring.fit`` on ``Config(steps=steps)`` (DPSE, replace-one within
+    a group, every other field at its default), with the canary of ``budget_tailoring`` (module
+    doc) in group 0.
 
     Statistic: ``-theta_T[0]`` (the canary's clipped gradient ``+Delta`` in ``D1`` against
     ``-Delta`` in ``D0`` lowers ``theta``). ``canary_scale = 10`` keeps the unclipped gradients of
     the ``"clipping"`` bug (``~10`` per row) inside the default box ``[-5, 5]``. Claim: ``budget_tailoring.spend`` (the whole run's
     ``rho``). Bugs: ``"noise"`` runs ``rho x 100`` (every std / 10); ``"clipping"`` runs
-    ``clip x 1e4`` with ``rho x 1e8`` (the nominal stds, no clipping in effect).
+    ``clip x 1e4`` with ``rho x 1e8`` (the nominal stds, no clipping in effect); ``"cross_group"``
+    keeps the canary's row and moves it to group 1 in ``D1`` (group sizes ``(n0 + 1, n1)``
+    against ``(n0, n1 + 1)``), statistic ``-counts[0]`` (the released sizes), claim the
+    within-group spend.
 
-    Privacy: ``rho``-zCDP under replace-one, stated at ``delta``.
+    Privacy: ``rho``-zCDP under replace-one within a group, stated at ``delta``; a record moving
+    between groups is not covered.
     """
     if bug is not None:
         V.check_choice("bug", bug, FAMILY_BUGS["budget_tailoring_fit"])
@@ -344,8 +354,19 @@ def budget_tailoring_fit_game(
     run = {"noise": hp._replace(rho=hp.rho * 100.0),
            "clipping": hp._replace(rho=hp.rho * UNCLIPPED**2, clip=hp.clip * UNCLIPPED)}.get(bug)
     sizes = (n0 + 1, n1)
+    if bug == "cross_group":
+        s1 = s.copy()
+        s1[-1] = 1  # the canary (y = 1, like group 0's rows) moved to group 1
+        moved = (pair[0], make_dataset(x, y0, s1, num_groups=2, num_classes=0))
+
+        def released_sizes(res) -> jax.Array:
+            return -res[1].counts[0]
+
+        return FitSpendGame(algorithm=bt, config=config, hparams=hp, neighbours=moved,
+                            statistic=released_sizes, sizes=(sizes, (n0, n1 + 1)),
+                            info={"relation": "replace_one"})  # the pair's; the claim: within-group
     return FitSpendGame(algorithm=bt, config=config, hparams=hp, neighbours=pair, statistic=stat,
-                        sizes=(sizes, sizes), relation="replace_one", run_hparams=run)
+                        sizes=(sizes, sizes), relation=REPLACE_ONE_WITHIN_GROUP, run_hparams=run)
 
 
 def budget_tailoring_fit_mechanism(*, bug: str | None = None, **kw: Any

@@ -97,7 +97,9 @@ class FitSpendGame:
     selects), or ``neighbours(flag) -> data`` built with array operations (one fit per world);
     ``statistic(result) -> scalar``; ``sizes``: the ``sizes`` argument of ``spend`` for each world
     (default: the rows of ``D0`` and ``D1``); ``relation``: the relation the pair encodes, checked
-    against the spend's; ``fit_kwargs``: keywords of ``fit`` (e.g. initial parameters);
+    against the spend's (:func:`~dpfair_jax.privacy.relations.covers`: a pair the spend's relation
+    does not cover, e.g. a record moved between groups against a ``"replace_one_within_group"``
+    spend, is refused, its epsilon being infinite); ``fit_kwargs``: keywords of ``fit`` (e.g. initial parameters);
     ``run_hparams`` / ``run_config``: what ``fit`` runs with (a planted bug; default the nominal);
     ``world_hparams`` / ``world_configs``: ``(D0's, D1's)`` for a bug that derives a
     hyperparameter or a config field from each world's data (needs the pair form of
@@ -154,13 +156,16 @@ class FitSpendGame:
     def spend(self) -> Any:
         """The claim's ``PrivacySpend``: ``spend(config, sizes, hparams)``, larger epsilon over the worlds.
 
-        Privacy: an upper bound on what either world's ``fit`` spends at the nominal arguments.
+        Privacy: an upper bound on what either world's ``fit`` spends at the nominal arguments,
+        for neighbours under the spend's relation; a game whose ``relation`` the spend does not
+        cover is refused (``ValueError``).
         """
         s0, s1 = self.world_sizes()
         spends = [self.algorithm.spend(self.config, s, self.hparams) for s in ((s0,) if s0 == s1 else (s0, s1))]
         sp = max(spends, key=lambda x: x.epsilon)
-        if self.relation is not None and R.relation_name(sp.relation) != R.relation_name(self.relation):
-            raise ValueError(f"relation={self.relation!r} differs from the spend's {sp.relation!r}.")
+        if self.relation is not None and not R.covers(sp.relation, self.relation):
+            raise ValueError(f"relation={self.relation!r} is not covered by the spend's {sp.relation!r} "
+                             "(epsilon = inf for such neighbours).")
         return sp
 
     def build(self) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], dict[str, Any]]:

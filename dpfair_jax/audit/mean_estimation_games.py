@@ -12,8 +12,8 @@ is set small (``rho = 0.05``) so that the claimed epsilon is within reach of a f
 trials. A planted noise bug scales ``hparams.rho`` of the run (every noise std, the counts'
 included), the claim staying the nominal spend.
 
-* ``stratified_coinpress``: replace-one within a stratum (the default relation; exact sizes,
-  public by the relation). Two strata; the canary ``+canary_scale`` (far outside every clip
+* ``stratified_coinpress``: replace-one within a stratum (``"replace_one_within_group"``, the
+  default relation; exact sizes, public by the relation). Two strata; the canary ``+canary_scale`` (far outside every clip
   ball) in stratum 0 becomes ``-canary_scale`` in ``D1``, which moves stratum 0's clipped sum by
   ``2 C_t`` in every step, the full sensitivity. Statistic: ``-group_means[0]``, the released
   estimate of the canary's stratum (the recombined estimate would add stratum 1's noise).
@@ -41,8 +41,16 @@ Planted bugs (the audit must report a lower bound above the claimed epsilon):
   factor caught at 40,000 trials (std / 2.5 needs about 100,000);
 * ``"exact_counts"`` (``mean_add_remove``): the former add/remove path, exact group sizes in
   every denominator, radius and returned ``sizes``, claiming the former spend ``sum(rhos)``
-  (no count charge, a claim-side variant). The run is ``fit`` with ``relation="replace_one"``
-  (exact sizes) at ``4 rho``, which draws exactly the former add/remove noise.
+  (no count charge, a claim-side variant). The run is ``fit`` with
+  ``relation="replace_one_within_group"`` (exact sizes) at ``4 rho``, which draws exactly the
+  former add/remove noise.
+* ``"cross_group"`` (``stratified_coinpress``): the former label, the within-stratum spend claimed
+  for neighbours that move the canary to the other stratum (general replace-one, a claim-side
+  variant: the spend's own relation does not cover this pair, so
+  :meth:`~dpfair_jax.audit.fit_spend.FitSpendGame.spend` refuses the game with
+  ``relation="replace_one"``). The released exact ``sizes`` differ between the worlds; the
+  statistic ``-sizes[0]`` separates them with certainty, so the bound is only limited by the
+  trials.
 """
 
 from __future__ import annotations
@@ -74,7 +82,7 @@ __all__ = [
 ]
 
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {
-    "stratified_coinpress": ("noise", "noise_third"),
+    "stratified_coinpress": ("noise", "noise_third", "cross_group"),
     "mean_add_remove": ("noise", "noise_third", "exact_counts"),
 }
 ALGORITHMS: dict[str, str] = {"stratified_coinpress": "mean_estimation", "mean_add_remove": "mean_estimation"}
@@ -84,7 +92,8 @@ ALGORITHMS: dict[str, str] = {"stratified_coinpress": "mean_estimation", "mean_a
 SUITE_TRIALS = {"quick": {"stratified_coinpress": 100000, "mean_add_remove": 40000},
                 "full": {"stratified_coinpress": 400000, "mean_add_remove": 200000}}
 
-_BUDGET_FACTOR = {None: 1.0, "noise": 100.0, "noise_half": 4.0, "noise_third": 9.0, "exact_counts": 1.0}
+_BUDGET_FACTOR = {None: 1.0, "noise": 100.0, "noise_half": 4.0, "noise_third": 9.0, "exact_counts": 1.0,
+                  "cross_group": 1.0}
 
 
 _check_bug = functools.partial(check_family_bug, FAMILY_BUGS)
@@ -110,8 +119,11 @@ def stratified_coinpress_game(
 
     ``n`` rows in two strata (alternating ids, row 0, the canary, in stratum 0), 1-D data
     ``N(0, 1)``; ``hparams.rho = rho`` split ``[1/4, 3/4]``. Claim: ``mean_estimation.spend``.
+    ``bug="cross_group"``: the canary keeps its value and moves to stratum 1 in ``D1`` (sizes
+    ``(n/2, n/2)`` against ``(n/2 - 1, n/2 + 1)``), statistic ``-sizes[0]``, claim the
+    within-stratum spend (module docstring).
 
-    Privacy: ``rho``-zCDP under replace-one within a stratum.
+    Privacy: ``rho``-zCDP under replace-one within a stratum; not covered across strata.
     """
     _check_bug("stratified_coinpress", bug)
     _check_common(rho, delta, canary_scale)
@@ -125,17 +137,30 @@ def stratified_coinpress_game(
     xj = jnp.asarray(x)
     flip = jnp.zeros((n,), jnp.float32).at[0].set(-2.0 * canary_scale)
 
+    sizes = (int(np.sum(np.arange(n) % 2 == 0)), int(np.sum(np.arange(n) % 2 == 1)))
+    run = replace_fields(hp, rho=hp.rho * _BUDGET_FACTOR[bug])
+    if bug == "cross_group":
+        def moved(flag: jax.Array):
+            return (xj, s.at[0].set(flag.astype(jnp.int32)))  # flag 1: the canary in stratum 1
+
+        def released_size(res) -> jax.Array:
+            return -res.means.sizes[0]
+
+        return FitSpendGame(
+            algorithm=me, config=config, hparams=hp, neighbours=moved, statistic=released_size,
+            sizes=(sizes, (sizes[0] - 1, sizes[1] + 1)), run_hparams=run,
+            info={"relation": "replace_one"},  # the pair's relation; the claim is the within-group spend
+        )
+
     def neighbours(flag: jax.Array):
         return (xj + flag.astype(jnp.float32) * flip, s)  # flag 1: the canary at -scale, same stratum
 
     def stat(res) -> jax.Array:
         return -res.means.group_means[0, 0]
 
-    sizes = (int(np.sum(np.arange(n) % 2 == 0)), int(np.sum(np.arange(n) % 2 == 1)))
     return FitSpendGame(
         algorithm=me, config=config, hparams=hp, neighbours=neighbours, statistic=stat,
-        sizes=(sizes, sizes), relation="replace_one",
-        run_hparams=replace_fields(hp, rho=hp.rho * _BUDGET_FACTOR[bug]),
+        sizes=(sizes, sizes), relation="replace_one_within_group", run_hparams=run,
     )
 
 
@@ -161,7 +186,8 @@ def mean_add_remove_game(
     Stratum 0 has ``n0`` (even) rows ``+-1`` (sum 0), stratum 1 ``n1`` rows ``N(0, 1)``; the
     canary ``+canary_scale`` joins stratum 0 in ``D1``. Claim: ``mean_estimation.spend``
     (``rho`` plus the default count budget); the ``"exact_counts"`` bug runs
-    ``relation="replace_one"`` at ``4 rho`` (the former add/remove noise from the exact sizes)
+    ``relation="replace_one_within_group"`` at ``4 rho`` (the former add/remove noise from the
+    exact sizes)
     and claims the former ``rho`` alone.
 
     Privacy: ``(rho + count_rho)``-zCDP under add/remove, ``count_rho`` the default
@@ -189,9 +215,10 @@ def mean_add_remove_game(
 
     if bug == "exact_counts":
         # The former path: add/remove noise (sensitivity 1) with the exact sizes and no count
-        # release. The public replace-one path with 4x the budget draws exactly that noise
+        # release. The public-size path (replace-one within a group) with 4x the budget draws exactly that noise
         # (sigma = 2 C / sqrt(2 * 4 rho) = C / sqrt(2 rho)) from the exact sizes.
-        run_config, run = dataclasses.replace(config, relation="replace_one"), replace_fields(hp, rho=4.0 * hp.rho)
+        run_config = dataclasses.replace(config, relation="replace_one_within_group")
+        run = replace_fields(hp, rho=4.0 * hp.rho)
         claimed = zcdp_to_dp(float(rho), delta)
     else:
         run_config, run, claimed = None, replace_fields(hp, rho=hp.rho * _BUDGET_FACTOR[bug]), None

@@ -75,7 +75,7 @@ __all__ = [
 
 ACCOUNTANTS = ("rdp", "pld")
 SAMPLINGS = ("poisson", "without_replacement")
-RELATIONS = ("add_remove", "replace_one")
+RELATIONS = _relations.RELATION_NAMES  # ("add_remove", "replace_one", "replace_one_within_group")
 UNITS = ("example", "sensitive_attribute", "group_member", "user")
 ZCDP_METHODS = ("cks", "bun_steinke")
 
@@ -921,8 +921,10 @@ def _to_jsonable(value: Any) -> Any:
 class PrivacySpend:
     """What one run spends: (epsilon, delta), optionally rho and the ``DpEvent``, and its meaning.
 
-    ``relation`` is the neighbouring relation ("add_remove" or "replace_one"); ``unit`` is what a
-    neighbour changes ("example": a whole record; "sensitive_attribute": only a record's group
+    ``relation`` is the neighbouring relation the spend covers: "add_remove", "replace_one" (any
+    record replaced by any other) or "replace_one_within_group" (replaced by a record of the same
+    group: group sizes fixed; a record moving between groups is not covered,
+    :func:`dpfair_jax.privacy.relations.covers`); ``unit`` is what a neighbour changes ("example": a whole record; "sensitive_attribute": only a record's group
     label; "group_member", "user"). ``accountant`` says how epsilon was obtained ("rdp", "pld",
     "zcdp" conversion, "closed_form" paper formula, "exact" privacy curve, or None). ``delta = 0`` means pure
     epsilon-DP; ``epsilon = inf`` means no guarantee.

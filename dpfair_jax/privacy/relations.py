@@ -3,7 +3,23 @@
 One type names the neighbouring relation everywhere in the kit: dp-accounting's
 :class:`dp_accounting.NeighboringRelation`. Configs may spell it as a string (``"add_remove"``,
 ``"replace_one"``); :func:`as_relation` turns either form into the enum and refuses anything else
-(``"swap"``, the old spelling of replace-one within a group, is refused with a pointer).
+(``"swap"``, a retired spelling, is refused with a pointer).
+
+Records name one of three relations (:data:`RELATION_NAMES`, :func:`relation_name`):
+
+* ``"add_remove"``: one record added or removed (any group);
+* ``"replace_one"``: one record replaced by any other record, which may belong to another group
+  (so group sizes may change by one in two groups);
+* ``"replace_one_within_group"``: one record replaced by another record *of the same group*:
+  features and label change, group membership and hence every group size stay fixed. This is what
+  a mechanism with exact, public group sizes covers (budget tailoring's and the stratified means'
+  defaults); a record moving to another group changes those sizes, which the release shows
+  exactly, so such a pair is not covered at any finite epsilon (:func:`covers`).
+
+Within a group the accounting and sensitivities are replace-one's: :func:`as_relation` maps
+``"replace_one_within_group"`` to ``NeighboringRelation.REPLACE_ONE`` (dp-accounting has no
+narrower relation), so ``replace_factor``, ``Sensitivity.under`` and the accountants treat it as
+replace-one; only its record name (:func:`relation_name`) differs.
 
 A :class:`Sensitivity` holds a query's sensitivity under both relations, so a mechanism asks for the
 one its accounting uses (``sens.under(relation)``) instead of each algorithm multiplying by its own
@@ -23,7 +39,8 @@ Gram ``sum x x^T``,     ``u^2``              ``sqrt(2) u^2``
 ======================  ===================  =====================
 
 Privacy: these are worst-case sensitivities of the queries named, over the relation named; they
-assume each individual contributes one row. A query whose rows were not clipped has infinite
+assume each individual contributes one row. Under ``"replace_one_within_group"`` the replace-one
+column applies (an upper bound: e.g. a count of a group does not change at all). A query whose rows were not clipped has infinite
 sensitivity (``clip_norm=inf``), which only a noiseless path may use.
 """
 
@@ -40,9 +57,13 @@ __all__ = [
     "NeighboringRelation",
     "ADD_REMOVE",
     "REPLACE_ONE",
+    "REPLACE_ONE_WITHIN_GROUP",
+    "RELATION_NAMES",
     "Sensitivity",
     "as_relation",
     "relation_name",
+    "within_group",
+    "covers",
     "replace_factor",
     "clipped_sum_sensitivity",
     "bounded_sum_sensitivity",
@@ -53,6 +74,11 @@ __all__ = [
 
 ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 REPLACE_ONE = NeighboringRelation.REPLACE_ONE
+#: Record name of replace-one restricted to the same group (no dp-accounting enum: accounted as
+#: ``REPLACE_ONE``).
+REPLACE_ONE_WITHIN_GROUP = "replace_one_within_group"
+#: Every relation name a record may carry.
+RELATION_NAMES = ("add_remove", "replace_one", REPLACE_ONE_WITHIN_GROUP)
 
 _NAMES = {ADD_REMOVE: "add_remove", REPLACE_ONE: "replace_one"}
 _BY_NAME = {name: rel for rel, name in _NAMES.items()}
@@ -63,8 +89,11 @@ _ALIASES = {"add_or_remove_one": ADD_REMOVE, "add_remove_one": ADD_REMOVE, "repl
 def as_relation(relation: Any, name: str = "relation") -> NeighboringRelation:
     """``relation`` (a :class:`NeighboringRelation` or its name) as the enum.
 
-    Accepts ``"add_remove"``/``"replace_one"`` (and dp-accounting's enum names, any case).
-    ``REPLACE_SPECIAL`` and ``"swap"`` are refused: no mechanism of the kit is accounted for them.
+    Accepts ``"add_remove"``/``"replace_one"`` (and dp-accounting's enum names, any case) and
+    ``"replace_one_within_group"``, which maps to ``REPLACE_ONE`` (its accounting and
+    sensitivities; the enum drops the "within group" qualifier, so records take their name from
+    :func:`relation_name`). ``REPLACE_SPECIAL`` and ``"swap"`` are refused: no mechanism of the kit
+    is accounted for them.
     """
     if isinstance(relation, NeighboringRelation):
         if relation not in _NAMES:
@@ -73,19 +102,44 @@ def as_relation(relation: Any, name: str = "relation") -> NeighboringRelation:
     if isinstance(relation, str):
         key = relation.strip().lower()
         if key == "swap":
-            raise ValueError(f"{name}='swap' was retired; the same relation (one record replaced by "
-                             "another of the same group) is spelled 'replace_one'.")
+            raise ValueError(f"{name}='swap' was retired; one record replaced by another of the same "
+                             f"group is spelled '{REPLACE_ONE_WITHIN_GROUP}'.")
+        if key == REPLACE_ONE_WITHIN_GROUP:
+            return REPLACE_ONE
         if key in _BY_NAME:
             return _BY_NAME[key]
         if key in _ALIASES:
             return _ALIASES[key]
-    raise ValueError(f"{name} must be 'add_remove' or 'replace_one' (or a "
+    raise ValueError(f"{name} must be one of {', '.join(RELATION_NAMES)} (or a "
                      f"dp_accounting.NeighboringRelation), got {relation!r}.")
 
 
-def relation_name(relation: Any) -> str:
-    """The name the kit's records use: ``"add_remove"`` or ``"replace_one"``."""
-    return _NAMES[as_relation(relation)]
+def relation_name(relation: Any, name: str = "relation") -> str:
+    """The name the kit's records use: ``"add_remove"``, ``"replace_one"`` or
+    ``"replace_one_within_group"`` (the last only from that name: the enum has no such value)."""
+    rel = as_relation(relation, name)
+    if isinstance(relation, str) and relation.strip().lower() == REPLACE_ONE_WITHIN_GROUP:
+        return REPLACE_ONE_WITHIN_GROUP
+    return _NAMES[rel]
+
+
+def within_group(relation: Any) -> bool:
+    """Whether ``relation`` is ``"replace_one_within_group"`` (group sizes fixed between neighbours)."""
+    return relation_name(relation) == REPLACE_ONE_WITHIN_GROUP
+
+
+def covers(recorded: Any, pair: Any) -> bool:
+    """Whether a spend recorded under ``recorded`` covers neighbours related by ``pair``.
+
+    Each relation covers itself; ``"replace_one"`` also covers ``"replace_one_within_group"`` (a
+    same-group replacement is a replacement). ``"replace_one_within_group"`` covers no other
+    relation: a record moved to another group changes the group sizes, which a mechanism with
+    exact public sizes releases, so its epsilon for that pair is infinite. Add/remove and
+    replace-one do not cover each other at the recorded epsilon (a replacement is a removal and an
+    addition: group privacy of size 2).
+    """
+    rec, par = relation_name(recorded, "recorded"), relation_name(pair, "pair")
+    return rec == par or (rec == "replace_one" and par == REPLACE_ONE_WITHIN_GROUP)
 
 
 def replace_factor(relation: Any) -> float:

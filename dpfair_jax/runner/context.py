@@ -60,7 +60,7 @@ __all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "dev
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 #: Relations a privacy record may name (see docs/INTERFACES.md, ``PrivacySpend.relation``).
-RELATIONS = ("add_remove", "replace_one")
+RELATIONS = ("add_remove", "replace_one", "replace_one_within_group")
 
 #: Kinds of rows in ``claims.json``: measured claims and deterministic formula-consistency checks.
 CLAIM_KINDS = ("claim", "formula")
@@ -664,7 +664,8 @@ class RunContext:
         """Record what the run spent under ``name`` in ``privacy.json``.
 
         ``spend`` is a ``PrivacySpend`` (anything with ``to_dict()``) or a dict with at least
-        ``relation`` ("add_remove" or "replace_one"), ``unit`` (the privacy unit, one of
+        ``relation`` ("add_remove", "replace_one" or "replace_one_within_group": one record replaced
+        by another of the same group, group sizes fixed), ``unit`` (the privacy unit, one of
         ``privacy.accounting.UNITS``: "example", "sensitive_attribute", ...) and one of
         ``epsilon``/``rho``.
         ``not_covered`` names what the study computed from private data outside the spend (e.g.

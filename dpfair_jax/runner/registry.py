@@ -183,7 +183,7 @@ def default_constraint(key: str) -> Constraint | None:
     """The constraint the key's name implies (``None``: only the type and finiteness are checked).
 
     ``seed``: a whole number >= 0; ``*path``: an existing path when given; ``delta``: in [0, 1);
-    ``*fraction``/``*frac``: in (0, 1]; ``relation``: "add_remove" or "replace_one"; counts and
+    ``*fraction``/``*frac``: in (0, 1]; ``relation``: "add_remove", "replace_one" or "replace_one_within_group"; counts and
     sizes (``seeds``, ``trials``, ``epochs``, ``steps``, ``batch_size``, ``n``, ``ks``, ...): whole
     numbers > 0 (a fraction where the default is one, e.g. ``val_size=0.15``); row limits
     (``*rows``): whole numbers >= 0, 0 meaning every row; learning rates (``lr*``,
@@ -203,7 +203,7 @@ def default_constraint(key: str) -> Constraint | None:
     if last in ("fraction", "frac"):
         return Constraint(0, 1, low_open=True)
     if last == "relation":
-        return Constraint(choices=("add_remove", "replace_one"))
+        return Constraint(choices=("add_remove", "replace_one", "replace_one_within_group"))
     if tokens[0] in ("n", "num") and len(tokens) > 1:
         return _positive(integer=True)
     if tokens[0] == "clip" or last in ("clip", "clips"):

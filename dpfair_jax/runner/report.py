@@ -42,7 +42,8 @@ _LEGACY = {"passed": "holds", "failed": "fails"}
 
 _UNITS = {"example": "example (one record)", "sensitive_attribute": "sensitive attribute only",
           "group_member": "group member", "user": "user (all of one user's records)"}
-_RELATIONS = {"add_remove": "add/remove", "replace_one": "replace-one"}
+_RELATIONS = {"add_remove": "add/remove", "replace_one": "replace-one",
+              "replace_one_within_group": "replace-one within a group (sizes fixed; not across groups)"}
 
 
 # ---------------------------------------------------------------------------------------------

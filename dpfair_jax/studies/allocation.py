@@ -14,8 +14,8 @@ random numbers), scored by the population MSPE ``(theta - beta_k)^2 + sigma_k^2`
   rho``, ``G = 1``).
 - :func:`trial_chunk_size`, :func:`budget_batch`: the program's batching rules.
 
-Privacy: every run is ``rho``-zCDP under the settings' relation (``"replace_one"``, the paper's
-setting, by default; ``"add_remove"`` charges noisy group counts ``count_fraction`` of ``rho``):
+Privacy: every run is ``rho``-zCDP under the settings' relation (``"replace_one_within_group"``:
+one record replaced by another of the same group, sizes public, the paper's setting, by default; ``"add_remove"`` charges noisy group counts ``count_fraction`` of ``rho``):
 the spend of :func:`dpfair_jax.algorithms.budget_tailoring.privacy` for its config and budget.
 A budget ``rho = inf`` is each method's non-private limit. The data here are simulated.
 """
@@ -61,7 +61,7 @@ SETTINGS: dict[str, Any] = dict(
     stats_bound_x=3.0,
     stats_bound_y=30.0,
     scaling="group_mean",
-    relation="replace_one",  # public group sizes (the paper's setting); "add_remove": noisy counts
+    relation="replace_one_within_group",  # public group sizes (the paper's setting); "add_remove": noisy counts
     count_fraction=0.05,  # share of rho for the noisy counts under add_remove (unused otherwise)
     delta=1e-5,
     clipped_sums="table",  # "table" (exact, O(log n) per step) or "direct" (sum over examples)
@@ -72,7 +72,7 @@ def method_configs(settings: dict[str, Any]) -> dict[str, bt.Config]:
     """The static :class:`budget_tailoring.Config` of each method for the given settings."""
     common = dict(steps=int(settings["steps"]), box=float(settings["box"]),
                   scaling=settings.get("scaling", "group_mean"),
-                  relation=settings.get("relation", "replace_one"))
+                  relation=settings.get("relation", "replace_one_within_group"))
     return {
         "dpse": bt.Config(method="dpse", **common),
         "dpnose": bt.Config(method="pooled", **common),

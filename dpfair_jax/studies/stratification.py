@@ -23,19 +23,20 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax.algorithms import mean_estimation as me
+from dpfair_jax.privacy.relations import within_group
 
 __all__ = ["mixture_trial"]
 
 
 def mixture_trial(key: jax.Array, n_tot: Any, k: Any, alpha: Any, *, n_max: int, k_max: int,
                   rhos: Any, center: float = 0.0, radius: float = 3.0,
-                  relation: str = "replace_one") -> dict[str, jax.Array]:
+                  relation: str = "replace_one_within_group") -> dict[str, jax.Array]:
     """One run of the Fig. 3 study at traced ``(n_tot, k, alpha)`` (rows padded to ``n_max``, groups
     to ``k_max``): the reference generator (``safe_dir_draw``, rounded sizes, ``mu_i ~ N(0, 1)``,
     unit variance), a Bernoulli(1/2) private/public split, and the absolute errors against the
     private half's mean of COINPRESS, StratCOINPRESS (exact private-half sizes as weights under
-    ``relation="replace_one"``, where they are public by the relation; the noisy counts under
-    ``"add_remove"``), Pub-StratCOINPRESS, StratCOINPRESS under add/remove with its default noisy
+    ``relation="replace_one_within_group"``, where they are public by the relation; the noisy
+    counts under ``"add_remove"`` and ``"replace_one"``), Pub-StratCOINPRESS, StratCOINPRESS under add/remove with its default noisy
     counts (``strat_add_remove``, always computed) and the public code's non-private stratified
     mean."""
     kd, km, kx, ks, k1, k2, k3 = jax.random.split(key, 7)
@@ -66,10 +67,11 @@ def mixture_trial(key: jax.Array, n_tot: Any, k: Any, alpha: Any, *, n_max: int,
     w_pub = jnp.concatenate([c_pub[:k_max], pad0])
     emp = jnp.sum(jnp.where(priv, x, 0.0)) / jnp.maximum(jnp.sum(priv), 1.0)
     opts = dict(center=center, radius=radius, rhos=rhos, relation=relation)
+    public_sizes = within_group(relation)  # exact sizes public only within a group
     glob = me.stratified_coinpress(k1, x, jnp.where(priv, 0, 1).astype(jnp.int32), 2,
                                    weights=jnp.array([1.0, 0.0]), **opts).estimate[0]
-    # replace-one: the exact private-half sizes are public by the relation (the paper's weights);
-    # add/remove: the estimator's noisy counts are the weights (exact sizes would be released).
+    # replace-one within a group: the exact private-half sizes are public by the relation (the
+    # paper's weights); add/remove and replace-one: the estimator's noisy counts are the weights (exact sizes would be released).
     # Noisy weights are renormalized over the k active strata (k is public; the padding group and
     # the strata beyond k are empty by construction).
     act = jnp.concatenate([active, jnp.zeros((1,), bool)])
@@ -79,8 +81,8 @@ def mixture_trial(key: jax.Array, n_tot: Any, k: Any, alpha: Any, *, n_max: int,
         return (w / jnp.maximum(jnp.sum(w), 1e-12)) @ out.group_means[:, 0]
 
     st = me.stratified_coinpress(k2, x, s_priv, k_max + 1,
-                                 weights=w_exact if relation == "replace_one" else None, **opts)
-    st_est = st.estimate[0] if relation == "replace_one" else noisy_weight_estimate(st)
+                                 weights=w_exact if public_sizes else None, **opts)
+    st_est = st.estimate[0] if public_sizes else noisy_weight_estimate(st)
     wp = jnp.where(st.present, w_pub, 0.0)
     pub_est = (wp / jnp.maximum(jnp.sum(wp), 1e-12)) @ st.group_means[:, 0]
     # StratCOINPRESS under add/remove on its default path: noisy counts (count_rho = 0.1 sum(rhos))

@@ -35,9 +35,10 @@ Choices the paper leaves open, made once here and exposed in the config (notes C
   gradient having no group losses.
 * Common random numbers: a trial's key draws its data once per scenario; every budget and method
   uses that data with its own noise key (paired comparisons).
-* Privacy: every run is ``rho``-zCDP under ``relation="replace_one"`` (the kit's default and the
-  paper's setting): group membership and sizes are public, a neighbour replaces one record by
-  another of the same group, so clipped gradient sums have sensitivity ``2 Delta``. The budgets
+* Privacy: every run is ``rho``-zCDP under ``relation="replace_one_within_group"`` (the kit's
+  default and the paper's setting): group membership and sizes are public, a neighbour replaces one
+  record by another of the same group, so clipped gradient sums have sensitivity ``2 Delta``; a
+  record moving to another group is not covered (the exact sizes differ). The budgets
   and the spend recorded in ``privacy.json`` (one entry per method and budget) are those of
   :func:`budget_tailoring.privacy`. ``--set relation=add_remove`` runs the add/remove variant
   (noisy group counts, ``count_fraction`` of each budget).

@@ -22,7 +22,7 @@ QUICK: dict[str, Any] = {
     # mixture (Fig. 3)
     "ns": [4000, 12000, 20000], "ks": [3, 12], "alphas": [0.3, 1.0, 10.0], "runs": 20,
     "rho": 0.5, "rho_split": [0.25, 0.75], "center": 0.0, "radius": 3.0, "chunk_size": 256,
-    "relation": "replace_one",
+    "relation": "replace_one_within_group",
     # strata (Fig. 2)
     "variables": ["hours-per-week", "education-num", "age"],
     "strata_columns": ["sex", "race", "age_bucket", "marital-status", "native_us"],

@@ -285,19 +285,19 @@ def run_theory(config: dict, ctx: Any):
 # ------------------------------------------------------------------------------------------------
 # mixture (Fig. 3)
 # ------------------------------------------------------------------------------------------------
-def coinpress_noise_std(n: Any, rhos: Any, radius: float = 3.0, relation: str = "replace_one",
+def coinpress_noise_std(n: Any, rhos: Any, radius: float = 3.0, relation: str = "replace_one_within_group",
                        beta: float = 0.01) -> np.ndarray:
     """Std of the last COINPRESS step's Gaussian noise on the mean, written out from Biswas et al.
     (2020) Alg. 1 in one dimension with the reference code's constants (independent of the kit's
     helpers): ``gamma = sqrt(1 + 2 sqrt(log(1/beta)) + 2 log(1/beta))`` (3.808185 at beta = 0.01),
     ``r_0 = radius``, and per step ``t`` with budget ``rho_t``:
     ``C_t = min(sqrt(r^2 + 6 r + gamma^2), r + gamma)``, ``sigma_t = Delta C_t / (n sqrt(2 rho_t))``
-    (``Delta = 2`` replace-one, 1 add/remove), ``r_t = gamma sqrt(1/n + sigma_t^2)``. The radii do
+    (``Delta = 2`` under either replace-one relation, 1 add/remove), ``r_t = gamma sqrt(1/n + sigma_t^2)``. The radii do
     not depend on the data, so ``sigma_T`` is a function of ``n`` alone. Vectorized over ``n``."""
     n = np.asarray(n, np.float64)
     lb = math.log(1.0 / beta)
     gamma = math.sqrt(1.0 + 2.0 * math.sqrt(lb) + 2.0 * lb)
-    delta_sens = 2.0 if relation == "replace_one" else 1.0
+    delta_sens = 1.0 if relation == "add_remove" else 2.0
     r = np.full_like(n, float(radius))
     sigma = np.zeros_like(n)
     for rho_t in np.asarray(rhos, np.float64).ravel():
@@ -517,7 +517,7 @@ def run_strata(config: dict, ctx: Any):
     runs = int(config["strata_runs"])
 
     arrays = {"X": Xj, "S": Sj, "W": Wj, "glob": glob_s, "c0": c0, "r0": r0, "scale": scale}
-    replace_one = config["relation"] == "replace_one"
+    public_sizes = config["relation"] == "replace_one_within_group"  # exact sizes public only within a group
 
     def one(key, data, combo, variable):  # data passed as arguments (not baked-in constants)
         combo_idx, var_idx = combo, variable
@@ -530,10 +530,10 @@ def run_strata(config: dict, ctx: Any):
         g = me.stratified_coinpress(k1, x, glob_s, 2, weights=jnp.array([1.0, 0.0]), **opts).estimate[0]
         counts = jax.ops.segment_sum(jnp.ones_like(x), s, num_segments=K)
         w_exact = jnp.where(jnp.arange(K) < K - 1, counts, 0.0)
-        # replace-one: exact private-half sizes (public by the relation); add/remove: the noisy
-        # counts, renormalized over the strata kept on the public half
-        st = me.stratified_coinpress(k2, x, s, K, weights=w_exact if replace_one else None, **opts)
-        if replace_one:
+        # replace-one within a group: exact private-half sizes (public by the relation); add/remove
+        # and replace-one: the noisy counts, renormalized over the strata kept on the public half
+        st = me.stratified_coinpress(k2, x, s, K, weights=w_exact if public_sizes else None, **opts)
+        if public_sizes:
             st_est = st.estimate[0]
         else:
             w_noisy = jnp.where(Wj[combo_idx] > 0, st.weights, 0.0)

@@ -62,12 +62,16 @@ Departures from the paper (corrected default, literal behaviour behind an option
 Neighbouring relation (``Config.relation``, the names of ``dp_accounting.NeighboringRelation`` and
 ``dpfair_jax.privacy.accounting.RELATIONS``):
 
-* ``"replace_one"`` (default; the paper's bounded DP with its public group sizes, Sec. 2): group
-  membership and the sizes ``n_k`` (so ``n``) are public, and a neighbour replaces one record by
-  another record *of the same group*. The sizes are then the same in both worlds and dividing by
-  them is post-processing. Sensitivities (``dpfair_jax.privacy.relations``): clipped
-  gradient sums ``2 Delta``, ``X^T y`` ``2 U_x U_y``, the upper triangle of ``X^T X``
-  ``sqrt(2) U_x^2``, sums of values in ``[0, B]`` (clipped losses, squared residuals) ``B``.
+* ``"replace_one_within_group"`` (default; the paper's bounded DP with its public group sizes,
+  Sec. 2): group membership and the sizes ``n_k`` (so ``n``) are public, and a neighbour replaces
+  one record by another record *of the same group*. The sizes are then the same in both worlds and
+  dividing by them is post-processing. Sensitivities (``dpfair_jax.privacy.relations``, the
+  replace-one column): clipped gradient sums ``2 Delta``, ``X^T y`` ``2 U_x U_y``, the upper
+  triangle of ``X^T X`` ``sqrt(2) U_x^2``, sums of values in ``[0, B]`` (clipped losses, squared
+  residuals) ``B``. A record that moves to another group is *not* covered: the run divides by the
+  exact ``n_k`` and reports them (``Diagnostics.counts``), so that pair is told apart with
+  certainty (epsilon = inf; the audit's ``cross_group`` variant). General ``"replace_one"`` is
+  therefore refused.
 * ``"add_remove"``: one record added or removed. Then ``n_k`` differs between neighbours and
   a release divided by the exact ``n_k`` is not zCDP (the mean moves by up to twice the
   clipped-sum sensitivity and its variance changes). Every run therefore first releases noisy
@@ -75,10 +79,12 @@ Neighbouring relation (``Config.relation``, the names of ``dp_accounting.Neighbo
   charged to the ledger, and uses ``max(noisy n_k, 1)`` wherever the paper uses ``n_k`` (stage-1
   standard errors, stage-2 normalisation, ``n`` of the pooled baseline); stage 1 and stage 2
   share the remaining ``(1 - count_fraction) rho``. Sensitivities: ``Delta``, ``U_x U_y``,
-  ``U_x^2``, ``B``.
+  ``U_x^2``, ``B``. The spend covers adding or removing one record (of any group) at ``rho``; a
+  record moving between groups is a removal and an addition, covered only by group privacy
+  (``4 rho``-zCDP for two add/remove steps), and is not what the record claims.
 
 Privacy (whole DPSE run): ``rho``-zCDP, ``rho = rho_c + tau + mu`` by composition (Lemma D.1;
-``rho_c = 0`` under replace-one), under ``Config.relation``. The per-group charges of stage 2
+``rho_c = 0`` within a group), under ``Config.relation``. The per-group charges of stage 2
 are summed over groups (the paper's accounting, Lemmas B.2-B.3); as the groups are disjoint this
 is an upper bound. :func:`budget_ledger` itemises the charges and checks they add up to rho;
 :func:`privacy` states the spend and its relation. ``Diagnostics.fraction_clipped`` is computed

@@ -61,7 +61,8 @@ def fit(key: jax.Array, data: Dataset, hparams: Hyperparams = Hyperparams(),
     ``jax.jit(jax.vmap(...))`` over keys and budgets works.
 
     Privacy: ``rho``-zCDP (Lemmas 4.1, 4.2, B.3 and composition) under ``config.relation``:
-    ``"replace_one"`` (default) with public group membership and sizes, or ``"add_remove"`` with
+    ``"replace_one_within_group"`` (default) with public group membership and sizes (a record
+    moving to another group is not covered), or ``"add_remove"`` with
     the sizes released as noisy counts inside the budget; ``method="nonprivate"`` is not private.
     :func:`privacy` states the spend; :func:`budget_ledger` itemises it.
     """

@@ -23,12 +23,15 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import mechanisms as _mech
-from dpfair_jax.privacy.relations import (ADD_REMOVE, as_relation, bounded_sum_sensitivity, clipped_sum_sensitivity,
-                                          gram_sensitivity, histogram_sensitivity, relation_name)
+from dpfair_jax.privacy.relations import (ADD_REMOVE, REPLACE_ONE_WITHIN_GROUP, as_relation, bounded_sum_sensitivity,
+                                          clipped_sum_sensitivity, gram_sensitivity, histogram_sensitivity,
+                                          relation_name)
 
-__all__ = ["Config", "Hyperparams", "Diagnostics", "METHODS", "num_draws"]
+__all__ = ["Config", "Hyperparams", "Diagnostics", "METHODS", "RELATIONS", "num_draws"]
 
 METHODS = ("dpse", "equal", "pooled", "nonprivate")
+#: The relations a run covers: replace-one within a group (public sizes) and add/remove (noisy counts).
+RELATIONS = (REPLACE_ONE_WITHIN_GROUP, "add_remove")
 _F_NAMES = ("sum", "mean", "max")
 _G_NAMES = ("bgl", "max")
 
@@ -56,11 +59,14 @@ class Config:
         ``g(l, thresholds)`` of the K group losses (differentiated with ``jax.grad``).
       scaling: ``"group_mean"`` (default, noise on clipped sums then divide by ``n_k``) or
         ``"paper"`` (Algorithm 2 lines 10-14 / Algorithm 3 line 8 literally).
-      relation: ``"replace_one"`` (default: public group membership and sizes, one record
-        replaced by another of the same group) or ``"add_remove"`` (noisy group counts, charged
-        ``count_fraction * rho``, as denominators); see the module docstring. A
-        ``dp_accounting.NeighboringRelation`` is accepted and stored by its name; the retired
-        ``"swap"`` is refused at construction (it is ``"replace_one"``).
+      relation: ``"replace_one_within_group"`` (default: public group membership and sizes, one
+        record replaced by another of the same group; a record moving to another group changes
+        the exact sizes the run divides by, so that pair is not covered) or ``"add_remove"``
+        (noisy group counts, charged ``count_fraction * rho``, as denominators); see the module
+        docstring. ``"replace_one"`` (any replacement, across groups too) is refused at
+        construction, as are ``NeighboringRelation.REPLACE_ONE`` (which cannot say "within a
+        group") and the retired ``"swap"``; ``NeighboringRelation.ADD_OR_REMOVE_ONE`` is stored
+        by its name.
       stage1_clip: ``"delta_sq"`` (clip squared residuals to ``[0, Delta^2]``, noise for
         ``Delta^2``) or ``"paper"`` (``[0, Delta]``, Algorithm 1 line 17 literally; noise for
         ``max(Delta, Delta^2)``).
@@ -79,7 +85,7 @@ class Config:
     f: str | Callable = "sum"
     g: str | Callable = "bgl"
     scaling: str = "group_mean"
-    relation: str = "replace_one"
+    relation: str = REPLACE_ONE_WITHIN_GROUP
     stage1_clip: str = "delta_sq"
     se_denominator: str = "n"
     fit_intercept: bool = False
@@ -88,7 +94,15 @@ class Config:
 
     def __post_init__(self) -> None:
         # one spelling in records: the relation's name (as_relation refuses "swap" with a pointer)
-        object.__setattr__(self, "relation", relation_name(self.relation))
+        relation = relation_name(self.relation)
+        if relation not in RELATIONS:
+            raise ValueError(
+                f"relation={self.relation!r} is not covered by budget tailoring: with public sizes "
+                f"the run divides by the exact group sizes, which a record moving to another group "
+                f"changes (epsilon = inf for that neighbour). Use relation='{REPLACE_ONE_WITHIN_GROUP}' "
+                "(the default: one record replaced by another of the same group) or 'add_remove' "
+                "(noisy group counts, charged).")
+        object.__setattr__(self, "relation", relation)
 
     def validate(self) -> "Config":
         v.check_choice("method", self.method, METHODS)
@@ -120,7 +134,7 @@ class Hyperparams(NamedTuple):
     ``G``. ``thresholds``: BGL thresholds ``eta_k`` (scalar or ``[K]``). ``stats_bound_x`` and
     ``stats_bound_y``: ``U`` of Lemma C.1 for the rows of X and for y. ``count_fraction``: share
     of rho spent on the noisy group counts under ``relation="add_remove"`` (unused, and not
-    charged, under ``"replace_one"``).
+    charged, under ``"replace_one_within_group"``).
     """
 
     rho: Any = 1.0
@@ -297,7 +311,7 @@ def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
         raise ValueError(f"thresholds must be a scalar or have shape ({data.num_groups},), got {th}.")
     v.check_positive("stats_bound_x", hp.stats_bound_x)
     v.check_positive("stats_bound_y", hp.stats_bound_y)
-    if cfg.se_denominator == "n_minus_d" and cfg.relation == "replace_one":
+    if cfg.se_denominator == "n_minus_d" and cfg.relation != "add_remove":
         # public sizes only; under add/remove the noisy denominator is clamped (max(n_k - P, 1))
         p = data.d + int(cfg.fit_intercept)
         if np.min(data.group_sizes()) <= p:

@@ -69,7 +69,7 @@ class BudgetLedger:
     ``relation`` names the neighbouring relation the charges hold under.
     """
 
-    def __init__(self, relation: Any = "replace_one") -> None:
+    def __init__(self, relation: Any = "replace_one_within_group") -> None:
         self.relation = relation_name(relation)
         self.charges: dict[str, np.ndarray] = {}
 
@@ -93,8 +93,8 @@ def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction:
     """Itemise a run's zCDP spend from the released allocation ``se`` ([..., K]).
 
     Under ``relation="add_remove"``: ``counts`` gets ``count_fraction * rho`` (the noisy group
-    counts) and the stages share the rest; under ``"replace_one"`` the sizes are public and
-    nothing is charged for them. Stage 1: ``X^T X`` and ``X^T y`` get ``tau_k/2`` each and each
+    counts) and the stages share the rest; under ``"replace_one_within_group"`` the sizes are
+    public and nothing is charged for them. Stage 1: ``X^T X`` and ``X^T y`` get ``tau_k/2`` each and each
     group's SE ``tau_k``, ``tau_k = tau/(K+1)``. Stage 2: per group ``mu s_k^2`` over the T
     iterations (split in halves between gradient and loss for Algorithm 2). The result should sum
     to ``rho`` (checked with ``assert_total``); with a wrong allocation (``sum s^2 != 1``) it does
@@ -138,10 +138,11 @@ def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction:
 
 
 def _privacy_notes(config: Config) -> str:
-    if config.relation == "replace_one":
+    if config.relation != "add_remove":
         rel = ("replace-one within a group: group membership and the sizes n_k are public, a "
                "record is replaced by another record of the same group (sensitivities 2 Delta, "
-               "2 U_x U_y, sqrt(2) U_x^2; [0, B] sums B)")
+               "2 U_x U_y, sqrt(2) U_x^2; [0, B] sums B); a record moving to another group is "
+               "not covered (the exact sizes differ: epsilon = inf)")
     else:
         rel = ("add/remove-one: the group sizes are released as noisy counts (Gaussian, "
                "sensitivity 1, count_fraction x rho of the budget) and used as denominators "
@@ -159,8 +160,8 @@ def privacy(config: Config, rho: Any, delta: float = 1e-5):
     delta)``, under ``config.relation``.
 
     Returns ``accounting.PrivacySpend`` with ``relation = config.relation`` and notes that say what
-    is public (replace-one: group membership and sizes) or paid for (add/remove: the noisy
-    counts, inside ``rho``); the conversion is the paper's ``epsilon = rho + 2 sqrt(rho log
+    is public (``"replace_one_within_group"``: group membership and sizes; no cross-group
+    neighbour is covered) or paid for (add/remove: the noisy counts, inside ``rho``); the conversion is the paper's ``epsilon = rho + 2 sqrt(rho log
     1/delta)`` (Bun & Steinke 2016, Prop. 1.3).
     """
     config.validate()

@@ -25,7 +25,7 @@ __all__ = ["group_noise_stds", "noisy_group_release", "stage2_descent"]
 
 
 def group_noise_stds(se: Any, mu: Any, steps: int, clip: Any, *, fairness: bool = False,
-                     relation: Any = "replace_one") -> tuple[jax.Array, jax.Array]:
+                     relation: Any = "replace_one_within_group") -> tuple[jax.Array, jax.Array]:
     """Per-group Gaussian noise stds on the clipped gradient and loss sums (Algorithms 2 and 3).
 
     Algorithm 3 gives group k the budget ``mu_T = mu s_k^2 / T`` per iteration, so the gradient

@@ -21,11 +21,19 @@ in the recombination and a ``present = False`` flag; they never produce NaN.
 
 Neighbouring relations (``relation=``, a name or :class:`dp_accounting.NeighboringRelation`):
 
-- ``"replace_one"`` (default; the paper's and the reference code's sensitivity ``2 range / n``):
-  one record is replaced by another **in the same stratum**, so group sizes are identical in
-  neighbouring data sets and are public by construction of the relation (the paper: "access to
-  public weights"). The exact sizes are then used as denominators and weights (eqs. 2-3 as
-  printed), and the spend is the estimator's own budget.
+- ``"replace_one_within_group"`` (default; the paper's and the reference code's sensitivity
+  ``2 range / n``): one record is replaced by another **in the same stratum**, so group sizes are
+  identical in neighbouring data sets and are public by construction of the relation (the paper:
+  "access to public weights"). The exact sizes are then used as denominators and weights (eqs.
+  2-3 as printed), and the spend is the estimator's own budget. A record moving to another
+  stratum is **not** covered: the released exact ``sizes`` tell such neighbours apart with
+  certainty (epsilon = inf; the audit's ``cross_group`` variant). For one group it is replace-one
+  with ``n`` public.
+- ``"replace_one"``: one record is replaced by any other, possibly of another stratum, so two
+  group sizes may change by one. The sizes are then released as noisy counts (sensitivity
+  ``sqrt 2``), as under add/remove below, charged on top of the budget; each group's sum is noised
+  for the replace-one sensitivity ``2 range``, which covers the removal from one stratum plus the
+  addition to another (``range`` each).
 - ``"add_remove"``: one record is added or removed, so one group size changes by 1 and exact
   sizes would tell the neighbours apart with certainty (released in ``sizes`` and ``radius``, and
   through every clip width, noise scale and denominator that depends on them). Under add/remove
@@ -39,8 +47,8 @@ Neighbouring relations (``relation=``, a name or :class:`dp_accounting.Neighbori
   :func:`laplace_privacy` report. The clipped sum of centred values has sensitivity ``C`` (half of
   replace-one).
 
-``count_rho`` may also be passed under replace-one (counts noised with sensitivity ``sqrt 2``, so
-that a record may move between strata); ``weights=`` takes public recombination weights (e.g.
+``count_rho`` may also be passed under either replace-one relation (counts noised with
+sensitivity ``sqrt 2``, so that a record may move between strata); ``weights=`` takes public recombination weights (e.g.
 :func:`public_weights` of a disjoint public half, the paper's Pub-StratCOINPRESS).
 
 Privacy: every estimator draws its noise through :mod:`dpfair_jax.privacy.mechanisms` and takes

@@ -56,13 +56,14 @@ def _laplace_core(key, x, s, num_groups, R, gamma, epsilon, weights, relation, v
 @full_precision
 def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, R: Any,
                             gamma: Any, epsilon: Any, weights: Any = None,
-                            relation: str = "replace_one", variant: str = "corrected",
+                            relation: str = "replace_one_within_group", variant: str = "corrected",
                             count_rho: Any = None) -> StratifiedEstimate:
     """Stratified clipped Laplace mean (paper eqs. 2-3): per group, clip to ``[-(R+s_g), R+s_g]``
     with ``s_g = sqrt(log(n_g / gamma))``, sum, add ``Lap(d Delta_g / epsilon)`` with ``Delta_g = 2(R+s_g)``
     (replace-one) or ``R+s_g`` (add/remove), divide by ``n_g``; recombine ``sum_g w_g mu_g``.
 
-    ``n_g`` is the exact size under replace-one (eq. 2 as printed). Under add/remove it is the
+    ``n_g`` is the exact size under replace-one within a stratum (eq. 2 as printed). Under
+    add/remove and general replace-one (``count_rho`` by default, :func:`resolve_count_rho`) it is the
     noisy count ``n~_g = n_g + N(0, 1/(2 count_rho))`` (departure from eq. 2, whose exact ``|G_i|``
     differs between neighbours), used for ``s_g``, the Laplace scale, the denominator, the weights
     and the returned ``sizes``; ``count_rho`` defaults to ``DEFAULT_COUNT_FRACTION * epsilon^2 / 2``.
@@ -72,8 +73,10 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
 
     Privacy: replace-one within a stratum (public sizes), no ``count_rho``: ``epsilon``-DP (pure)
     per group with the full budget, so ``epsilon``-DP overall by parallel composition (Prop. 7).
-    Add/remove, or ``count_rho`` given: ``(epsilon^2 / 2 + count_rho)``-zCDP (the Laplace releases
-    as ``epsilon^2/2``-zCDP, plus the Gaussian counts); :func:`laplace_privacy` gives the spend.
+    Add/remove, replace-one (a record may move between strata: two groups' sums change, each by at
+    most half the noise's sensitivity), or ``count_rho`` given: ``(epsilon^2 / 2 +
+    count_rho)``-zCDP (the Laplace releases as ``epsilon^2/2``-zCDP, plus the Gaussian counts);
+    :func:`laplace_privacy` gives the spend.
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_epsilon(epsilon)
@@ -95,7 +98,7 @@ def _laplace_run(key, x, s, num_groups, *, R, gamma, epsilon, weights, relation,
 
 @full_precision
 def laplace_mean(key: jax.Array, x: Any, *, R: Any, gamma: Any, epsilon: Any,
-                 relation: str = "replace_one", variant: str = "corrected",
+                 relation: str = "replace_one_within_group", variant: str = "corrected",
                  count_rho: Any = None) -> jax.Array:
     """Global clipped Laplace mean ``p_hat`` (paper Sec. 4, eq. 1): ``[d]`` (or a scalar for 1-D ``x``).
 
@@ -104,7 +107,8 @@ def laplace_mean(key: jax.Array, x: Any, *, R: Any, gamma: Any, epsilon: Any,
     the noisy count ``n + N(0, 1/(2 count_rho))`` everywhere it enters (eq. 1 uses the exact ``n``,
     which differs between neighbours); see :func:`stratified_laplace_mean`.
 
-    Privacy: replace-one (``n`` public): ``epsilon``-DP. Add/remove: ``(epsilon^2/2 +
+    Privacy: replace-one within the one group (``n`` public; the default): ``epsilon``-DP. Add/remove
+    or general replace-one (noisy ``n``): ``(epsilon^2/2 +
     count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * epsilon^2 / 2``
     (:func:`laplace_privacy`).
     """
@@ -141,21 +145,21 @@ def _centered_clipped_sums(x, s, num_groups, c, C):
 @full_precision
 def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, center: Any,
                              clip: Any, rho: Any, weights: Any = None,
-                             relation: str = "replace_one", count_rho: Any = None
+                             relation: str = "replace_one_within_group", count_rho: Any = None
                              ) -> StratifiedEstimate:
     """Stratified Gaussian mean: per group ``c + (sum clip_C(x - c) + N(0, sigma^2 I)) / n_g`` with
     ``sigma = Delta / sqrt(2 rho)``, ``Delta = 2C`` (replace-one) or ``C`` (add/remove); recombined
     with weights ``w`` (notes A3: with exact sizes the recombined noise variance is
     ``sum_g (Delta_g/n)^2 / (2 rho)``, ``k`` times the global one for equal clips).
 
-    ``n_g`` is the exact size under replace-one, the noisy count ``n_g + N(0, 1/(2 count_rho))``
-    under add/remove (denominator, weights and returned ``sizes``; ``count_rho`` defaults to
+    ``n_g`` is the exact size under replace-one within a stratum, the noisy count ``n_g + N(0, 1/(2
+    count_rho))`` under add/remove and general replace-one (denominator, weights and returned ``sizes``; ``count_rho`` defaults to
     ``DEFAULT_COUNT_FRACTION * rho``). ``clip`` is a scalar or ``[k]`` (traced); ``center`` is
     ``[d]`` or ``[k, d]``.
 
     Privacy: replace-one within a stratum (public sizes): ``rho``-zCDP per group and overall
-    (parallel composition). Add/remove, or ``count_rho`` given: ``(rho + count_rho)``-zCDP
-    (:func:`gaussian_privacy`).
+    (parallel composition). Add/remove, replace-one across strata, or ``count_rho`` given: ``(rho +
+    count_rho)``-zCDP (:func:`gaussian_privacy`).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_rho(rho)
@@ -170,12 +174,13 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
 
 @full_precision
 def gaussian_mean(key: jax.Array, x: Any, *, center: Any, clip: Any, rho: Any,
-                  relation: str = "replace_one", count_rho: Any = None) -> jax.Array:
+                  relation: str = "replace_one_within_group", count_rho: Any = None) -> jax.Array:
     """Global Gaussian mean: ``c + (sum clip_C(x - c) + N(0, sigma^2 I)) / n``, ``sigma = Delta/sqrt(2 rho)``,
     ``Delta = 2C`` (replace-one, ``n`` public) or ``C`` (add/remove, ``n`` replaced by the noisy
     count ``n + N(0, 1/(2 count_rho))``).
 
-    Privacy: replace-one: ``rho``-zCDP; add/remove: ``(rho + count_rho)``-zCDP, ``count_rho``
+    Privacy: replace-one within the one group (``n`` public; the default): ``rho``-zCDP; add/remove
+    or general replace-one (noisy ``n``): ``(rho + count_rho)``-zCDP, ``count_rho``
     defaulting to ``DEFAULT_COUNT_FRACTION * rho`` (:func:`gaussian_privacy`).
     """
     v.check_threefry_key(key)

@@ -103,7 +103,7 @@ def _check_coinpress(center, radius, rhos, clip_mode, beta):
 @full_precision
 def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, center: Any = 0.0,
                          radius: Any = 3.0, rhos: Any = (0.125, 0.375), weights: Any = None,
-                         relation: str = "replace_one", clip_mode: str = "fresh",
+                         relation: str = "replace_one_within_group", clip_mode: str = "fresh",
                          beta: float = REFERENCE_BETA, count_rho: Any = None) -> StratifiedEstimate:
     """StratCOINPRESS (paper Sec. 5): COINPRESS on every group at once with the full budget.
 
@@ -115,7 +115,8 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
     and their recombination ``sum_g w_g c_g`` (eq. 3) with ``w`` = size fractions
     (StratCOINPRESS) or public ``weights`` (Pub-StratCOINPRESS).
 
-    ``n_g``: the exact size under replace-one (the reference code); under add/remove the noisy count
+    ``n_g``: the exact size under replace-one within a stratum (the reference code); under
+    add/remove and general replace-one (a record may move between strata) the noisy count
     ``n~_g = n_g + N(0, 1/(2 count_rho))`` in every step's update, radius and weight and in the
     returned ``sizes`` (departure from the reference's exact ``n``, which differs between
     add/remove neighbours); ``count_rho`` defaults to ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
@@ -124,8 +125,10 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
     the previous step's projected rows (the reference modifies ``X`` in place).
 
     Privacy: replace-one within a stratum (default; public sizes): ``sum(rhos)``-zCDP per group and
-    overall (parallel composition over disjoint strata). Add/remove, or ``count_rho`` given:
-    ``(sum(rhos) + count_rho)``-zCDP. :func:`stratified_privacy` reports either.
+    overall (parallel composition over disjoint strata); a record moving to another stratum is not
+    covered (the exact sizes differ). Add/remove, replace-one, or ``count_rho`` given:
+    ``(sum(rhos) + count_rho)``-zCDP (a move between strata changes two groups' centred clipped
+    sums by at most ``C_g`` each, within the ``2 C_g`` each is noised for). :func:`stratified_privacy` reports either.
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     _check_coinpress(center, radius, rhos, clip_mode, beta)
@@ -148,7 +151,7 @@ def _coinpress_run(key, x, s, num_groups, *, center, radius, rhos, weights, rela
 
 @full_precision
 def coinpress_mean(key: jax.Array, x: Any, *, center: Any = 0.0, radius: Any = 3.0,
-                   rhos: Any = (0.125, 0.375), relation: str = "replace_one",
+                   rhos: Any = (0.125, 0.375), relation: str = "replace_one_within_group",
                    clip_mode: str = "fresh", beta: float = REFERENCE_BETA,
                    count_rho: Any = None) -> jax.Array:
     """COINPRESS (Biswas et al. 2020, ``multivariate_mean_iterative``): ``[d]`` (scalar for 1-D ``x``).
@@ -157,7 +160,8 @@ def coinpress_mean(key: jax.Array, x: Any, *, center: Any = 0.0, radius: Any = 3
     ``B(0, 3)``, two steps with ``rho = 0.5`` split ``[1/4, 3/4]``. Under add/remove ``n`` is the
     noisy count (see :func:`stratified_coinpress`).
 
-    Privacy: replace-one (``n`` public): ``sum(rhos)``-zCDP; add/remove: ``(sum(rhos) +
+    Privacy: replace-one within the one group (``n`` public; the default): ``sum(rhos)``-zCDP;
+    add/remove or general replace-one (noisy ``n``): ``(sum(rhos) +
     count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
     """
     v.check_threefry_key(key)

@@ -6,9 +6,10 @@ privacy budget, the clip widths and centres); ``sizes`` are the per-group sizes 
 of ``num_groups`` entries; the accounting only needs their number, since the strata are disjoint
 and each is fitted with the full budget).
 
-Group sizes (``config.counts``): ``"auto"`` uses the exact sizes under ``"replace_one"`` (public by
-that relation, the paper's setting) and Gaussian noisy counts under ``"add_remove"``;
-``"noisy"`` releases noisy counts under either relation. Noisy counts cost ``count_rho =
+Group sizes (``config.counts``): ``"auto"`` uses the exact sizes under
+``"replace_one_within_group"`` (public by that relation, the paper's setting) and Gaussian noisy
+counts under ``"add_remove"`` and ``"replace_one"`` (a record may move to another stratum);
+``"noisy"`` releases noisy counts under every relation. Noisy counts cost ``count_rho =
 config.count_fraction x`` the estimator's own zCDP budget, charged on top of it (the rule of
 :func:`~dpfair_jax.algorithms.mean_estimation.resolve_count_rho`).
 
@@ -49,8 +50,9 @@ class MeanConfig:
 
     ``method``: ``"laplace"`` (clipped Laplace mean, eqs. 2-3), ``"gaussian"`` (clipped Gaussian
     mean) or ``"coinpress"`` (StratCOINPRESS, Sec. 5). ``num_groups``: the number of strata.
-    ``relation``: ``"replace_one"`` (one record replaced within its stratum; sizes public) or
-    ``"add_remove"``. ``counts``: ``"auto"`` or ``"noisy"`` (module docstring);
+    ``relation``: ``"replace_one_within_group"`` (one record replaced within its stratum; sizes
+    public; a record moving to another stratum is not covered), ``"replace_one"`` (any
+    replacement; noisy counts) or ``"add_remove"`` (noisy counts). ``counts``: ``"auto"`` or ``"noisy"`` (module docstring);
     ``count_fraction``: the count budget over the estimator's budget. ``split``: COINPRESS's
     per-step shares of ``rho`` (its length is the number of steps). ``clip_mode``, ``beta``:
     COINPRESS's (see :func:`stratified_coinpress`); ``variant``: the Laplace clip interval.
@@ -59,7 +61,7 @@ class MeanConfig:
 
     method: str = "coinpress"
     num_groups: int = 1
-    relation: str = "replace_one"
+    relation: str = "replace_one_within_group"
     counts: str = "auto"
     count_fraction: float = DEFAULT_COUNT_FRACTION
     split: tuple[float, ...] = (0.25, 0.75)
@@ -88,7 +90,7 @@ class MeanConfig:
     @property
     def noisy_counts(self) -> bool:
         """Whether the group sizes are released as noisy counts."""
-        return self.counts == "noisy" or rel.as_relation(self.relation) is rel.ADD_REMOVE
+        return self.counts == "noisy" or not rel.within_group(self.relation)
 
     @property
     def pure(self) -> bool:
@@ -253,7 +255,7 @@ def _check_target(config: MeanConfig, target: Any) -> tuple[float, float]:
     if delta == 0.0:
         if not config.pure:
             raise ValueError("target delta = 0 (pure DP) is reachable only by method='laplace' with "
-                             "exact sizes (relation='replace_one', counts='auto'); this config's "
+                             "exact sizes (relation='replace_one_within_group', counts='auto'); this config's "
                              f"spend is zCDP, stated at config.delta={config.delta}.")
     elif not config.pure and delta != float(config.delta):
         raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "

@@ -1,9 +1,10 @@
 """Group sizes, recombination weights and the checks shared by the stratified mean estimators.
 
 Paper 003 (eqs. 2-3): the estimators divide each group's noisy sum by its size and recombine the
-group means with weights ``w_g``. Under replace-one within a stratum the sizes are public; under
-add/remove they are released as Gaussian noisy counts (:func:`noisy_counts`, budget
-:func:`resolve_count_rho`) and those replace the sizes everywhere.
+group means with weights ``w_g``. Under replace-one within a stratum
+(``"replace_one_within_group"``) the sizes are public; under add/remove and general replace-one
+(a record may move to another stratum) they are released as Gaussian noisy counts
+(:func:`noisy_counts`, budget :func:`resolve_count_rho`) and those replace the sizes everywhere.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dpfair_jax.privacy.precision import full_precision
 __all__ = ["RELATIONS", "DEFAULT_COUNT_FRACTION", "StratifiedEstimate", "resolve_count_rho",
            "public_weights", "noisy_counts"]
 
-RELATIONS = ("replace_one", "add_remove")
-# Under add/remove the group sizes are noised with count_rho = DEFAULT_COUNT_FRACTION x the
+RELATIONS = ("replace_one_within_group", "replace_one", "add_remove")
+# Under add/remove and replace-one (across strata) the group sizes are noised with count_rho = DEFAULT_COUNT_FRACTION x the
 # estimator's own zCDP budget unless count_rho is given (charged on top of that budget).
 DEFAULT_COUNT_FRACTION = 0.1
 
@@ -34,8 +35,8 @@ class StratifiedEstimate(NamedTuple):
     ``estimate [d]``: the recombined global estimate ``sum_g w_g mu_g`` (eq. 3);
     ``group_means [k, d]``: the private per-group estimates (the released group statistics);
     ``weights [k]``: the recombination weights (sum to 1 over present groups);
-    ``sizes [k]``: the sizes used as denominators: exact (replace-one, public sizes) or the noisy
-    counts (add/remove, or ``count_rho`` given), set to 0 where a noisy count is below 1;
+    ``sizes [k]``: the sizes used as denominators: exact (replace-one within a group, public sizes)
+    or the noisy counts (add/remove, replace-one, or ``count_rho`` given), set to 0 where a noisy count is below 1;
     ``present [k]``: bool, the group has at least one member (or a noisy count >= 1);
     ``radius [k]``: COINPRESS's final radius per group (the clip half-width for clipped means).
     """
@@ -74,7 +75,7 @@ def _check_data(x: Any, s: Any = None, num_groups: int = 1) -> None:
 
 
 def _check_relation(relation: Any) -> str:
-    """The relation's record name (``"add_remove"``/``"replace_one"``); "swap" is refused."""
+    """The relation's record name (one of :data:`RELATIONS`); "swap" is refused."""
     return rel.relation_name(relation)
 
 
@@ -99,11 +100,13 @@ def _check_weights(weights: Any, num_groups: int) -> None:
 def resolve_count_rho(relation: str, budget_rho: Any, count_rho: Any = None) -> Any:
     """The count budget a run actually spends on its group sizes.
 
-    ``count_rho`` if given (any relation); otherwise, under ``"add_remove"``,
-    ``DEFAULT_COUNT_FRACTION * budget_rho`` (``budget_rho`` is the estimator's own zCDP budget:
-    ``sum(rhos)`` for COINPRESS, ``rho`` for the Gaussian mean, ``epsilon^2 / 2`` for the Laplace
-    mean; traced budgets give a traced count budget); under ``"replace_one"``, ``None`` (exact
-    sizes, public by the relation). Estimators and spend functions share this one rule.
+    ``count_rho`` if given (any relation); otherwise, under ``"add_remove"`` and ``"replace_one"``
+    (where a size differs between neighbours: one record added or removed, or moved to another
+    stratum), ``DEFAULT_COUNT_FRACTION * budget_rho`` (``budget_rho`` is the estimator's own zCDP
+    budget: ``sum(rhos)`` for COINPRESS, ``rho`` for the Gaussian mean, ``epsilon^2 / 2`` for the
+    Laplace mean; traced budgets give a traced count budget); under
+    ``"replace_one_within_group"``, ``None`` (exact sizes, public by the relation). Estimators and
+    spend functions share this one rule.
 
     Privacy: the returned budget is what the noisy counts cost (``count_rho``-zCDP, Gaussian,
     sensitivity 1 under add/remove, ``sqrt 2`` under replace-one), charged on top of ``budget_rho``.
@@ -111,9 +114,9 @@ def resolve_count_rho(relation: str, budget_rho: Any, count_rho: Any = None) -> 
     relation = _check_relation(relation)
     if count_rho is not None:
         return count_rho
-    if relation == "add_remove":
-        return DEFAULT_COUNT_FRACTION * budget_rho
-    return None
+    if rel.within_group(relation):
+        return None
+    return DEFAULT_COUNT_FRACTION * budget_rho
 
 
 # ------------------------------------------------------------------------------------------------
@@ -144,7 +147,8 @@ def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
     """Group counts plus ``N(0, sigma^2)`` with ``sigma = Delta / sqrt(2 count_rho)`` (not rounded).
 
     Privacy: ``count_rho``-zCDP. ``Delta = 1`` under add/remove (one count changes by 1) and
-    ``sqrt 2`` under replace-one (a record may move between strata: two counts change by 1).
+    ``sqrt 2`` under replace-one, within a group too (a record may move between strata: two
+    counts change by 1; within a group none does, so ``sqrt 2`` is an upper bound there).
     """
     v.check_threefry_key(key)
     relation = _check_relation(relation)

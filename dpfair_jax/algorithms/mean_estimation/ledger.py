@@ -25,14 +25,15 @@ def _count_charge(relation: str, budget_rho: float, count_rho: float | None) -> 
 
 def _sizes_note(relation: str, count_rho: float | None) -> str:
     if count_rho is None:
-        return "group sizes exact and public (replace-one within a stratum)"
+        return ("group sizes exact and public (replace-one within a stratum; a record moving to "
+                "another stratum is not covered)")
     how = ("add/remove: sizes always noised" if relation == "add_remove"
-           else "replace-one across strata (count sensitivity sqrt 2)")
+           else "replace-one, a record may move across strata (count sensitivity sqrt 2)")
     return f"group sizes released as Gaussian noisy counts, count_rho = {count_rho:g} ({how})"
 
 
 def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: float | None = None,
-                      relation: str = "replace_one") -> acc.ZcdpLedger:
+                      relation: str = "replace_one_within_group") -> acc.ZcdpLedger:
     """The zCDP ledger of one stratified COINPRESS run: one charge per step (each covers all
     ``num_groups`` disjoint groups at once: parallel composition, not ``num_groups`` charges),
     plus ``group_counts`` when sizes are released as noisy counts: whenever ``count_rho`` is given
@@ -52,7 +53,7 @@ def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: floa
 
 
 def stratified_privacy(rhos: Sequence[float], num_groups: int, delta: float, *,
-                       count_rho: float | None = None, relation: str = "replace_one"
+                       count_rho: float | None = None, relation: str = "replace_one_within_group"
                        ) -> acc.PrivacySpend:
     """:class:`~dpfair_jax.privacy.accounting.PrivacySpend` of a (stratified) COINPRESS run under
     ``relation`` (zCDP -> (eps, delta), CKS): ``sum(rhos)`` plus the count budget that the run
@@ -65,7 +66,7 @@ def stratified_privacy(rhos: Sequence[float], num_groups: int, delta: float, *,
 
 
 def gaussian_privacy(rho: float, delta: float, *, num_groups: int = 1,
-                     count_rho: float | None = None, relation: str = "replace_one"
+                     count_rho: float | None = None, relation: str = "replace_one_within_group"
                      ) -> acc.PrivacySpend:
     """Spend of :func:`gaussian_mean` / :func:`stratified_gaussian_mean`: ``rho`` (parallel over
     ``num_groups`` strata) plus the count budget the run spends (:func:`resolve_count_rho`)."""
@@ -82,11 +83,11 @@ def gaussian_privacy(rho: float, delta: float, *, num_groups: int = 1,
 
 
 def laplace_privacy(epsilon: float, delta: float, *, num_groups: int = 1,
-                    count_rho: float | None = None, relation: str = "replace_one"
+                    count_rho: float | None = None, relation: str = "replace_one_within_group"
                     ) -> acc.PrivacySpend:
     """Spend of :func:`laplace_mean` / :func:`stratified_laplace_mean`.
 
-    Replace-one with public sizes: pure ``epsilon``-DP (``delta = 0``; ``rho = epsilon^2/2``
+    Replace-one within a group with public sizes: pure ``epsilon``-DP (``delta = 0``; ``rho = epsilon^2/2``
     recorded). With noisy counts (add/remove, or ``count_rho`` given): ``epsilon^2/2 + count_rho``
     zCDP, converted at ``delta`` (CKS).
     """
