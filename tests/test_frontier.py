@@ -189,6 +189,16 @@ def test_violation_gap_readings_and_paired_effect_hand_computed():
     assert est.value == pytest.approx(0.03) and est.replicates == 2
 
 
+def test_a_dominated_baseline_point_is_read_on_the_baselines_frontier():
+    # B's point at error 0.14 has violation 0.50, but B also reaches 0.12 with 0.20: B(0.14) = 0.20
+    df = _pts([("A", 1.0, 0.0, 0, 0.10, 0.30), ("A", 1.0, 1.0, 0, 0.13, 0.05),
+               ("B", 1.0, 0.0, 0, 0.12, 0.20), ("B", 1.0, 1.0, 0, 0.14, 0.50)])
+    rd = F.violation_gap_readings(df, "A", "B").sort_values("baseline_knob")
+    np.testing.assert_allclose(rd["baseline_violation"], [0.20, 0.20])
+    np.testing.assert_allclose(rd["gap"], [0.20 - 0.30, 0.20 - 0.05])
+    assert F.paired_violation_gap(df, "A", "B")["effect"].tolist() == [pytest.approx(0.025)]
+
+
 def test_paired_violation_gap_refuses_bad_input():
     df = _pts([("A", 1.0, 0.0, 0, 0.1, 0.1), ("B", 1.0, 0.0, 0, 0.1, 0.2)])
     with pytest.raises(ValueError, match="baseline='C' is not a method"):

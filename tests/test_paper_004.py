@@ -220,3 +220,12 @@ def test_quick_configs_run(tmp_path, name):
 
     res = run_experiment(registry.get(name), size="quick", root=tmp_path)
     assert res.claims
+
+
+def test_verdict_keys_are_checked_before_any_compute():
+    exp = registry.get("fermi_adult_dp")
+    ok = registry.resolve_config(exp, "full", {"auto_replicates": True, "max_replicates": 48, "target_power": 0.9})
+    assert ok["auto_replicates"] is True and ok["max_replicates"] == 48
+    for bad in ({"target_power": 1.5}, {"alpha": 0.0}, {"pilot_replicates": 1}, {"auto_replicates": 3}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            registry.resolve_config(exp, "full", bad)

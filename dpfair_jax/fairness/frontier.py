@@ -308,14 +308,16 @@ def violation_gap_readings(df: pd.DataFrame, first: str, baseline: str, *, slack
                            violation: str = "violation", replicate: str = "replicate") -> pd.DataFrame:
     """Every point of ``baseline`` set against ``first``'s frontier of the same replicate and epsilon.
 
-    For each (replicate, epsilon) and each knob value ``k`` of ``baseline`` (error ``e_k``,
-    violation ``v_k``), ``first``'s frontier of that replicate, ``F(e) = min {v_j : e_j <= e}`` over
-    its knob values (:func:`frontier_curve`), is read at ``level = e_k + slack`` and
-    ``gap = v_k - F(level)``: positive when ``first`` reaches a lower violation at (at most) the
-    baseline's error. ``reached`` is False (``gap`` NaN) when no knob value of ``first`` has an error
+    For each (replicate, epsilon) and each knob value ``k`` of ``baseline`` (error ``e_k``), the
+    baseline's own frontier of that replicate at its error, ``B(e_k) = min {v_i : e_i <= e_k}``
+    (``v_k`` unless another of its points is both more accurate and fairer: a dominated point does
+    not count against the baseline), is set against ``first``'s frontier of the same replicate,
+    ``F(e) = min {v_j : e_j <= e}`` over its knob values (:func:`frontier_curve`), read at
+    ``level = e_k + slack``: ``gap = B(e_k) - F(level)``, positive when ``first`` reaches a lower
+    violation at (at most) the baseline's error. ``reached`` is False (``gap`` NaN) when no knob value of ``first`` has an error
     within the level. ``epsilons``: the epsilons to read (default: every finite epsilon both methods
     have). Returns one row per reading: replicate, epsilon, baseline_knob, baseline_error, level,
-    baseline_violation, first_violation, gap, reached.
+    baseline_violation (``B(e_k)``), first_violation, gap, reached.
     """
     _check_columns(df, [method, epsilon, knob, replicate, error, violation])
     slack = float(slack)
@@ -337,15 +339,16 @@ def violation_gap_readings(df: pd.DataFrame, first: str, baseline: str, *, slack
         for rep in sorted(set(ae[replicate]) & set(be[replicate])):
             fa = ae[ae[replicate] == rep]
             fb = be[be[replicate] == rep].sort_values(knob)
-            levels = fb[error].to_numpy(float) + slack
+            eb, vb = fb[error].to_numpy(float), fb[violation].to_numpy(float)
+            own = frontier_curve(eb, vb, eb)  # the baseline's frontier at its own points (finite)
+            levels = eb + slack
             fv = frontier_curve(fa[error].to_numpy(float), fa[violation].to_numpy(float), levels)
-            for (_, r), lvl, v in zip(fb.iterrows(), levels, fv):
+            for k_, e_, b_, lvl, v in zip(fb[knob].to_numpy(float), eb, own, levels, fv):
                 ok = bool(np.isfinite(v))
-                rows.append({replicate: rep, epsilon: eps, "baseline_knob": float(r[knob]),
-                             "baseline_error": float(r[error]), "level": float(lvl),
-                             "baseline_violation": float(r[violation]),
+                rows.append({replicate: rep, epsilon: eps, "baseline_knob": float(k_),
+                             "baseline_error": float(e_), "level": float(lvl), "baseline_violation": float(b_),
                              "first_violation": float(v) if ok else float("nan"),
-                             "gap": float(r[violation]) - float(v) if ok else float("nan"), "reached": ok})
+                             "gap": float(b_) - float(v) if ok else float("nan"), "reached": ok})
     return pd.DataFrame(rows, columns=[replicate, epsilon, "baseline_knob", "baseline_error", "level",
                                        "baseline_violation", "first_violation", "gap", "reached"])
 
@@ -357,9 +360,10 @@ def paired_violation_gap(df: pd.DataFrame, first: str, baseline: str, *, slack: 
     ``baseline`` at equal error" (paper 004, Figs 2-4, 6-9).
 
     The statistic: the mean, over the finite epsilons and over ``baseline``'s points (its knob
-    values) of one replicate, of ``baseline``'s violation minus ``first``'s frontier of the same
-    replicate read at the baseline point's error plus ``slack``
-    (:func:`violation_gap_readings`; unreached readings are left out). Why it matches the
+    values) of one replicate, of ``baseline``'s frontier at the point's error minus ``first``'s
+    frontier of the same replicate read at that error plus ``slack``
+    (:func:`violation_gap_readings`; unreached readings are left out): the two frontiers compared
+    at the errors the baseline actually reaches. Why it matches the
     statement: the paper's figures set each method's (error, violation) points side by side per
     epsilon and its text reads DP-FERMI's curve at the baseline's error ("for fixed accuracy
     level"); this is that reading, with every baseline point instead of one, pooled over the

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CONFIGS", "PAPER_MARGINS"]
+from dpfair_jax.runner.registry import Constraint
+
+__all__ = ["CONFIGS", "CONSTRAINTS", "PAPER_MARGINS"]
+
+#: Ranges of the verdict keys (``--set`` is checked against them before any compute).
+CONSTRAINTS = {
+    "alpha": Constraint(0, 1, low_open=True, high_open=True, doc="the family-wise level of the verdicts"),
+    "target_power": Constraint(0, 1, low_open=True, high_open=True, doc="the power a claim is planned for"),
+    "pilot_replicates": Constraint(2, None, integer=True, doc="splits of the pilot (an sd needs 2)"),
+    "max_replicates": Constraint(2, None, integer=True, doc="the budget of splits"),
+}
 
 _INF = float("inf")
 
@@ -29,10 +39,10 @@ _TAB_FULL = {
     "score_noise": 30.0, "w_noise_ratio": 4.0, "violation_noise_ratio": 10.0,
     "slack": 0.01, "converge_tol": 0.005, "bootstrap": 10000,
     # the verdicts (dpfair_jax.runner.verdict): Bonferroni over the experiment's baselines, and the
-    # power a claim is planned for; replicates="auto" runs a pilot of pilot_replicates splits, then
-    # the count that brings the detectable effect below the paper's margin over PF-LD, at most
-    # max_replicates (the budget)
-    "alpha": 0.05, "target_power": 0.8, "pilot_replicates": 4, "max_replicates": 32, "max_rows": 0, "delta": 0.0,
+    # power a claim is planned for; auto_replicates=true (or replicates="auto" in a config given
+    # programmatically) runs a pilot of pilot_replicates splits, then the count that brings every
+    # claim's detectable effect below the paper's margin, at most max_replicates (the budget)
+    "alpha": 0.05, "target_power": 0.8, "auto_replicates": False, "pilot_replicates": 4, "max_replicates": 32, "max_rows": 0, "delta": 0.0,
     "seed": 0, "path": "",
 }
 _TAB_QUICK = dict(_TAB_FULL, replicates=2, epochs=4, batch_size=256, lams=[1.0, 8.0], runs_mean=2.0,

@@ -9,8 +9,12 @@ Registered experiments (``dpfair run NAME [--quick]``):
   over a lambda grid log-spaced up to 40 and several train/validation/test splits
   (:func:`dpfair_jax.studies.tradeoff.tradeoff_frontier_study`). Every method is tuned per
   (epsilon, lambda, split) on validation by accounted random stopping with the same budget; the
-  selection's cost is inside each run's epsilon. Claims: DP-FERMI's frontier against each
-  baseline's at equal error (DP-SGD's error + slack) with paired-bootstrap intervals, and the
+  selection's cost is inside each run's epsilon. Claims: one per baseline, "DP-FERMI reaches a
+  lower violation at equal error", decided by the verdict rule (``dpfair_jax.runner.verdict``) on one
+  paired effect per split (``dpfair_jax.fairness.frontier.paired_violation_gap``) against the
+  paper's own margin from its result files (``config.PAPER_MARGINS``; PF-LD is the paper's
+  baseline, the stochastic variant and DP-SGD the kit's own rows), with the splits each claim
+  needs (``replicates="auto"``: pilot, then that count within ``max_replicates``); and the
   lambda = 0 baseline's convergence against a non-private logistic regression.
 * ``fermi_official_code``: the public code's preset (one-cell ERMI with the group of cell 0 named,
   its clipping, random W0, its calibration) as a regression test on the shape of its curves.
@@ -298,7 +302,7 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
     def study(cfg: dict):
         return _study(ds, cfg, ctx)
 
-    if config["replicates"] == "auto":
+    if config["replicates"] == "auto" or config.get("auto_replicates"):
         count, found = _auto_replicates(dict(config, _name=ctx.name), study)
         ctx.log(f"replicates='auto': pilot of {config['pilot_replicates']} splits ({found}); running {count} "
                 f"(budget {config['max_replicates']})")
