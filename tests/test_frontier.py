@@ -150,3 +150,59 @@ def test_relative_violation_gain_refuses_bad_input():
         F.relative_violation_gain(pd.concat([first, first]), first)
     with pytest.raises(ValueError, match="missing"):
         F.relative_violation_gain(first.drop(columns="epsilon"), first)
+
+
+def _pts(rows):
+    return pd.DataFrame(rows, columns=["method", "epsilon", "lam", "replicate", "error", "violation"])
+
+
+def test_violation_gap_readings_and_paired_effect_hand_computed():
+    rows = []
+    for r, shift in ((0, 0.0), (1, 0.01)):
+        # A's frontier in replicate r: errors 0.10/0.12/0.14, violations 0.30/0.20/0.10 (+ shift)
+        for lam, e, v in ((0.0, 0.10, 0.30), (1.0, 0.12, 0.20), (2.0, 0.14, 0.10)):
+            rows.append(("A", 1.0, lam, r, e, v + shift))
+        # B: two points, error 0.13 (v 0.25) and 0.09 (v 0.40: below every A error, unreached)
+        rows.append(("B", 1.0, 1.0, r, 0.13, 0.25))
+        rows.append(("B", 1.0, 2.0, r, 0.09, 0.40))
+        # a second epsilon: B at error 0.15 (v 0.12); A's frontier there is 0.10 (+ shift)
+        for lam, e, v in ((0.0, 0.10, 0.30), (1.0, 0.12, 0.20), (2.0, 0.14, 0.10)):
+            rows.append(("A", 3.0, lam, r, e, v + shift))
+        rows.append(("B", 3.0, 1.0, r, 0.15, 0.12))
+        rows.append(("B", float("inf"), 1.0, r, 0.15, 0.12))  # eps = inf is left out by default
+        rows.append(("A", float("inf"), 1.0, r, 0.15, 0.0))
+    df = _pts(rows)
+    rd = F.violation_gap_readings(df, "A", "B")
+    assert len(rd) == 2 * 3 and rd["reached"].sum() == 4
+    r0 = rd[(rd.replicate == 0) & rd.reached].sort_values(["epsilon"])
+    np.testing.assert_allclose(r0["gap"], [0.25 - 0.20, 0.12 - 0.10])
+    per = F.paired_violation_gap(df, "A", "B")
+    np.testing.assert_allclose(per["effect"], [(0.05 + 0.02) / 2, (0.04 + 0.01) / 2])
+    assert per["readings"].tolist() == [2, 2] and per["points"].tolist() == [3, 3]
+    # a tolerance: B at 0.09 + 0.02 = 0.11 reaches A's 0.10 point (v 0.30): gap 0.40 - 0.30
+    tol = F.paired_violation_gap(df, "A", "B", slack=0.02, epsilons=[1.0])
+    np.testing.assert_allclose(tol["effect"], [((0.25 - 0.10) + 0.10) / 2, ((0.25 - 0.11) + 0.09) / 2])
+    # the estimate of the verdict rule takes it as is
+    from dpfair_jax.runner.verdict import estimate_from_replicates
+
+    est = estimate_from_replicates(per["effect"])
+    assert est.value == pytest.approx(0.03) and est.replicates == 2
+
+
+def test_a_dominated_baseline_point_is_read_on_the_baselines_frontier():
+    # B's point at error 0.14 has violation 0.50, but B also reaches 0.12 with 0.20: B(0.14) = 0.20
+    df = _pts([("A", 1.0, 0.0, 0, 0.10, 0.30), ("A", 1.0, 1.0, 0, 0.13, 0.05),
+               ("B", 1.0, 0.0, 0, 0.12, 0.20), ("B", 1.0, 1.0, 0, 0.14, 0.50)])
+    rd = F.violation_gap_readings(df, "A", "B").sort_values("baseline_knob")
+    np.testing.assert_allclose(rd["baseline_violation"], [0.20, 0.20])
+    np.testing.assert_allclose(rd["gap"], [0.20 - 0.30, 0.20 - 0.05])
+    assert F.paired_violation_gap(df, "A", "B")["effect"].tolist() == [pytest.approx(0.025)]
+
+
+def test_paired_violation_gap_refuses_bad_input():
+    df = _pts([("A", 1.0, 0.0, 0, 0.1, 0.1), ("B", 1.0, 0.0, 0, 0.1, 0.2)])
+    with pytest.raises(ValueError, match="baseline='C' is not a method"):
+        F.paired_violation_gap(df, "A", "C")
+    with pytest.raises(ValueError, match="slack must be"):
+        F.paired_violation_gap(df, "A", "B", slack=-0.1)
+    assert F.paired_violation_gap(df, "A", "B")["effect"].tolist() == [pytest.approx(0.1)]

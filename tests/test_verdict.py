@@ -136,3 +136,10 @@ def test_add_verdict_writes_the_record(tmp_path):
     assert held["status"] == "holds" and held["passed"]
     with pytest.raises(ValueError, match="Verdict"):
         ctx.add_verdict("p004_demo3", "s", {"status": "holds"})
+    more = ctx.add_verdict("p004_demo4", "s", v, extra={"replicates_needed": 31, "sd": 0.14})
+    assert more["measured"]["replicates_needed"] == 31 and more["measured"]["mde"] == v.minimum_detectable_effect
+    assert format_measured(more["measured"]).endswith("; needs 31 replicates)")
+    over = dict(more["measured"], replicates_needed=None, max_replicates=32)
+    assert format_measured(over).endswith("; needs more than 32 replicates)")
+    with pytest.raises(ValueError, match="cannot replace"):
+        ctx.add_verdict("p004_demo5", "s", v, extra={"mde": 0.0})

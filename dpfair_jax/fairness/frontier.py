@@ -14,6 +14,11 @@ the method; comparing *frontiers* does not. For each method and epsilon this mod
 * ``relative_violation_gain``: paper 004's headline "performance gain with respect to fairness
   violation (for fixed accuracy level)": a method's curve read at each baseline point's error, and
   the relative difference of the two violations;
+* ``violation_gap_readings`` / ``paired_violation_gap``: the paired per-replicate effect of a claim
+  "method A reaches a lower violation than baseline B at equal error": in each replicate, every point
+  of B is set against A's frontier of the same replicate read at B's error (plus an optional
+  tolerance), and the gaps are averaged over B's points and the epsilons, one number per replicate
+  (for :func:`dpfair_jax.runner.verdict.estimate_from_replicates`);
 * ``plot_frontiers``: one panel per epsilon, each method's frontier with both intervals.
 
 The frontier at error level ``e`` is ``F(e) = min { vbar_k : ebar_k <= e }`` over knob values ``k``
@@ -38,6 +43,8 @@ __all__ = [
     "violation_at_error",
     "area_between",
     "relative_violation_gain",
+    "violation_gap_readings",
+    "paired_violation_gap",
     "plot_frontiers",
 ]
 
@@ -293,6 +300,94 @@ def relative_violation_gain(first: pd.DataFrame, baseline: pd.DataFrame, *,
                          "reached": bool(np.isfinite(vf))})
     return pd.DataFrame(rows, columns=by + ["baseline_knob", "baseline_error", "baseline_violation",
                                             "first_violation", "gain", "reached"])
+
+
+def violation_gap_readings(df: pd.DataFrame, first: str, baseline: str, *, slack: float = 0.0,
+                           epsilons: Sequence[float] | None = None, method: str = "method",
+                           epsilon: str = "epsilon", knob: str = "lam", error: str = "error",
+                           violation: str = "violation", replicate: str = "replicate") -> pd.DataFrame:
+    """Every point of ``baseline`` set against ``first``'s frontier of the same replicate and epsilon.
+
+    For each (replicate, epsilon) and each knob value ``k`` of ``baseline`` (error ``e_k``), the
+    baseline's own frontier of that replicate at its error, ``B(e_k) = min {v_i : e_i <= e_k}``
+    (``v_k`` unless another of its points is both more accurate and fairer: a dominated point does
+    not count against the baseline), is set against ``first``'s frontier of the same replicate,
+    ``F(e) = min {v_j : e_j <= e}`` over its knob values (:func:`frontier_curve`), read at
+    ``level = e_k + slack``: ``gap = B(e_k) - F(level)``, positive when ``first`` reaches a lower
+    violation at (at most) the baseline's error. ``reached`` is False (``gap`` NaN) when no knob value of ``first`` has an error
+    within the level. ``epsilons``: the epsilons to read (default: every finite epsilon both methods
+    have). Returns one row per reading: replicate, epsilon, baseline_knob, baseline_error, level,
+    baseline_violation (``B(e_k)``), first_violation, gap, reached.
+    """
+    _check_columns(df, [method, epsilon, knob, replicate, error, violation])
+    slack = float(slack)
+    if not np.isfinite(slack) or slack < 0:
+        raise ValueError(f"slack must be a finite number >= 0, got {slack!r}.")
+    methods = set(df[method])
+    for name, m in (("first", first), ("baseline", baseline)):
+        if m not in methods:
+            raise ValueError(f"{name}={m!r} is not a method of the table ({sorted(map(str, methods))}).")
+    a, b = df[df[method] == first], df[df[method] == baseline]
+    if epsilons is None:
+        common = set(a[epsilon].astype(float)) & set(b[epsilon].astype(float))
+        epsilons = sorted(e for e in common if np.isfinite(e))
+    epsilons = [float(e) for e in epsilons]
+    rows = []
+    for eps in epsilons:
+        ae = a[np.isclose(a[epsilon].astype(float), eps)]
+        be = b[np.isclose(b[epsilon].astype(float), eps)]
+        for rep in sorted(set(ae[replicate]) & set(be[replicate])):
+            fa = ae[ae[replicate] == rep]
+            fb = be[be[replicate] == rep].sort_values(knob)
+            eb, vb = fb[error].to_numpy(float), fb[violation].to_numpy(float)
+            own = frontier_curve(eb, vb, eb)  # the baseline's frontier at its own points (finite)
+            levels = eb + slack
+            fv = frontier_curve(fa[error].to_numpy(float), fa[violation].to_numpy(float), levels)
+            for k_, e_, b_, lvl, v in zip(fb[knob].to_numpy(float), eb, own, levels, fv):
+                ok = bool(np.isfinite(v))
+                rows.append({replicate: rep, epsilon: eps, "baseline_knob": float(k_),
+                             "baseline_error": float(e_), "level": float(lvl), "baseline_violation": float(b_),
+                             "first_violation": float(v) if ok else float("nan"),
+                             "gap": float(b_) - float(v) if ok else float("nan"), "reached": ok})
+    return pd.DataFrame(rows, columns=[replicate, epsilon, "baseline_knob", "baseline_error", "level",
+                                       "baseline_violation", "first_violation", "gap", "reached"])
+
+
+def paired_violation_gap(df: pd.DataFrame, first: str, baseline: str, *, slack: float = 0.0,
+                         epsilons: Sequence[float] | None = None, replicate: str = "replicate",
+                         **columns: str) -> pd.DataFrame:
+    """One paired effect per replicate for the claim "``first`` reaches a lower violation than
+    ``baseline`` at equal error" (paper 004, Figs 2-4, 6-9).
+
+    The statistic: the mean, over the finite epsilons and over ``baseline``'s points (its knob
+    values) of one replicate, of ``baseline``'s frontier at the point's error minus ``first``'s
+    frontier of the same replicate read at that error plus ``slack``
+    (:func:`violation_gap_readings`; unreached readings are left out): the two frontiers compared
+    at the errors the baseline actually reaches. Why it matches the
+    statement: the paper's figures set each method's (error, violation) points side by side per
+    epsilon and its text reads DP-FERMI's curve at the baseline's error ("for fixed accuracy
+    level"); this is that reading, with every baseline point instead of one, pooled over the
+    epsilons into one number per replicate, so the claim gets one test instead of one per epsilon
+    and baseline point. Replicates are paired (the same splits and keys for both methods, as in
+    :func:`dpfair_jax.studies.tradeoff.tradeoff_frontier_study`), so the per-replicate values are
+    independent and :func:`dpfair_jax.runner.verdict.estimate_from_replicates` gives the interval.
+    Positive = on the paper's side (``first`` lower). Its unit is the violation's.
+
+    ``slack = 0`` is the paper's reading (against PF-LD); a baseline more accurate than every
+    knob value of ``first`` (DP-SGD, ``lambda = 0``) is unreachable at its own error, and a
+    tolerance (e.g. 0.01) makes the comparison one at "error within ``slack`` of the baseline's".
+
+    Returns one row per replicate: replicate, effect (NaN when no reading is reached), readings
+    (reached), points (all readings).
+    """
+    rd = violation_gap_readings(df, first, baseline, slack=slack, epsilons=epsilons, replicate=replicate,
+                                **columns)
+    if rd.empty:
+        return pd.DataFrame(columns=[replicate, "effect", "readings", "points"])
+    g = rd.groupby(replicate, sort=True)
+    out = g.agg(effect=("gap", "mean"), readings=("reached", "sum"), points=("reached", "size")).reset_index()
+    out["readings"] = out["readings"].astype(int)
+    return out
 
 
 def plot_frontiers(table: pd.DataFrame, *, method: str = "method", epsilon: str = "epsilon",

@@ -553,18 +553,26 @@ class RunContext:
         paper: str | None = None,
         *,
         reason: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record a claim decided by :mod:`dpfair_jax.runner.verdict` (the one rule for every claim):
         ``measured`` is the verdict's record (effect, interval, detectable effect, the paper's effect
         and where it comes from), ``target`` the paper's effect, and the status the verdict's
         ("holds", "fails" or "underpowered"). ``reason`` is prepended to the verdict's own reason
-        (e.g. which readings or settings it concerns)."""
+        (e.g. which readings or settings it concerns). ``extra``: further JSON-able entries of
+        ``measured`` (e.g. the replicates the claim would need); they cannot replace the verdict's."""
         from dpfair_jax.runner.verdict import Verdict
 
         if not isinstance(verdict, Verdict):
             raise ValueError(f"claim {id!r}: verdict must be a runner.verdict.Verdict, got {type(verdict).__name__}.")
         parts = [t.strip() for t in (reason, verdict.reason, verdict.note) if isinstance(t, str) and t.strip()]
-        return self._add_row(id, statement, verdict.as_measured(), verdict.paper.as_dict(), verdict.passed, paper,
+        measured = verdict.as_measured()
+        if extra:
+            clash = sorted(set(extra) & set(measured))
+            if clash:
+                raise ValueError(f"claim {id!r}: extra cannot replace the verdict's entries {clash}.")
+            measured.update(extra)
+        return self._add_row(id, statement, measured, verdict.paper.as_dict(), verdict.passed, paper,
                              kind="claim", reason="; ".join(parts) or None, status=verdict.status,
                              keep_reason=True)
 

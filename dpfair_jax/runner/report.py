@@ -113,7 +113,9 @@ def _comparison_text(m: Mapping[str, Any]) -> str:
 
 def _verdict_text(m: Mapping[str, Any]) -> str:
     """A verdict record (``runner.verdict.Verdict.as_measured``) as ``effect +0.012 (99% CI [+0.004,
-    +0.020], 8 replicates; detectable 0.009)``; the paper's effect is the row's target."""
+    +0.020], 8 replicates; detectable 0.009)``, with ``; needs N replicates`` when the record has
+    ``replicates_needed`` (the count that brings the detectable effect below the paper's margin);
+    the paper's effect is the row's target."""
     ci = m.get("ci") or [None, None]
     level = m.get("level", 0.95)
     pct = f"{100 * float(level):.4g}%" if _is_number(level) else "95%"
@@ -122,8 +124,13 @@ def _verdict_text(m: Mapping[str, Any]) -> str:
         return ("+" if _is_number(v) and float(v) > 0 else "") + format_number(v)
 
     reps = f", {m['replicates']} replicates" if m.get("replicates") else ""
+    need = ""
+    if "replicates_needed" in m:  # a study that plans its power records what the claim needs
+        n = m["replicates_needed"]
+        need = (f"; needs {n} replicates" if n is not None else
+                f"; needs more than {m['max_replicates']} replicates" if m.get("max_replicates") else "")
     return (f"effect {signed(m.get('effect'))} ({pct} CI [{signed(ci[0])}, {signed(ci[1])}]{reps}; "
-            f"detectable {format_number(m.get('mde'))})")
+            f"detectable {format_number(m.get('mde'))}{need})")
 
 
 def format_measured(value: Any, *, max_items: int = 8) -> str:

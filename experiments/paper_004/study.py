@@ -9,8 +9,12 @@ Registered experiments (``dpfair run NAME [--quick]``):
   over a lambda grid log-spaced up to 40 and several train/validation/test splits
   (:func:`dpfair_jax.studies.tradeoff.tradeoff_frontier_study`). Every method is tuned per
   (epsilon, lambda, split) on validation by accounted random stopping with the same budget; the
-  selection's cost is inside each run's epsilon. Claims: DP-FERMI's frontier against each
-  baseline's at equal error (DP-SGD's error + slack) with paired-bootstrap intervals, and the
+  selection's cost is inside each run's epsilon. Claims: one per baseline, "DP-FERMI reaches a
+  lower violation at equal error", decided by the verdict rule (``dpfair_jax.runner.verdict``) on one
+  paired effect per split (``dpfair_jax.fairness.frontier.paired_violation_gap``) against the
+  paper's own margin from its result files (``config.PAPER_MARGINS``; PF-LD is the paper's
+  baseline, the stochastic variant and DP-SGD the kit's own rows), with the splits each claim
+  needs (``replicates="auto"``: pilot, then that count within ``max_replicates``); and the
   lambda = 0 baseline's convergence against a non-private logistic regression.
 * ``fermi_official_code``: the public code's preset (one-cell ERMI with the group of cell 0 named,
   its clipping, random W0, its calibration) as a regression test on the shape of its curves.
@@ -126,91 +130,154 @@ def _claim(ctx, cid: str, statement: str, measured, target, status: str, reason:
                   reason=None if status == "holds" else reason, status=status)
 
 
-def _frontier_claim(ctx, config: dict, res, metric: str) -> None:
-    """DP-FERMI's frontier against each baseline's at the error level anchored to DP-SGD."""
+#: Which comparisons are the paper's (its baseline, Tran et al.'s PF-LD) and which the kit's own.
+_ROLE = {"pfld_epoch": "the paper's baseline (PF-LD as Tran et al. specify it)",
+         "pfld_stochastic": "the kit's own comparison (its stochastic PF-LD-style variant, not the paper's baseline)",
+         "dpsgd": "the kit's own comparison (DP-SGD, lambda = 0)"}
+
+
+def _claim_id(name: str, baseline: str) -> str:
+    return f"{name}_lower_violation_vs_{baseline}"
+
+
+def _baselines(config: dict) -> list[str]:
+    return [m for m in ("pfld_epoch", "pfld_stochastic", "dpsgd") if m in config["methods"]]
+
+
+def _slack(config: dict, baseline: str) -> float:
+    """0 against PF-LD (the paper's reading at the baseline's error); DP-SGD (more accurate than every
+    lambda > 0) is read at its error + the config's slack."""
+    return float(config["slack"]) if baseline == "dpsgd" else 0.0
+
+
+def _statement(config: dict, baseline: str, metric: str) -> str:
     from dpfair_jax.studies.tradeoff import METHOD_LABELS
 
-    cid = f"{ctx.name}_lower_violation_equal_error"
-    names = [METHOD_LABELS[m] for m in config["methods"] if m != "dpfermi"]
-    statement = (f"At every finite epsilon, at equal test error (DP-SGD's mean error + {config['slack']:g}), "
-                 f"DP-FERMI's frontier reaches a lower mean {metric} than {', '.join(names)}: every method "
-                 f"tuned on validation with the same random-stopping budget, the same example-level unit, "
-                 f"epsilon and delta ({config['dataset']}, {config['fairness'].upper()}; paper Figs 2-4, 6-9; "
-                 f"paired-bootstrap intervals over {config['replicates']} splits, family-wise 95% over the "
-                 "epsilon x baseline pairs)")
-    target = "interval of DP-FERMI minus each baseline below 0 at every finite epsilon"
-    if "dpfermi" not in config["methods"] or "dpsgd" not in config["methods"]:
-        ctx.skip_claim(cid, statement, "needs DP-FERMI and DP-SGD (the error anchor) in the methods",
-                       target=target)
+    slack = _slack(config, baseline)
+    at = "its error" if slack == 0 else f"its error + {slack:g}"
+    finite = [e for e in config["epsilons"] if math.isfinite(e)]
+    return (f"DP-FERMI reaches a lower {metric} than {METHOD_LABELS[baseline]} at equal test error "
+            f"({_ROLE[baseline]}): each point of the baseline against DP-FERMI's frontier of the same split read "
+            f"at {at}, averaged over the finite epsilons {finite} and the baseline's lambdas, one paired effect "
+            f"per split; every method tuned on validation with the same random-stopping budget, the same "
+            f"example-level unit, epsilon and delta ({config['dataset']}, {config['fairness'].upper()}; paper "
+            f"Figs 2-4, 6-9)")
+
+
+def _paper_effect(name: str, baseline: str):
+    from dpfair_jax.runner.verdict import PaperEffect
+
+    from .config import PAPER_MARGINS
+
+    entry = PAPER_MARGINS.get(name, {}).get(baseline)
+    if entry is None:
+        what = ("the paper has no such method (the kit's stochastic PF-LD variant)" if baseline == "pfld_stochastic"
+                else "no official result files for this setting")
+        return PaperEffect(source=f"no paper number: {what}; direction only")
+    value, source = entry
+    return PaperEffect(source=source, value=value)
+
+
+def claim_effects(table: pd.DataFrame, config: dict) -> dict[str, pd.DataFrame]:
+    """Per baseline: one paired effect per split (:func:`dpfair_jax.fairness.frontier.paired_violation_gap`)
+    over the finite epsilons of the config."""
+    from dpfair_jax.fairness.frontier import paired_violation_gap
+
+    finite = [e for e in config["epsilons"] if math.isfinite(e)]
+    return {b: paired_violation_gap(table, "dpfermi", b, slack=_slack(config, b), epsilons=finite)
+            for b in _baselines(config)}
+
+
+def replicates_for(sd: float, margin: float | None, config: dict, comparisons: int) -> int | None:
+    """The replicates (splits) that bring a claim's detectable effect below ``margin`` at the config's
+    ``alpha`` / ``comparisons`` and ``target_power``, from a pilot's sd of the per-split effect; None
+    when more than ``max_replicates`` would be needed or there is no margin."""
+    from dpfair_jax.runner.verdict import replicates_needed
+
+    if margin is None or not math.isfinite(sd):
+        return None
+    return replicates_needed(sd, margin, alpha=config["alpha"], power=config["target_power"],
+                             comparisons=comparisons, max_replicates=int(config["max_replicates"]))
+
+
+def _frontier_claim(ctx, config: dict, res, metric: str) -> None:
+    """One claim per baseline, decided by the one verdict rule
+    (:func:`dpfair_jax.runner.verdict.directional_verdict`): the paired per-split effect's t-interval,
+    family-wise 95% over the experiment's baselines (Bonferroni, ``comparisons`` = the number of
+    baselines, 3 in the full configs), set against the paper's own margin for the same statistic
+    (``config.PAPER_MARGINS``), with the detectable effect and the splits the claim would need."""
+    from dpfair_jax.runner.verdict import directional_verdict, estimate_from_replicates
+
+    baselines = _baselines(config)
+    if "dpfermi" not in config["methods"] or not baselines:
+        for b in baselines or ["pfld_epoch"]:
+            ctx.skip_claim(_claim_id(ctx.name, b), _statement(config, b, metric),
+                           "needs DP-FERMI and a baseline in the methods", target="effect > 0")
         return
-    # one claim over every (finite epsilon, baseline) pair: family-wise 95% intervals (Bonferroni)
-    pairs = sum(1 for e in config["epsilons"] if math.isfinite(e)) * (len(config["methods"]) - 1)
-    confidence = 1.0 - 0.05 / max(pairs, 1)
-    cmp = res.compare(first="dpfermi", anchor="dpsgd", slack=config["slack"], confidence=confidence,
-                      bootstrap=config["bootstrap"], seed=ctx.seed)
-    ctx.save_table(cmp, "frontier_comparison")
-    cmp = cmp[np.isfinite(cmp["epsilon"])]
-    if cmp.empty:
-        ctx.skip_claim(cid, statement, f"no finite epsilon in {list(config['epsilons'])}", target=target)
-        return
-    from dpfair_jax.runner.context import comparison
-
-    measured = {}
-    for e, part in cmp.groupby("epsilon"):
-        measured[f"eps={e:g}"] = {
-            "level": round(float(part["level"].iloc[0]), 4),
-            **{row.baseline: {**comparison(round(float(row.first_violation), 4), round(float(row.baseline_violation), 4),
-                                           ci=(row.diff_lo, row.diff_hi), level=round(confidence, 4),
-                                           names=["dpfermi", row.baseline]),
-                              "status": row.status} for row in part.itertuples()}}
-    higher = cmp[cmp["status"] == "higher"]  # "baseline_unreached": only DP-FERMI reaches the level
-    other = cmp[cmp["status"].isin(["unresolved", "unreached"])]
-    small = config["replicates"] < config["verdict_min_replicates"]
-    size = (f"at this size ({config['replicates']} splits, {config['epochs']} epochs) the paired bootstrap has "
-            f"no power: a smoke check of the study, the verdict needs >= {config['verdict_min_replicates']} splits "
-            "(the full config)")
-    if higher.empty and other.empty:
-        if small:
-            _claim(ctx, cid, statement, measured, target, "untestable", size + "; measured: DP-FERMI lower",
-                   met=True)
-        else:
-            _claim(ctx, cid, statement, measured, target, "holds")
-        return
-
-    def say(rows) -> str:
-        return "; ".join(f"eps {r.epsilon:g} vs {r.baseline}: {r.status}, diff {r.diff:+.4f} "
-                         f"[{r.diff_lo:+.4f}, {r.diff_hi:+.4f}]" for r in rows.itertuples())
-
-    if not higher.empty:
-        reason = ("a baseline's tuned frontier lies below DP-FERMI's at equal error, with interval: "
-                  + say(higher) + (("; elsewhere unresolved: " + say(other)) if not other.empty else ""))
-    else:
-        reason = ("not resolved at this size (the interval of the difference contains 0, or DP-FERMI has no "
-                  "point within the error level): " + say(other))
-    if small:
-        _claim(ctx, cid, statement, measured, target, "untestable", size + "; measured: " + reason, met=False)
-    else:
-        _claim(ctx, cid, statement, measured, target, "fails", reason)
+    k = len(baselines)
+    effects = claim_effects(res.table, config)
+    rows = []
+    for b in baselines:
+        cid, statement = _claim_id(ctx.name, b), _statement(config, b, metric)
+        per = effects[b]
+        rows.append(per.assign(baseline=b))
+        x = per["effect"].to_numpy(float) if len(per) else np.zeros(0)
+        ok = x[np.isfinite(x)]
+        dropped = int(x.size - ok.size)
+        paper = _paper_effect(ctx.name, b)
+        if ok.size < 2:
+            ctx.skip_claim(cid, statement, f"{ok.size} split(s) with a reading (DP-FERMI's frontier does not reach "
+                           "the baseline's error in the others); an interval needs 2", target="effect > 0")
+            continue
+        v = directional_verdict(estimate_from_replicates(ok), paper, alpha=config["alpha"],
+                                power=config["target_power"], comparisons=k)
+        sd = float(np.std(ok, ddof=1))
+        margin = paper.value
+        if margin is None and b == "pfld_stochastic":
+            margin = _paper_effect(ctx.name, "pfld_epoch").value  # the paper's margin over PF-LD, for scale
+        slack = _slack(config, b)
+        extra = {"statistic": ("mean over the finite epsilons and the baseline's lambdas of the baseline's "
+                               "violation minus DP-FERMI's frontier at the baseline's error"
+                               + (f" + {slack:g}" if slack else "") + " (paired per split)"),
+                 "role": _ROLE[b], "per_split": [round(float(e), 5) for e in x],
+                 "readings": f"{int(per['readings'].sum())}/{int(per['points'].sum())}",
+                 "splits_dropped": dropped, "sd": sd, "target_power": config["target_power"],
+                 "replicates_needed": replicates_for(sd, margin, config, k),
+                 "replicates_needed_margin": margin, "max_replicates": int(config["max_replicates"])}
+        reason = f"{dropped} split(s) without a reading left out" if dropped else None
+        ctx.add_verdict(cid, statement, v, reason=reason, extra=extra)
+    if rows:
+        ctx.save_table(pd.concat(rows, ignore_index=True), "claim_effects")
 
 
-def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
-    """The DP / EO fairness-error tradeoff study of one dataset (Figs 2-4, 6-9)."""
+def _auto_replicates(config: dict, study) -> tuple[int, str]:
+    """``replicates="auto"``: a pilot of ``pilot_replicates`` splits, then the count that brings the
+    detectable effect of every claim with a paper margin below it (the largest need), within
+    ``max_replicates``. Returns (count, what the pilot found)."""
+    pilot = dict(config, replicates=int(config["pilot_replicates"]))
+    res = study(pilot)
+    k = len(_baselines(config))
+    needs, notes = [], []
+    for b, per in claim_effects(res.table, pilot).items():
+        x = per["effect"].to_numpy(float) if len(per) else np.zeros(0)
+        x = x[np.isfinite(x)]
+        margin = _paper_effect(config.get("_name", ""), b).value
+        if margin is None or x.size < 2:
+            continue
+        sd = float(np.std(x, ddof=1))
+        n = replicates_for(sd, margin, config, k)
+        notes.append(f"{b}: sd {sd:.4g}, paper margin {margin:.4g} -> {n if n is not None else 'over the budget'}")
+        needs.append(int(config["max_replicates"]) if n is None else n)
+    count = max([int(config["pilot_replicates"])] + needs)
+    return min(count, int(config["max_replicates"])), "; ".join(notes) or "no claim with a paper margin"
+
+
+def _study(ds, config: dict, ctx):
     from dpfair_jax.privacy.selection import RandomStopping
     from dpfair_jax.studies.tradeoff import tradeoff_frontier_study
 
-    ds, reason = _dataset(config)
     fairness = config["fairness"]
-    metric = "dp_violation" if fairness == "dp" else "eo_violation"
-    if ds is None:
-        ctx.log(reason)
-        ctx.skip_claim(f"{ctx.name}_lower_violation_equal_error",
-                       f"At every finite epsilon, at equal test error, DP-FERMI's frontier reaches a lower "
-                       f"mean {metric} than its baselines under the same privacy unit ({config['dataset']}; "
-                       f"paper Figs 2-4, 6-9)", reason,
-                       target="interval of DP-FERMI minus each baseline below 0 at every finite epsilon")
-        return None
-    ctx.log(f"{config['dataset']}: {ds!r}")
-    res = tradeoff_frontier_study(
+    return tradeoff_frontier_study(
         ds, fairness=fairness, methods=config["methods"], lams=config["lams"], epsilons=config["epsilons"],
         replicates=config["replicates"], epochs=config["epochs"], batch_size=config["batch_size"],
         val_size=config["val_size"], test_size=config["test_size"], max_rows=config.get("max_rows") or None,
@@ -218,6 +285,29 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
         runs=RandomStopping(config["runs_mean"], config["runs_shape"]), search=_search(config),
         score_noise=config["score_noise"], w_noise_ratio=config["w_noise_ratio"],
         violation_noise_ratio=config["violation_noise_ratio"], seed=ctx.seed, ctx=ctx)
+
+
+def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
+    """The DP / EO fairness-error tradeoff study of one dataset (Figs 2-4, 6-9)."""
+    ds, reason = _dataset(config)
+    fairness = config["fairness"]
+    metric = "dp_violation" if fairness == "dp" else "eo_violation"
+    if ds is None:
+        ctx.log(reason)
+        for b in _baselines(config):
+            ctx.skip_claim(_claim_id(ctx.name, b), _statement(config, b, metric), reason, target="effect > 0")
+        return None
+    ctx.log(f"{config['dataset']}: {ds!r}")
+
+    def study(cfg: dict):
+        return _study(ds, cfg, ctx)
+
+    if config["replicates"] == "auto" or config.get("auto_replicates"):
+        count, found = _auto_replicates(dict(config, _name=ctx.name), study)
+        ctx.log(f"replicates='auto': pilot of {config['pilot_replicates']} splits ({found}); running {count} "
+                f"(budget {config['max_replicates']})")
+        config = dict(config, replicates=count)
+    res = study(config)
     df = res.table.copy()
     df.insert(0, "dataset", config["dataset"])
     ctx.save_table(df, "results")
@@ -228,6 +318,9 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
     ctx.save_table(_violation_at_levels(res.table, config, ctx.seed), "violation_at_error")
     degenerate = df.groupby("method")["degenerate"].mean().round(3).to_dict()
     ctx.log(f"degenerate rows (constant or base-rate error) per method: {degenerate}")
+    if {"dpfermi", "dpsgd"} <= set(config["methods"]):  # descriptive: per epsilon, bootstrap intervals
+        ctx.save_table(res.compare(first="dpfermi", anchor="dpsgd", slack=config["slack"],
+                                   bootstrap=config["bootstrap"], seed=ctx.seed), "frontier_comparison")
     _frontier_claim(ctx, config, res, metric)
     if "dpsgd" in config["methods"] and ds.num_classes == 2:
         _converged_claim(ctx, config, res, ds)
