@@ -18,6 +18,9 @@ over those index batches (gather, gradient, update), and differs only in the gra
   time inside a sequential loop, which bounds the per-example gradients held at once; the padded
   batch size is rounded up to a multiple of it for all rows). The target row compares the kit
   with the faster of the two (its ``baseline`` names which);
+* ``kit_mb``: the kit's clipped sum over chunks of the same microbatch size, accumulated in a
+  sequential ``lax.scan`` (jax-privacy's microbatching applied to the ghost path; reported, not
+  the target row);
 * ``kit``: ``dpfair_jax.algorithms.dpsgd.clipped_grad_sum`` (the default ``per_example="auto"``
   path: ghost norms for all three models) with the padding mask, ``aggregation.noisy_sum``, the
   same division and update;
@@ -36,7 +39,7 @@ the round, with its min-max and quartiles; the load average at start is in every
 
 Targets (``<model>/kit_vs_jax_privacy``): >= 1.5x on the MLP and CNN (ghost norms against
 per-example gradients), >= 1.0x (parity) on logistic. Where jax-privacy is itself within 10% of
-the ceiling, parity is stated against the ceiling instead: ``<model>/kit_vs_nonprivate`` then
+the ceiling (and not above it), the target is stated against the ceiling instead: ``<model>/kit_vs_nonprivate`` then
 carries the target (the kit at >= 0.9x its non-private step).
 
 Accounting: for a few (q, z, T, delta), epsilon by the kit (``privacy.accounting.dpsgd_epsilon``,
@@ -163,6 +166,28 @@ def make_steps(model, forward, out_loss, num_classes, bsz: int, clip: float, sig
 
         return scan_steps(grad_of, key, params, x, y, batches)
 
+    @jax.jit
+    def kit_mb(key, params, x, y, batches):
+        # The kit's clipped sum over consecutive chunks of ``microbatch_size`` rows, accumulated in
+        # a sequential lax.scan (jax-privacy's microbatching applied to the ghost path; per-example
+        # clipping makes the chunked sum equal the whole-batch sum).
+        def grad_of(p, xb, yb, pad, k, ns):
+            m = microbatch_size
+            chunks = (xb.reshape(-1, m, *xb.shape[1:]), yb.reshape(-1, m, *yb.shape[1:]),
+                      (~pad).reshape(-1, m))
+
+            def body(acc, inp):
+                xc, yc, mc = inp
+                sc, _, _ = dpsgd.clipped_grad_sum(model, p, xc, yc, clip_norm=clip, mask=mc,
+                                                  num_classes=num_classes)
+                return jax.tree_util.tree_map(jnp.add, acc, sc), None
+
+            sums, _ = jax.lax.scan(body, jax.tree_util.tree_map(jnp.zeros_like, p), chunks)
+            noisy = aggregation.noisy_sum(k, sums, sigma * clip)
+            return jax.tree_util.tree_map(lambda a: a / bsz, noisy), ns
+
+        return scan_steps(grad_of, key, params, x, y, batches)
+
     def jax_privacy_run(mb):
         clipped = jax_privacy_clipped_sum(forward, out_loss, clip, mb)
 
@@ -185,6 +210,7 @@ def make_steps(model, forward, out_loss, num_classes, bsz: int, clip: float, sig
     out = {"nonprivate": nonprivate, "kit": kit, "jax_privacy": jax_privacy_run(None)}
     if microbatch_size:
         out["jax_privacy_mb"] = jax_privacy_run(microbatch_size)
+        out["kit_mb"] = kit_mb
     return out
 
 
@@ -331,11 +357,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         # The baseline is jax-privacy's faster configuration (with or without microbatching).
         jaxp = max((v for v in calls if v.startswith("jax_privacy")), key=lambda v: rate[v])
         jaxp_ceiling = common.paired_ratio(t, jaxp, "nonprivate")
-        at_ceiling = jaxp_ceiling["ratio"] >= CEILING_FRACTION
+        # At the ceiling: jax-privacy within 10% of the non-private step but not above it (a peer
+        # faster than the non-private step shows that step is no ceiling: the target stays).
+        at_ceiling = CEILING_FRACTION <= jaxp_ceiling["ratio"] <= 1.0
         for fast, slow, target in (
                 ("kit", jaxp, None if at_ceiling else TARGETS[name]),
                 ("kit", "nonprivate", CEILING_FRACTION if at_ceiling else None),
-                *((v, "nonprivate", None) for v in calls if v.startswith("jax_privacy"))):
+                *((v, "nonprivate", None) for v in calls if v.startswith("jax_privacy")),
+                *(("kit_mb", s_, None) for s_ in ("kit", jaxp) if "kit_mb" in calls)):
             pr = common.paired_ratio(t, fast, slow)
             met = None if target is None else bool(pr["ratio"] >= target)
             label = "jax_privacy" if slow == jaxp else slow  # the target row's name is fixed
