@@ -32,8 +32,8 @@ All rows use the same forward pass (``model.apply``; for the CNN ``ghost.cnn_for
 values with the convolution gradient that XLA:CPU runs fast inside ``lax.scan``, see
 ``dpsgd_step.py``), so the comparison is of the private gradient alone.
 
-Timing (``common.interleaved``): after compilation and a warm-up, rounds of nonprivate, kit,
-jax-privacy, each call repeated within a repetition so that it lasts >= ``--min-rep-s`` (0.2 s),
+Timing (``common.interleaved``): after compilation and a warm-up, rounds of all rows (nonprivate,
+kit, jax-privacy, then the microbatched jax-privacy and the chunked kit), each call repeated within a repetition so that it lasts >= ``--min-rep-s`` (0.2 s),
 ``--repeats`` rounds (at least 5). Each ratio is the median over rounds of the ratio taken within
 the round, with its min-max and quartiles; the load average at start is in every row.
 
@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", default=str(common.RESULTS_DIR / "jax_privacy_baseline.json"))
     parser.add_argument("--no-reexec", action="store_true", help="do not re-exec with GLIBC_TUNABLES")
     args = parser.parse_args(argv)
+    if args.repeats < 5:
+        parser.error("--repeats must be >= 5 (each ratio is a median over >= 5 interleaved rounds)")
     missing = jax_privacy_missing()
     if missing:
         print(missing)
