@@ -12,7 +12,10 @@ Timing: ``timed(fn, *args)`` calls ``fn`` once as warm-up (for jitted functions 
 compilation happens, reported apart as ``first_s``), then ``repeats`` times, blocking on JAX outputs;
 ``best_s`` and ``median_s`` summarize the repeats, ``best_cpu_s`` the process CPU time (all threads),
 which other jobs on a shared machine disturb less than wall time. ``compile_seconds(jitted, *args)``
-measures lowering + compilation alone.
+measures lowering + compilation alone. ``interleaved(calls)`` times several warmed-up calls in
+alternation (A, B, A, B, ...), each repetition long enough to be measurable, and
+``paired_ratio(...)`` summarizes the per-repetition ratios of two of them (median and spread);
+``load_at_start()`` is the one-minute load average to print beside them.
 
 Large temporaries make glibc return memory to the OS after every call, which slows loops of jitted
 calls 2-4x on CPU; ``maybe_reexec()`` restarts the script once with ``GLIBC_TUNABLES`` set (see
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
 import statistics
@@ -131,6 +135,66 @@ def timed(fn: Callable[..., Any], *args: Any, repeats: int = 3, warmup: bool = T
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     return Timing(first, tuple(times), tuple(cpu))
+
+
+def load_at_start() -> float | None:
+    """The one-minute load average (``os.getloadavg()[0]``), ``None`` where it is unavailable."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):  # pragma: no cover - non-Unix
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Interleaved:
+    """Seconds per call of each named call, one entry per repetition (all in the same rounds)."""
+
+    seconds: dict[str, tuple[float, ...]]
+    inner: dict[str, int]  # calls per repetition (each repetition lasts >= min_rep_s)
+    load_at_start: float | None
+
+    def median_s(self, name: str) -> float:
+        return statistics.median(self.seconds[name])
+
+
+def interleaved(calls: dict[str, Callable[[], Any]], *, repeats: int = 5, min_rep_s: float = 0.2,
+                max_inner: int = 10_000) -> Interleaved:
+    """Time already warmed-up ``calls`` interleaved: rounds of A, B, C, ..., ``repeats`` rounds.
+
+    Each call is first timed once to choose how many times it runs per repetition (``inner``), so
+    that a repetition lasts at least ``min_rep_s`` seconds; each round then runs every call for one
+    repetition, in the given order, so all calls see the same spells of machine load. JAX outputs
+    are blocked on after every call. Returns seconds per call for each repetition.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}.")
+    load = load_at_start()
+    inner = {}
+    for name, call in calls.items():
+        t0 = time.perf_counter()
+        block(call())
+        dt = time.perf_counter() - t0
+        inner[name] = max(1, min(max_inner, math.ceil(min_rep_s / max(dt, 1e-9))))
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            for _ in range(inner[name]):
+                block(call())
+            seconds[name].append((time.perf_counter() - t0) / inner[name])
+    return Interleaved({k: tuple(v) for k, v in seconds.items()}, inner, load)
+
+
+def paired_ratio(timing: Interleaved, fast: str, slow: str) -> dict[str, float]:
+    """Speed-up of ``fast`` over ``slow`` (``t_slow / t_fast``) per repetition, summarized.
+
+    The ratio of each round is taken within that round (paired), then summarized over rounds:
+    ``ratio`` (median), ``ratio_min``/``ratio_max`` and the quartiles ``ratio_q1``/``ratio_q3``.
+    """
+    r = sorted(s / f for f, s in zip(timing.seconds[fast], timing.seconds[slow]))
+    q = statistics.quantiles(r, n=4, method="inclusive") if len(r) > 1 else [r[0], r[0], r[0]]
+    return {"ratio": statistics.median(r), "ratio_min": r[0], "ratio_max": r[-1],
+            "ratio_q1": q[0], "ratio_q3": q[2], "repeats": len(r)}
 
 
 def compile_seconds(jitted: Any, *args: Any, **kwargs: Any) -> float:

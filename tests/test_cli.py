@@ -160,6 +160,21 @@ def test_bench_collects_results(tmp_path, capsys):
     assert last.startswith("dpfair: error: ") and "broken.py (exit 3)" in last and "Traceback" not in err
 
 
+def test_bench_jax_privacy_baseline_skips_without_jax_privacy(tmp_path):
+    # `dpfair bench` runs every benchmarks/*.py; this one must exit 0 with a message, and write
+    # no rows, where jax-privacy (bench extra) is absent.
+    script = REPO / "benchmarks" / "jax_privacy_baseline.py"
+    assert script.name not in cli._NOT_SCRIPTS and not script.name.startswith("_")
+    out = tmp_path / "rows.json"
+    code = ("import runpy, sys; sys.modules['jax_privacy'] = None; "
+            f"sys.argv = [{str(script)!r}, '--quick', '--no-reexec', '--out', {str(out)!r}]; "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "jax_privacy_baseline skipped" in proc.stdout and "pip install jax-privacy" in proc.stdout
+    assert not out.exists()
+
+
 def test_bench_missing_dir(tmp_path, capsys):
     assert cli.main(["bench", "--dir", str(tmp_path / "nope")]) == 2
     assert "no benchmarks directory" in _one_line_error(capsys.readouterr().err)
