@@ -20,6 +20,7 @@ asserts the probe fails on each.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from typing import Any, Callable
 
@@ -35,30 +36,43 @@ from dpfair_jax.data.dataset import make_dataset
 from tests import _sensitivity_probe as P
 
 BIG = 1e6
+# The closed-form sanity checks of the declared sensitivities (on in the probe; the self-check
+# turns them off, so that it shows the comparison itself failing on a planted bug).
+SANITY = {"on": True}
+
+
+def sane(ok: bool, what: str) -> None:
+    if SANITY["on"]:
+        assert ok, f"declared sensitivity is not the closed form: {what}"
 
 
 # ------------------------------------------------------------------------------------------------
 # data and neighbours
 # ------------------------------------------------------------------------------------------------
-def base_data(n: int = 6, d: int = 3, groups: int = 2, seed: int = 0, regression: bool = False):
+def base_data(n: int = 6, d: int = 3, groups: int = 2, seed: int = 0, regression: bool = False,
+              big: float = BIG):
+    """Small data whose row 0 (the one replace-one neighbours replace) is itself adversarial:
+    norm ``big`` along ``-1/sqrt(d)``, so a replacement can move a clipped sum by the full 2C."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, d)).astype(np.float32)
+    x[0] = -big * np.ones(d, np.float32) / math.sqrt(d)
     y = (x @ rng.normal(size=d)).astype(np.float32) if regression else (np.arange(n) % 2).astype(np.int32)
     s = (np.arange(n) % groups).astype(np.int32)
     return x, y, s
 
 
-def adversarial_records(d: int, groups: int, labels: tuple, norm: float = BIG, seed: int = 1):
-    """Records at feature norm ``norm`` (two directions), each label end, every group."""
+def adversarial_records(d: int, groups: int, labels: tuple, norm: float = BIG, seed: int = 1,
+                        full: bool = False):
+    """Records at feature norm ``norm``: along ``+1/sqrt(d)`` (opposite to row 0 of
+    :func:`base_data`) and a random direction; every group, and both label ends across them
+    (``full``: every (group, label) pair)."""
     rng = np.random.default_rng(seed)
     dirs = [np.ones(d) / math.sqrt(d), rng.normal(size=d)]
     dirs[1] /= np.linalg.norm(dirs[1])
-    out = []
-    for g in range(groups):
-        for j, lab in enumerate(labels):
-            u = dirs[(g + j) % 2] * (1 if j % 2 == 0 else -1)
-            out.append(((norm * u).astype(np.float32), lab, g))
-    return out
+    pairs = [(g, lab) for g in range(groups) for lab in labels] if full else \
+        [(g, labels[g % len(labels)]) for g in range(groups)] + \
+        ([(0, labels[-1])] if groups < len(labels) or groups == 1 else [])
+    return [((norm * dirs[i % 2]).astype(np.float32), lab, g) for i, (g, lab) in enumerate(pairs)]
 
 
 def neighbours(x, y, s, relation: str, records, *, replace_at: int = 0):
@@ -115,15 +129,16 @@ def single_gaussian_z(spend) -> float:
 class Case:
     name: str
     relation: str
-    build: Callable[[], tuple]  # -> (run, base, neighbours, multiplier, sanity)
+    build: Callable[[], tuple]  # -> (run, base, neighbours, multiplier)
+    violates: bool = False  # a documented non-private option: the probe must flag it
 
 
 CASES: list[Case] = []
 
 
-def case(name: str, relation: str):
+def case(name: str, relation: str, violates: bool = False):
     def deco(fn):
-        CASES.append(Case(name, relation, fn))
+        CASES.append(Case(name, relation, fn, violates))
         return fn
     return deco
 
@@ -145,8 +160,8 @@ def _dpsgd_case(sampling: str, relation: str, per_example: str = "auto", C: floa
         zz = single_gaussian_z(spend)
         # closed form: the declared sensitivity of the clipped sum is C (add/remove), 2C (replace)
         want = C * (1.0 if spend.relation == "add_remove" else 2.0)
-        assert math.isclose(float(rel.scale) / zz, want, rel_tol=1e-6), (float(rel.scale) / zz, want)
-        assert spend.relation == relation
+        sane(math.isclose(float(rel.scale) / zz, want, rel_tol=1e-6), f"{float(rel.scale) / zz} vs {want}")
+        sane(spend.relation == relation, spend.relation)
         return zz
 
     recs = adversarial_records(d, 2, (0, 1))
@@ -159,7 +174,9 @@ case("dpsgd[poisson,vmap]", "add_remove")(lambda: _dpsgd_case("poisson", "add_re
 
 
 # --- paper 001 mitigation -----------------------------------------------------------------------
-def _mitigation_case(gammas=(1.0, 1.0), penalty_clip_norm=None, stats_every: int = 0, C: float = 0.5):
+def _mitigation_case(gammas=(1.0, 1.0), penalty_clip_norm=None, stats_every: int = 0, C: float = 2.0):
+    """C = 2 leaves some rows of the data unclipped, so the groups' clipped-norm statistics differ
+    from step 0 on (equal statistics give zero penalty coefficients: nothing to probe)."""
     from dpfair_jax.algorithms import mitigation as M
 
     x, y, s = base_data(n=6, d=3, groups=2)
@@ -181,10 +198,10 @@ def _mitigation_case(gammas=(1.0, 1.0), penalty_clip_norm=None, stats_every: int
         zz = single_gaussian_z(spend)
         sens = float(rel.scale) / zz
         if rel.shape == (2, 3):  # the [K, 3] group statistics: rows in [0, 1]^3
-            assert math.isclose(sens, math.sqrt(3.0), rel_tol=1e-6), sens
+            sane(math.isclose(sens, math.sqrt(3.0), rel_tol=1e-6), f"stats {sens}")
         else:  # the clipped sum: C, or C + C_p clipped apart
-            assert math.isclose(sens, C + (penalty_clip_norm or 0.0), rel_tol=1e-6), sens
-        assert spend.relation == "add_remove"
+            sane(math.isclose(sens, C + (penalty_clip_norm or 0.0), rel_tol=1e-6), f"sum {sens}")
+        sane(spend.relation == "add_remove", spend.relation)
         return zz
 
     recs = adversarial_records(d, 2, (0, 1))
@@ -198,6 +215,107 @@ case("mitigation[penalty_clip_norm]", "add_remove")(lambda: _mitigation_case(pen
 case("mitigation[stats_every]", "add_remove")(lambda: _mitigation_case(stats_every=1))
 
 
+# --- DP-SGDA (a generic min-max loss, whole records private) -------------------------------------
+def _sgda_case(sampling: str, relation: str, factor: float):
+    from dpfair_jax.algorithms import sgda
+
+    x, y, s = base_data()
+    n, d = x.shape
+    cfg = sgda.SGDAConfig(steps=2, batch_size=n, sampling=sampling, sensitivity_factor=factor)
+    hp = sgda.SGDAHparams(lr_theta=0.3, lr_w=0.2, clip_theta=0.7, clip_w=0.4, noise_theta=1.2,
+                          noise_w=1.2, radius=5.0)
+
+    def loss(th, w, ex):
+        z = ex["x"] @ th
+        return jax.nn.softplus(z) - ex["y"] * z + w * z  # dL/dw = x . theta: unbounded
+
+    def run(data):
+        xx, yy, _ = data
+        sgda.fit(jax.random.key(5), {"x": jnp.asarray(xx), "y": jnp.asarray(yy, jnp.float32)}, hp, cfg,
+                 theta0=jnp.full((d,), 0.1, jnp.float32), w0=jnp.zeros((), jnp.float32), private_loss=loss)
+        return sgda.spend(cfg, xx.shape[0], hp)
+
+    def multiplier(rel, spend):
+        zz = single_gaussian_z(spend)
+        f = 1.0 if relation == "add_remove" else 2.0  # theta's clip 0.7 or w's 0.4
+        sane(any(math.isclose(float(rel.scale) / zz, c * f, rel_tol=1e-6) for c in (0.7, 0.4)),
+             f"{float(rel.scale) / zz}")
+        sane(spend.relation == relation, spend.relation)
+        return zz
+
+    recs = adversarial_records(d, 2, (0, 1))
+    return run, (x, y, s), neighbours(x, y, s, relation, recs), multiplier
+
+
+case("sgda[poisson]", "add_remove")(lambda: _sgda_case("poisson", "add_remove", 1.0))
+case("sgda[fixed_size]", "replace_one")(lambda: _sgda_case("fixed_size", "replace_one", 2.0))
+case("sgda[shuffle]", "replace_one")(lambda: _sgda_case("shuffle", "replace_one", 2.0))
+case("sgda[fixed_size, sensitivity_factor=1]", "replace_one")(
+    lambda: _sgda_case("fixed_size", "replace_one", 1.0))
+
+
+# --- DP-FERMI and PF-LD -------------------------------------------------------------------------
+def _fermi_case(pfld: bool = False, relation: str = "add_remove", lam: float = 1.0, **overrides):
+    from dpfair_jax.algorithms import fermi as F
+    from dpfair_jax.algorithms import pfld as PF
+
+    x, y, s = base_data(n=6, d=3, groups=2)
+    n, d = x.shape
+    z = 1.4
+    kw = dict(model=models.logistic(input_dim=d), num_groups=2, steps=2, batch_size=n,
+              count_noise_multiplier=z)
+    kw.update(overrides)
+    cfg = PF.config(**kw) if pfld else F.FermiConfig(**kw)
+    hp = F.FermiHparams(lam=lam, lr_theta=0.5, lr_w=0.3, clip_theta=0.7, clip_w=0.4, noise_theta=z,
+                        noise_w=z, radius=5.0)
+    public = cfg.group_frequencies == "public"
+    fit = PF.fit if pfld else F.fit
+
+    def run(data):
+        xx, yy, ss = data
+        ds = make_dataset(xx, yy, ss, num_groups=2, num_classes=2)
+        extra = {"p_s": np.array([0.5, 0.5], np.float32)} if public else {}
+        fit(jax.random.key(3), ds, hp, cfg, **extra)
+        return (PF.spend if pfld else F.spend)(cfg, xx.shape[0], hp)
+
+    def multiplier(rel, spend):
+        sane(spend.relation == cfg.relation(), spend.relation)
+        if spend.event is None:  # sensitive-attribute unit / shuffle: exact curve of multiplier z
+            zz = z
+        else:
+            zz = single_gaussian_z(spend)
+        if rel.fn == "noisy_histogram":
+            sane(math.isclose(float(rel.scale) / zz, 1.0 if spend.relation == "add_remove" else math.sqrt(2.0),
+                              rel_tol=1e-6), f"histogram {float(rel.scale) / zz}")
+        else:
+            f = 1.0 if spend.relation == "add_remove" else 2.0  # theta's clip 0.7 or W's 0.4
+            sane(any(math.isclose(float(rel.scale) / zz, c * f, rel_tol=1e-6) for c in (0.7, 0.4)),
+                 f"sum {float(rel.scale) / zz}")
+        return zz
+
+    recs = adversarial_records(d, 2, (0, 1))
+    return run, (x, y, s), neighbours(x, y, s, relation, recs), multiplier
+
+
+case("fermi[poisson]", "add_remove")(lambda: _fermi_case())
+case("fermi[fixed_size]", "replace_one")(lambda: _fermi_case(relation="replace_one", sampling="fixed_size"))
+case("fermi[shuffle]", "replace_one")(lambda: _fermi_case(relation="replace_one", sampling="shuffle"))
+case("fermi[eo]", "add_remove")(lambda: _fermi_case(fairness="eo"))
+case("fermi[public frequencies]", "add_remove")(lambda: _fermi_case(group_frequencies="public"))
+case("fermi[sensitive_attribute]", "attribute")(
+    lambda: _fermi_case(relation="attribute", privacy_unit="sensitive_attribute"))
+case("fermi[generic grad path]", "add_remove")(lambda: _fermi_case(grad_path="generic"))
+# documented as not private (the public code's clipping at m C, the paper's unscaled W-noise for
+# lam > 1): the probe must flag them; the paper variant at lam <= 1 is private
+case("fermi[official_batch clip]", "add_remove", violates=True)(lambda: _fermi_case(clip_mode="official_batch"))
+case("fermi[paper variant, lam=1]", "add_remove")(lambda: _fermi_case(variant="paper"))
+case("fermi[paper variant, lam=3]", "add_remove", violates=True)(lambda: _fermi_case(variant="paper", lam=3.0))
+case("pfld[poisson]", "add_remove")(lambda: _fermi_case(pfld=True))
+case("pfld[fixed_size]", "replace_one")(lambda: _fermi_case(pfld=True, relation="replace_one", sampling="fixed_size"))
+case("pfld[sensitive_attribute]", "attribute")(
+    lambda: _fermi_case(pfld=True, relation="attribute", privacy_unit="sensitive_attribute"))
+
+
 # ------------------------------------------------------------------------------------------------
 # the probe
 # ------------------------------------------------------------------------------------------------
@@ -208,4 +326,68 @@ def run_case(c: Case, monkeypatch) -> list[P.Check]:
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_releases_move_at_most_their_sensitivity(c, monkeypatch):
-    assert_within(run_case(c, monkeypatch))
+    checks = run_case(c, monkeypatch)
+    if c.violates:
+        assert any(not ch.ok for ch in checks), f"{c.name} is documented as not private; the probe missed it"
+    else:
+        assert_within(checks)
+
+
+# ------------------------------------------------------------------------------------------------
+# the probe can fail: planted bugs
+# ------------------------------------------------------------------------------------------------
+def _mutated(module: Any, name: str, old: str, new: str) -> Any:
+    """``module.name`` recompiled from the module's source with ``old`` replaced by ``new``."""
+    src = inspect.getsource(module)
+    assert src.count(old) == 1, f"mutation site not found in {module.__name__}: {old!r}"
+    ns = dict(vars(module))
+    exec(compile(src.replace(old, new), module.__file__, "exec"), ns)
+    return ns[name]
+
+
+def _plant_unclipped_penalty(mp) -> None:
+    """The mitigation's penalty gradient added after clipping (the issue's example)."""
+    from dpfair_jax.algorithms import mitigation as M
+
+    mp.setattr(M, "_program", _mutated(
+        M, "_program", "            sums_g = _clip.weighted_sum(aug, cf)\n",
+        "            pen = jax.tree_util.tree_map(lambda a, b: combine(jnp.zeros_like(a), a, b), pg1, pg2)\n"
+        "            cf = _clip.clip_factors(norms, clip_norm) * mask\n"
+        "            sums_g = jax.tree_util.tree_map(jnp.add, _clip.weighted_sum(grads, cf), "
+        "_clip.weighted_sum(pen, mask))\n"))
+
+
+def _plant_doubled_clip(mp) -> None:
+    """Every clip norm doubled before clipping (the noise still scaled to the stated one)."""
+    from dpfair_jax.privacy import clipping
+
+    cf, cgs = clipping.clip_factors, clipping.clipped_grad_sum
+    P._patch_everywhere(mp, cf, lambda norms, clip_norm, *a, **k: cf(norms, 2.0 * clip_norm, *a, **k))
+    P._patch_everywhere(mp, cgs, lambda *a, clip_norm, **k: cgs(*a, clip_norm=2.0 * clip_norm, **k))
+
+
+def _plant_add_remove_factor(mp) -> None:
+    """Replace-one releases accounted with the add/remove factor (1 instead of 2)."""
+    from dpfair_jax.privacy import relations
+
+    P._patch_everywhere(mp, relations.replace_factor, lambda relation: 1.0)
+
+
+PLANTED = [
+    ("unclipped mitigation penalty", _plant_unclipped_penalty, "mitigation[gamma=(1,1)]"),
+    ("clip norm doubled before clipping", _plant_doubled_clip, "dpsgd[poisson]"),
+    ("clip norm doubled before clipping (mitigation)", _plant_doubled_clip, "mitigation[gamma=(0.5,0)]"),
+    ("replace-one noised for add/remove", _plant_add_remove_factor, "dpsgd[fixed_size]"),
+]
+
+
+@pytest.mark.parametrize("what,plant,name", PLANTED, ids=[p[0] for p in PLANTED])
+def test_probe_catches_planted_bugs(what, plant, name, monkeypatch):
+    c = next(c for c in CASES if c.name == name)
+    assert_within(run_case(c, monkeypatch))  # the unplanted case passes
+    monkeypatch.setitem(SANITY, "on", False)  # the comparison alone must flag the bug
+    with monkeypatch.context() as mp:
+        plant(mp)
+        checks = run_case(c, mp)
+    bad = [ch for ch in checks if not ch.ok]
+    assert bad, f"the probe missed a planted bug ({what}): max moved {max(ch.moved for ch in checks):.4g}"
