@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import sys
 from typing import Any, Callable
 
@@ -307,6 +308,12 @@ def compare(a: Recorder, b: Recorder, multiplier: Callable[[Release], float], la
             z = float(multiplier(ra))
             sc = np.asarray(ra.scale, np.float64)
             scale = np.full(diff.shape, float(sc)) if sc.ndim == 0 else np.broadcast_to(sc, ra.shape).ravel()
+            if np.all(scale == 0):  # a noiseless part (e.g. an unused update): must not move at all
+                checks.append(Check(label, ra.site, 0.0 if not np.any(diff) else math.inf, 0.0))
+                continue
+            if np.any(scale <= 0):
+                raise AssertionError(f"{label}: a release at {ra.site} drew with scale 0 in part; "
+                                     "give the case positive noise multipliers")
             r = diff / scale * z
             moved = float(np.linalg.norm(r, 1 if ra.kind == "l1" else 2))
             slack = 64 * F32 * mag * float(np.max(z / scale))

@@ -316,6 +316,73 @@ case("pfld[sensitive_attribute]", "attribute")(
     lambda: _fermi_case(pfld=True, relation="attribute", privacy_unit="sensitive_attribute"))
 
 
+# --- PF-LD with per-epoch dual updates ----------------------------------------------------------
+def _pfld_epoch_case(fairness: str = "dp"):
+    from dpfair_jax.algorithms import pfld_epoch as PE
+
+    x, y, s = base_data(n=6, d=3, groups=2)
+    n, d = x.shape
+    z = 1.3
+    # batch 4: ceil(n / 4) = 2 steps per epoch for both n = 6 and n + 1 (the same program)
+    cfg = PE.PFLDEpochConfig(model=models.logistic(input_dim=d), num_groups=2, epochs=2, batch_size=4,
+                             fairness=fairness)
+    hp = PE.PFLDEpochHparams(lam=1.0, lr_theta=0.5, lr_dual=1.0, clip_theta=0.7, clip_violation=0.4,
+                             noise_theta=z, noise_violation=z)
+
+    def run(data):
+        xx, yy, ss = data
+        PE.fit(jax.random.key(4), make_dataset(xx, yy, ss, num_groups=2, num_classes=2), hp, cfg)
+        return PE.spend(cfg, xx.shape[0], hp)
+
+    def multiplier(rel, spend):
+        zz = single_gaussian_z(spend)
+        if float(rel.scale) > 0:  # theta's clipped sum (0.7) or the soft counts (0.4), add/remove
+            sane(any(math.isclose(float(rel.scale) / zz, c, rel_tol=1e-6) for c in (0.7, 0.4)),
+                 f"{float(rel.scale) / zz}")
+        sane(spend.relation == "add_remove", spend.relation)
+        return zz
+
+    recs = adversarial_records(d, 2, (0, 1))
+    return run, (x, y, s), neighbours(x, y, s, "add_remove", recs), multiplier
+
+
+case("pfld_epoch[dp]", "add_remove")(lambda: _pfld_epoch_case())
+case("pfld_epoch[eo]", "add_remove")(lambda: _pfld_epoch_case("eo"))
+
+
+# --- paper 001 output perturbation ----------------------------------------------------------------
+def _output_perturbation_case(loss: str = "logistic", fit_intercept: bool = True):
+    from dpfair_jax.algorithms import output_perturbation as OP
+
+    R, z, reg = 2.0, 1.5, 0.5
+    x, y, s = base_data(n=6, d=3, groups=2, regression=loss == "squared", big=R)
+    if loss == "squared":
+        y = np.clip(y, -1.0, 1.0).astype(np.float32)
+    x = (x / np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True) / R)).astype(np.float32)
+    n, d = x.shape
+    cfg = OP.OutputPerturbationConfig(loss=loss, fit_intercept=fit_intercept, iters=60)
+    hp = OP.OutputPerturbationHparams(noise_multiplier=z, reg=reg, radius=R)
+
+    def run(data):
+        xx, yy, _ = data
+        out = OP.fit(jax.random.key(6), (xx, yy), hp, cfg)
+        sane(math.isclose(float(out.std), z * float(out.sensitivity), rel_tol=1e-6), "std = z Delta")
+        return OP.spend(cfg, xx.shape[0], hp)
+
+    def multiplier(rel, spend):
+        sane(spend.relation == "replace_one", spend.relation)
+        return z  # the analytic Gaussian's multiplier (spend: epsilon at z; no DpEvent)
+
+    labels = (-1.0, 1.0) if loss == "squared" else (0, 1)
+    recs = adversarial_records(d, 2, labels, norm=R * (1 - 1e-6))  # the public domain's edge
+    return run, (x, y, s), neighbours(x, y, s, "replace_one", recs), multiplier
+
+
+case("output_perturbation[logistic]", "replace_one")(lambda: _output_perturbation_case())
+case("output_perturbation[squared, no intercept]", "replace_one")(
+    lambda: _output_perturbation_case("squared", False))
+
+
 # ------------------------------------------------------------------------------------------------
 # the probe
 # ------------------------------------------------------------------------------------------------
