@@ -319,3 +319,35 @@ def compare(a: Recorder, b: Recorder, multiplier: Callable[[Release], float], la
             slack = 64 * F32 * mag * float(np.max(z / scale))
         checks.append(Check(label, ra.site, moved, slack))
     return checks
+
+
+def compare_zcdp(a: Recorder, b: Recorder, rho: float, label: str, epsilon: float | None = None) -> list[Check]:
+    """The whole run against a zCDP (or pure-DP) spend: each Gaussian release costs
+    ``||(v_B - v_A) / std||^2 / 2``, each Laplace release ``||(v_B - v_A) / scale||_1`` in epsilon
+    (``eps^2 / 2`` in zCDP); their total must be at most the ``rho`` the spend charges (or, with
+    ``epsilon`` and Laplace releases only, at most ``epsilon``). One check, ``moved`` =
+    ``sqrt(total / rho)`` (``total / epsilon``), so a sensitivity off by a factor c reads c.
+    Slack as in :func:`compare`, summed over the releases."""
+    assert len(a.releases) == len(b.releases) and a.releases, (len(a.releases), len(b.releases))
+    total_rho, total_eps, slack, sites = 0.0, 0.0, 0.0, set()
+    for ra, rb in zip(a.releases, b.releases):
+        diff = rb.value - ra.value
+        mag = np.max(np.abs(ra.value) + np.abs(rb.value)) if diff.size else 0.0
+        sc = np.asarray(ra.scale, np.float64)
+        scale = np.full(diff.shape, float(sc)) if sc.ndim == 0 else np.broadcast_to(sc, ra.shape).ravel()
+        sites.add(ra.site.rsplit(".", 1)[-1])
+        if np.all(scale == 0):
+            if np.any(diff):
+                return [Check(label, ra.site, math.inf, 0.0)]
+            continue
+        r = diff / scale
+        if ra.kind == "l1":
+            e = float(np.sum(np.abs(r)))
+            total_eps += e
+            total_rho += e * e / 2.0
+        else:
+            total_rho += float(np.sum(r * r)) / 2.0
+        slack += 64 * F32 * mag * float(np.max(1.0 / scale))
+    if epsilon is not None:
+        return [Check(label, ",".join(sorted(sites)), total_eps / epsilon, slack / epsilon)]
+    return [Check(label, ",".join(sorted(sites)), math.sqrt(total_rho / rho), slack / math.sqrt(2 * rho))]

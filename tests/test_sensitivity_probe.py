@@ -101,12 +101,19 @@ def neighbours(x, y, s, relation: str, records, *, replace_at: int = 0):
 
 
 def probe(monkeypatch, run: Callable[[tuple], Any], base: tuple, nbrs, multiplier) -> list[P.Check]:
-    """World A on ``base`` against world B on each neighbour; ``run(data) -> spend``."""
+    """World A on ``base`` against world B on each neighbour; ``run(data) -> spend``.
+    ``multiplier``: ``(release, spend) -> z`` (each release against its own charge), or
+    ``"zcdp"`` / ``"pure"`` (the whole run against the spend's ``rho`` / ``epsilon``)."""
     a, spend_a = P.run_world(monkeypatch, lambda: run(base))
     checks = []
     for label, data in nbrs:
         b, _ = P.run_world(monkeypatch, lambda: run(data), replay=a)
-        checks += P.compare(a, b, lambda r: multiplier(r, spend_a), label)
+        if multiplier == "zcdp":
+            checks += P.compare_zcdp(a, b, spend_a.rho, label)
+        elif multiplier == "pure":
+            checks += P.compare_zcdp(a, b, math.inf, label, epsilon=spend_a.epsilon)
+        else:
+            checks += P.compare(a, b, lambda r: multiplier(r, spend_a), label)
     return checks
 
 
@@ -381,6 +388,40 @@ def _output_perturbation_case(loss: str = "logistic", fit_intercept: bool = True
 case("output_perturbation[logistic]", "replace_one")(lambda: _output_perturbation_case())
 case("output_perturbation[squared, no intercept]", "replace_one")(
     lambda: _output_perturbation_case("squared", False))
+
+
+# --- paper 003 stratified means ------------------------------------------------------------------
+def _means_case(method: str, relation: str, counts: str = "auto", **cfg_kw):
+    from dpfair_jax.algorithms import mean_estimation as ME
+
+    k = 2
+    x, _, s = base_data(n=8, d=2, groups=k)
+    n, d = x.shape
+    cfg = ME.MeanConfig(method=method, num_groups=k, relation=relation, counts=counts, **cfg_kw)
+    hp = ME.MeanHparams(rho=0.4, epsilon=0.9, center=0.0, radius=3.0, clip=1.5, R=1.0, gamma=0.1)
+
+    def run(data):
+        xx, _, ss = data
+        ME.fit(jax.random.key(8), (xx, ss), hp, cfg)
+        sizes = np.bincount(ss, minlength=k)
+        return ME.spend(cfg, sizes, hp)
+
+    pure = method == "laplace" and cfg.relation == "replace_one" and not cfg.noisy_counts
+    nb = "within_group" if relation == "replace_one" else "add_remove"
+    recs = adversarial_records(d, k, (0,))
+    return run, (x, np.zeros(n, np.float32), s), neighbours(x, np.zeros(n, np.float32), s, nb, recs), \
+        ("pure" if pure else "zcdp")
+
+
+for _m in ("laplace", "gaussian", "coinpress"):
+    case(f"mean_estimation[{_m}, within group]", "within_group")(lambda m=_m: _means_case(m, "replace_one"))
+    case(f"mean_estimation[{_m}, add_remove]", "add_remove")(lambda m=_m: _means_case(m, "add_remove"))
+case("mean_estimation[coinpress, 4 steps]", "within_group")(
+    lambda: _means_case("coinpress", "replace_one", split=(0.1, 0.2, 0.3, 0.4)))
+case("mean_estimation[coinpress, cumulative clip]", "within_group")(
+    lambda: _means_case("coinpress", "replace_one", clip_mode="cumulative"))
+case("mean_estimation[gaussian, noisy counts]", "within_group")(
+    lambda: _means_case("gaussian", "replace_one", counts="noisy"))
 
 
 # ------------------------------------------------------------------------------------------------
