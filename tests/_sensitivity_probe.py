@@ -208,6 +208,20 @@ def install(monkeypatch, rec: Recorder) -> None:
                       return_probs=return_probs)
         return rec.emit(rel, out)
 
+    # an exponential mechanism that forms its logits itself (the private LOPT oracle): adapter
+    from dpfair_jax.algorithms.reductions import oracles as _orc
+
+    orig_lopt = _orc._lopt_em_logits
+
+    def lopt_em_logits(losses, weights, epsilon, loss_sens):
+        w = np.asarray(weights, np.float64)
+        score = np.asarray(losses, np.float64) @ (w / max(np.linalg.norm(w), 1e-30))
+        rel = Release("exponential_mechanism", _site(), score, np.asarray(epsilon, np.float64), "linf",
+                      sensitivity=np.asarray(loss_sens, np.float64), shape=score.shape)
+        return rec.emit(rel, orig_lopt(losses, weights, epsilon, loss_sens))
+
+    monkeypatch.setattr(_orc, "_lopt_em_logits", lopt_em_logits)
+
     def gaussian_noise(key, shape, std, dtype=jnp.float32):
         return NoiseProbe(rec, "gaussian_noise", _site(), shape, std, dtype, "l2")
 
@@ -301,7 +315,9 @@ def compare(a: Recorder, b: Recorder, multiplier: Callable[[Release], float], la
         diff = rb.value - ra.value
         mag = np.max(np.abs(ra.value) + np.abs(rb.value)) if diff.size else 0.0
         if ra.kind == "linf":
-            sens = float(np.max(ra.sensitivity))
+            # the stated sensitivity, times the factor by which the spend's epsilon exceeds the
+            # call's (1 unless the spend charges for a too-small stated sensitivity)
+            sens = float(np.max(ra.sensitivity)) * float(multiplier(ra))
             moved = float(np.max(np.abs(diff))) / sens
             slack = 64 * F32 * mag / sens
         else:

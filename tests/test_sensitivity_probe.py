@@ -33,7 +33,7 @@ import pytest
 from dpfair_jax import models
 from dpfair_jax.data.dataset import make_dataset
 
-from tests import _sensitivity_probe as P
+import _sensitivity_probe as P
 
 BIG = 1e6
 # The closed-form sanity checks of the declared sensitivities (on in the probe; the self-check
@@ -422,6 +422,57 @@ case("mean_estimation[coinpress, cumulative clip]", "within_group")(
     lambda: _means_case("coinpress", "replace_one", clip_mode="cumulative"))
 case("mean_estimation[gaussian, noisy counts]", "within_group")(
     lambda: _means_case("gaussian", "replace_one", counts="noisy"))
+
+
+# --- paper 002 reductions (exponential sampling, private CGOO) -----------------------------------
+def _reductions_case(algorithm: int, variant: str = "corrected", objective: str = "sum"):
+    from dpfair_jax.algorithms import reductions as R
+    from dpfair_jax.algorithms.reductions import interface as RI
+
+    K, M, n = 2, 5, 8
+    rng = np.random.default_rng(3)
+    ell = rng.uniform(0.2, 0.8, size=(M, n)).astype(np.float32)  # per-example losses of each candidate
+    s = (np.arange(n) % K).astype(np.int32)
+    f = R.sum_objective(K) if objective == "sum" else R.max_objective(temperature=0.1)
+    problem = R.CGOO(f, R.bounded_group_loss(np.full(K, 0.3)), K)
+    if algorithm == 1:
+        cfg, hp = R.SamplingConfig(problem, variant=variant), R.SamplingHparams(G=2.0, epsilon=1.5)
+    else:
+        cfg = R.PrivateCGOOConfig(problem, steps=3, variant=variant)
+        hp = R.PrivateCGOOHparams(G=2.0, oracle_epsilon=0.8, laplace_scale=0.3)
+
+    def run(data):
+        ll, _, ss = data
+        R.fit(jax.random.key(9), R.GridData(R.group_losses(jnp.asarray(ll), ss, K), n), hp, cfg)
+        return R.spend(cfg, n, hp)
+
+    def multiplier(rel, spend):
+        sane(spend.relation == "replace_one", spend.relation)
+        if rel.kind == "l1":  # the loss release: Laplace at the budget's weight epsilon
+            w_eps = RI._algorithm2_budget(cfg, n, hp).weight_epsilon
+            sane(math.isclose(float(rel.scale) * w_eps, 2.0 / n, rel_tol=1e-6) or
+                 math.isclose(float(rel.scale) * w_eps, K / n, rel_tol=1e-6), f"l1 {float(rel.scale) * w_eps}")
+            return 1.0 / w_eps
+        if algorithm == 1:  # the draw's spend over the epsilon it ran at
+            return spend.epsilon / float(rel.scale)
+        return 1.0
+
+    # per-example losses at both ends of [0, 1], in every group, for every candidate
+    base_l = ell.T  # [n, M]: neighbours() replaces a row
+    recs = [(np.zeros(M, np.float32), 0, 0), (np.ones(M, np.float32), 0, 1),
+            ((np.arange(M) % 2).astype(np.float32), 0, 1)]
+
+    def as_data(rows):
+        return (np.asarray(rows[0]).T, rows[1], rows[2])
+
+    nbrs = [(lab, as_data(d)) for lab, d in neighbours(base_l, np.zeros(n, np.float32), s, "replace_one", recs)]
+    return run, as_data((base_l, np.zeros(n, np.float32), s)), nbrs, multiplier
+
+
+case("reductions[exponential sampling]", "replace_one")(lambda: _reductions_case(1))
+case("reductions[exponential sampling, max objective]", "replace_one")(lambda: _reductions_case(1, objective="max"))
+case("reductions[exponential sampling, paper sensitivity]", "replace_one")(lambda: _reductions_case(1, "paper"))
+case("reductions[private cgoo]", "replace_one")(lambda: _reductions_case(2))
 
 
 # ------------------------------------------------------------------------------------------------
