@@ -151,6 +151,11 @@ def _patch_everywhere(monkeypatch, orig: Any, new: Any) -> int:
     return hits
 
 
+# Adapters for releases formed outside the mechanisms (``(monkeypatch, recorder) -> None``,
+# installed after the spies); registered by the test module.
+ADAPTERS: list[Callable[[Any, Recorder], None]] = []
+
+
 def install(monkeypatch, rec: Recorder) -> None:
     """Spies on every noise entry point and the Poisson samplers (see the module doc)."""
     M = _mech
@@ -242,6 +247,8 @@ def install(monkeypatch, rec: Recorder) -> None:
             orig = vars(mod).get(name)
             if callable(orig) and getattr(orig, "__module__", "").startswith("dpfair_jax"):
                 monkeypatch.setattr(mod, name, (lambda o, f: lambda key, n, *a, **k: f(int(n), o))(orig, every_row))
+    for adapter in ADAPTERS:
+        adapter(monkeypatch, rec)
 
 
 def run_world(monkeypatch, fn: Callable[[], Any], replay: Recorder | None = None) -> tuple[Recorder, Any]:

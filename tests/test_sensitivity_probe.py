@@ -36,6 +36,7 @@ from dpfair_jax.data.dataset import make_dataset
 import _sensitivity_probe as P
 
 BIG = 1e6
+P.ADAPTERS[:] = []  # filled below (budget tailoring)
 # The closed-form sanity checks of the declared sensitivities (on in the probe; the self-check
 # turns them off, so that it shows the comparison itself failing on a planted bug).
 SANITY = {"on": True}
@@ -473,6 +474,78 @@ case("reductions[exponential sampling]", "replace_one")(lambda: _reductions_case
 case("reductions[exponential sampling, max objective]", "replace_one")(lambda: _reductions_case(1, objective="max"))
 case("reductions[exponential sampling, paper sensitivity]", "replace_one")(lambda: _reductions_case(1, "paper"))
 case("reductions[private cgoo]", "replace_one")(lambda: _reductions_case(2))
+
+
+# --- paper 000 budget tailoring -------------------------------------------------------------------
+def _budget_tailoring_adapter(mp, rec: P.Recorder) -> None:
+    """Budget tailoring draws a run's standard normals at once and each release scales its slice
+    (``core._run_draws``): the draws become zeros, and the two release functions are wrapped to
+    record their pre-noise values with the stds they scale the draws by (stage 1: the upper
+    triangle of ``X^T X``, ``X^T y``, the clipped residual sums; stage 2: each step's ``M1``,
+    ``M2``) and, in world B, to hand on world A's releases."""
+    from dpfair_jax.algorithms.budget_tailoring import core, stage1, stage2
+
+    P._patch_everywhere(mp, core._run_draws, lambda key, steps, p, k, dtype: jnp.zeros(
+        (core.num_draws(steps, p, k),), dtype))
+    s1 = stage1._stage1_release
+
+    def stage1_release(z_all, xs, y, onehot, xnorm, tau, hp, cfg, table=None):
+        out = s1(jnp.zeros_like(z_all), xs, y, onehot, xnorm, tau, hp, cfg, table)
+        std_xx, std_xy, std_res = stage1.stage1_noise_stds(tau, onehot.shape[1], hp, cfg)
+        iu = np.triu_indices(xs.shape[0])
+        parts = [(np.asarray(out.xtx)[iu], std_xx), (np.asarray(out.xty), std_xy),
+                 (np.asarray(out.residual_sums), std_res)]
+        res = None
+        for i, (val, std) in enumerate(parts):
+            val = np.asarray(val, np.float64)
+            r = rec.emit(P.Release("stage1", f"budget_tailoring.stage1[{i}]", val.ravel(),
+                                   np.asarray(std, np.float64), "l2", shape=val.shape), out)
+            res = r if i == 0 else res
+        return res
+
+    s2 = stage2._release
+
+    def release(theta, xs, y, onehot, xnorm, rel, zg, zl, hp, cfg, pre=None, table=None):
+        m1, m2, clipped = s2(theta, xs, y, onehot, xnorm, rel, jnp.zeros_like(zg), jnp.zeros_like(zl), hp,
+                             cfg, pre, table)
+        v1 = np.asarray(m1, np.float64)
+        o1 = rec.emit(P.Release("stage2", "budget_tailoring.stage2.M1", v1.ravel(),
+                                np.broadcast_to(np.asarray(rel.gstd, np.float64), v1.shape), "l2",
+                                shape=v1.shape), m1)
+        o2 = m2
+        if cfg.fairness:
+            v2 = np.asarray(m2, np.float64)
+            o2 = rec.emit(P.Release("stage2", "budget_tailoring.stage2.M2", v2.ravel(),
+                                    np.broadcast_to(np.asarray(rel.lstd, np.float64), v2.shape), "l2",
+                                    shape=v2.shape), m2)
+        return o1, o2, clipped
+
+    mp.setattr(stage1, "_stage1_release", stage1_release)
+    mp.setattr(stage2, "_release", release)
+
+
+def _budget_tailoring_case(relation: str = "replace_one", **cfg_kw):
+    from dpfair_jax.algorithms import budget_tailoring as BT
+
+    K = 2
+    x, y, s = base_data(n=8, d=2, groups=K, regression=True)
+    cfg = BT.Config(steps=2, relation=relation, **cfg_kw)
+    hp = BT.Hyperparams(rho=0.8, clip=0.7)
+
+    def run(data):
+        xx, yy, ss = data
+        BT.fit(jax.random.key(4), make_dataset(xx, yy, ss, num_groups=K, num_classes=0), hp, cfg)
+        return BT.privacy(cfg, hp.rho, 1e-5)
+
+    recs = adversarial_records(2, K, (-1e3, 1e3))
+    nb = "within_group" if relation == "replace_one" else "add_remove"
+    return run, (x, y, s), neighbours(x, y, s, nb, recs), "zcdp"
+
+
+P.ADAPTERS.append(_budget_tailoring_adapter)
+case("budget_tailoring[default]", "within_group")(lambda: _budget_tailoring_case())
+case("budget_tailoring[fairness]", "within_group")(lambda: _budget_tailoring_case(fairness=True))
+case("budget_tailoring[stage1_clip=paper]", "within_group")(lambda: _budget_tailoring_case(stage1_clip="paper"))
 
 
 # ------------------------------------------------------------------------------------------------
