@@ -548,6 +548,75 @@ case("budget_tailoring[fairness]", "within_group")(lambda: _budget_tailoring_cas
 case("budget_tailoring[stage1_clip=paper]", "within_group")(lambda: _budget_tailoring_case(stage1_clip="paper"))
 
 
+# --- paper 003 marginal synthesis ------------------------------------------------------------------
+def _synthesis_adapter(mp, rec: P.Recorder) -> None:
+    """The synthesizer draws a symmetric unit matrix per stratum under ``vmap`` and scales it by
+    ``marginal_sigma`` (``_fit_tables``), and the stratum counts scale a host copy of a unit draw:
+    the draws become zeros; each stratum's Gram upper triangle (recovered from the returned
+    tables, whose masked entries are structurally zero for one-hot rows) is recorded with
+    ``marginal_sigma(d, rho)``, the counts with ``1 / sqrt(2 count_rho)``; world B gets A's."""
+    from dpfair_jax.algorithms import synthesis as SY
+
+    mp.setattr(SY, "symmetric_gaussian_noise", lambda key, dim, std, dtype=jnp.float32: jnp.zeros((dim, dim), dtype))
+    fit_tables = SY._fit_tables
+
+    def fit_jit(key, codes, s, mask, rho, num_groups, V, domains):
+        t = fit_tables(key, codes, s, mask, rho, num_groups, V, domains)
+        d = len(domains)
+        gram = np.asarray(t, np.float64).transpose(0, 1, 3, 2, 4).reshape(num_groups, d * V, d * V)
+        iu = np.triu_indices(d * V)
+        sigma = float(SY.marginal_sigma(d, rho))
+        out = t
+        for g in range(num_groups):
+            val = gram[g][iu]
+            r = rec.emit(P.Release("marginals", f"synthesis.marginals[{g}]", val, np.asarray(sigma), "l2",
+                                   shape=val.shape), t)
+            out = r if g == 0 else out
+        return out
+
+    counts = SY.stratum_counts
+
+    def stratum_counts(s, num_groups, *, key=None, count_rho=None):
+        c = counts(s, num_groups)
+        if count_rho is None:
+            return c
+        return rec.emit(P.Release("counts", "synthesis.stratum_counts", np.asarray(c, np.float64),
+                                  np.asarray(1.0 / math.sqrt(2.0 * count_rho)), "l2", shape=np.shape(c)), c)
+
+    mp.setattr(SY, "_fit_jit", fit_jit)
+    mp.setattr(SY, "stratum_counts", stratum_counts)
+
+
+P.ADAPTERS.append(_synthesis_adapter)
+
+
+def _synthesis_case(**cfg_kw):
+    from dpfair_jax.algorithms import synthesis as SY
+
+    K, domains = 2, (3, 2, 2)
+    n = 8
+    rng = np.random.default_rng(4)
+    codes = np.stack([rng.integers(0, m, n) for m in domains], 1).astype(np.int32)
+    s = (np.arange(n) % K).astype(np.int32)
+    cfg = SY.SynthesisConfig(domains=domains, num_groups=K, **cfg_kw)
+    hp = SY.SynthesisHparams(rho=0.7)
+
+    def run(data):
+        cc, _, ss = data
+        SY.fit(jax.random.key(11), (cc, ss), hp, cfg)
+        return SY.spend(cfg, cc.shape[0], hp)
+
+    # every record type: each category at its ends, in every stratum
+    recs = [(np.zeros(len(domains), np.int32), 0, g) for g in range(K)] + \
+        [(np.asarray([m - 1 for m in domains], np.int32), 0, g) for g in range(K)]
+    return run, (codes, np.zeros(n, np.float32), s), \
+        neighbours(codes, np.zeros(n, np.float32), s, "add_remove", recs), "zcdp"
+
+
+case("synthesis[tree, noisy counts]", "add_remove")(lambda: _synthesis_case())
+case("synthesis[independent, no counts]", "add_remove")(lambda: _synthesis_case(mode="independent", counts="none"))
+
+
 # ------------------------------------------------------------------------------------------------
 # the probe
 # ------------------------------------------------------------------------------------------------
@@ -605,11 +674,22 @@ def _plant_add_remove_factor(mp) -> None:
     P._patch_everywhere(mp, relations.replace_factor, lambda relation: 1.0)
 
 
+def _plant_half_marginal_noise(mp) -> None:
+    """The synthesizer's marginal noise at half the std its zCDP charge assumes."""
+    from dpfair_jax.algorithms import synthesis as SY
+
+    ms = SY.marginal_sigma
+    mp.setattr(SY, "marginal_sigma", lambda d, rho: 0.5 * ms(d, rho))
+
+
 PLANTED = [
     ("unclipped mitigation penalty", _plant_unclipped_penalty, "mitigation[gamma=(1,1)]"),
     ("clip norm doubled before clipping", _plant_doubled_clip, "dpsgd[poisson]"),
     ("clip norm doubled before clipping (mitigation)", _plant_doubled_clip, "mitigation[gamma=(0.5,0)]"),
     ("replace-one noised for add/remove", _plant_add_remove_factor, "dpsgd[fixed_size]"),
+    ("replace-one noised for add/remove (Laplace mean)", _plant_add_remove_factor,
+     "mean_estimation[laplace, within group]"),
+    ("marginal noise halved", _plant_half_marginal_noise, "synthesis[independent, no counts]"),
 ]
 
 
