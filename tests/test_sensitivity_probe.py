@@ -369,7 +369,7 @@ def _output_perturbation_case(loss: str = "logistic", fit_intercept: bool = True
         y = np.clip(y, -1.0, 1.0).astype(np.float32)
     x = (x / np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True) / R)).astype(np.float32)
     n, d = x.shape
-    cfg = OP.OutputPerturbationConfig(loss=loss, fit_intercept=fit_intercept, iters=60)
+    cfg = OP.OutputPerturbationConfig(loss=loss, fit_intercept=fit_intercept, iters=8)  # Newton: converged
     hp = OP.OutputPerturbationHparams(noise_multiplier=z, reg=reg, radius=R)
 
     def run(data):
