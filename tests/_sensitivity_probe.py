@@ -25,7 +25,6 @@ Float64 host arithmetic measures each release's change; see :func:`ratio` for th
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import sys
@@ -37,7 +36,6 @@ import numpy as np
 from dp_accounting import dp_event as E
 
 from dpfair_jax.privacy import mechanisms as _mech
-from dpfair_jax.privacy import sampling as _smp
 
 # Poisson samplers run as "every row, in order" (name -> return value for n rows). A sampler that
 # is renamed or moved needs one line here; one that is absent is simply not patched.
@@ -83,7 +81,8 @@ def _host(tree: Any) -> np.ndarray:
 
 def _site() -> str:
     f = sys._getframe(2)
-    while f is not None and f.f_globals.get("__name__", "").startswith(("tests._sensitivity", "dpfair_jax.privacy.mechanisms")):
+    skip = ("_sensitivity_probe", "tests._sensitivity", "dpfair_jax.privacy.mechanisms")
+    while f is not None and f.f_globals.get("__name__", "").startswith(skip):
         f = f.f_back
     return "?" if f is None else f"{f.f_globals.get('__name__', '?')}.{f.f_code.co_name}"
 

@@ -27,7 +27,6 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from dpfair_jax import models
