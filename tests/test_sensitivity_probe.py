@@ -392,13 +392,16 @@ case("output_perturbation[squared, no intercept]", "replace_one")(
 
 
 # --- paper 003 stratified means ------------------------------------------------------------------
-def _means_case(method: str, relation: str, counts: str = "auto", **cfg_kw):
+def _means_case(method: str, relation: str | None = None, counts: str = "auto", **cfg_kw):
+    """``relation=None``: the config's default (replacement within a stratum, sizes public)."""
     from dpfair_jax.algorithms import mean_estimation as ME
 
     k = 2
     x, _, s = base_data(n=8, d=2, groups=k)
     n, d = x.shape
-    cfg = ME.MeanConfig(method=method, num_groups=k, relation=relation, counts=counts, **cfg_kw)
+    if relation is not None:
+        cfg_kw["relation"] = relation
+    cfg = ME.MeanConfig(method=method, num_groups=k, counts=counts, **cfg_kw)
     hp = ME.MeanHparams(rho=0.4, epsilon=0.9, center=0.0, radius=3.0, clip=1.5, R=1.0, gamma=0.1)
 
     def run(data):
@@ -407,22 +410,22 @@ def _means_case(method: str, relation: str, counts: str = "auto", **cfg_kw):
         sizes = np.bincount(ss, minlength=k)
         return ME.spend(cfg, sizes, hp)
 
-    pure = method == "laplace" and cfg.relation == "replace_one" and not cfg.noisy_counts
-    nb = "within_group" if relation == "replace_one" else "add_remove"
+    pure = method == "laplace" and relation is None and not cfg.noisy_counts
+    nb = "within_group" if relation is None else relation
     recs = adversarial_records(d, k, (0,))
     return run, (x, np.zeros(n, np.float32), s), neighbours(x, np.zeros(n, np.float32), s, nb, recs), \
         ("pure" if pure else "zcdp")
 
 
 for _m in ("laplace", "gaussian", "coinpress"):
-    case(f"mean_estimation[{_m}, within group]", "within_group")(lambda m=_m: _means_case(m, "replace_one"))
+    case(f"mean_estimation[{_m}, within group]", "within_group")(lambda m=_m: _means_case(m))
     case(f"mean_estimation[{_m}, add_remove]", "add_remove")(lambda m=_m: _means_case(m, "add_remove"))
 case("mean_estimation[coinpress, 4 steps]", "within_group")(
-    lambda: _means_case("coinpress", "replace_one", split=(0.1, 0.2, 0.3, 0.4)))
+    lambda: _means_case("coinpress", split=(0.1, 0.2, 0.3, 0.4)))
 case("mean_estimation[coinpress, cumulative clip]", "within_group")(
-    lambda: _means_case("coinpress", "replace_one", clip_mode="cumulative"))
+    lambda: _means_case("coinpress", clip_mode="cumulative"))
 case("mean_estimation[gaussian, noisy counts]", "within_group")(
-    lambda: _means_case("gaussian", "replace_one", counts="noisy"))
+    lambda: _means_case("gaussian", counts="noisy"))
 
 
 # --- paper 002 reductions (exponential sampling, private CGOO) -----------------------------------
@@ -524,12 +527,13 @@ def _budget_tailoring_adapter(mp, rec: P.Recorder) -> None:
     mp.setattr(stage2, "_release", release)
 
 
-def _budget_tailoring_case(relation: str = "replace_one", **cfg_kw):
+def _budget_tailoring_case(**cfg_kw):
+    """The config's default relation: replacement within a group (sizes public)."""
     from dpfair_jax.algorithms import budget_tailoring as BT
 
     K = 2
     x, y, s = base_data(n=8, d=2, groups=K, regression=True)
-    cfg = BT.Config(steps=2, relation=relation, **cfg_kw)
+    cfg = BT.Config(steps=2, **cfg_kw)
     hp = BT.Hyperparams(rho=0.8, clip=0.7)
 
     def run(data):
@@ -538,8 +542,7 @@ def _budget_tailoring_case(relation: str = "replace_one", **cfg_kw):
         return BT.privacy(cfg, hp.rho, 1e-5)
 
     recs = adversarial_records(2, K, (-1e3, 1e3))
-    nb = "within_group" if relation == "replace_one" else "add_remove"
-    return run, (x, y, s), neighbours(x, y, s, nb, recs), "zcdp"
+    return run, (x, y, s), neighbours(x, y, s, "within_group", recs), "zcdp"
 
 
 P.ADAPTERS.append(_budget_tailoring_adapter)
