@@ -322,7 +322,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
         p_s = np.array([0.5, 0.5], np.float32)
     sp_run = Spy(monkeypatch, sgda, "dpsgda")
     sp_std = Spy(monkeypatch, sgda, "_noise_std", keep_result=True)
-    sp_pois = Spy(monkeypatch, sgda, "poisson_indices")
+    sp_pois = Spy(monkeypatch, S, "poisson_sample")
     sp_clip = Spy(monkeypatch, clipping, "clipped_grad_sum")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
     fit = P.fit if pfld else F.fit

@@ -72,7 +72,6 @@ __all__ = [
     "spend",
     "calibrate",
     "dpsgda",
-    "poisson_indices",
     "project",
     "check_hparams",
     "default_max_batch_size",
@@ -168,26 +167,6 @@ def default_max_batch_size(n: int, batch_size: int) -> int:
     return int(min(n, math.ceil(batch_size + 8.0 * math.sqrt(n * q * (1 - q)) + 8)))
 
 
-def poisson_indices(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int):
-    """Exact Poisson sampling in ``O(max_batch_size)`` work via geometric gaps.
-
-    The gaps between consecutive included indices of a Bernoulli(q) process are i.i.d.
-    Geometric(q) (support 1, 2, ...), so ``idx_k = sum_{j<=k} G_j - 1``; rows with ``idx >= n``
-    are padding (mask 0, index clamped to ``n - 1``). Same distribution as
-    ``sampling.poisson_sample`` (which draws ``n`` uniforms per step); ``truncated`` is True when
-    the padding was too small (the ``max_batch_size + 1``-th inclusion still falls below ``n``).
-    """
-    q = jnp.asarray(sample_rate, jnp.float32)
-    u = jax.random.uniform(key, (max_batch_size + 1,), minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
-    log1mq = jnp.log1p(-jnp.minimum(q, 1.0 - 1e-7))
-    gaps = jnp.where(q >= 1.0, 1.0, jnp.floor(jnp.log(u) / log1mq) + 1.0)
-    pos_all = jnp.cumsum(gaps) - 1.0
-    pos = pos_all[:max_batch_size]
-    mask = (pos < n).astype(jnp.float32)
-    idx = jnp.minimum(pos, n - 1).astype(jnp.int32)
-    return idx, mask, pos_all[-1] < n
-
-
 def project(w: PyTree, radius: Any, kind: str) -> PyTree:
     """Projection onto ``{||w||_F <= radius}`` (``"ball"``), ``{|w_ij| <= radius}`` (``"box"``)
     or the identity (``"none"``)."""
@@ -219,7 +198,12 @@ def _draw_fn(key, n: int, config: SGDAConfig):
     B = config.padded_batch(n)
     if config.sampling == "poisson":
         q = m / n
-        return lambda t: poisson_indices(jax.random.fold_in(key, t), n, q, B)
+
+        def draw_poisson(t):
+            sample = _smp.poisson_sample(jax.random.fold_in(key, t), n, q, B)
+            return sample.indices, sample.mask, sample.truncated
+
+        return draw_poisson
 
     def draw(t):
         idx = _smp.fixed_size_batch(jax.random.fold_in(key, t), n, m)
