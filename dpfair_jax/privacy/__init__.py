@@ -137,6 +137,7 @@ from .sampling import (  # noqa: F401
     max_batch_size_for,
     truncation_delta,
     SamplingSpec,
+    SamplingReport,
     accounting_for,
     SAMPLING_SCHEMES,
 )
@@ -281,6 +282,7 @@ __all__ = [
     "max_batch_size_for",
     "truncation_delta",
     "SamplingSpec",
+    "SamplingReport",
     "accounting_for",
     "SAMPLING_SCHEMES",
     "RandomStopping",

@@ -63,9 +63,43 @@ __all__ = [
     "SamplingSpec",
     "accounting_for",
     "SAMPLING_SCHEMES",
+    "SamplingReport",
 ]
 
 SAMPLING_SCHEMES = ("poisson", "fixed_size", "shuffle")
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingReport:
+    """What a ``fit`` ran, read from the program it executed (not from its config): ``steps``, the
+    number of composed sampled steps (a ``lax.scan``'s length; for unsampled algorithms the number
+    of composed releases of the main mechanism); ``sampler``, the sampler called (``"poisson"``,
+    ``"fixed_size"``, ``"shuffle"`` or ``None``); ``sample_rate``, the rate passed to it (Poisson:
+    ``batch_size / n``; fixed-size: ``batch_size / n``); ``batch_width``, the rows each step
+    processes (the Poisson padding, or the batch size); ``epochs``, the shuffled permutations drawn;
+    ``dataset_size``, the ``n`` sampled from; ``releases``, other releases as ``(name, count)``
+    pairs (e.g. ``("noisy_histogram", 1)``).
+
+    Static facts (a pytree without leaves), so it passes through ``jit``/``vmap``; compare it with
+    the ``DpEvent`` of the algorithm's ``spend`` (tests/test_fit_reports_match_spend.py).
+    """
+
+    steps: int
+    sampler: str | None = None
+    sample_rate: float | None = None
+    batch_width: int | None = None
+    epochs: int | None = None
+    dataset_size: int | None = None
+    releases: tuple = ()
+
+    def with_releases(self, *pairs: tuple[str, int]) -> "SamplingReport":
+        """This report with ``pairs`` appended to :attr:`releases`."""
+        return dataclasses.replace(self, releases=tuple(self.releases) + tuple(pairs))
+
+
+jax.tree_util.register_dataclass(
+    SamplingReport, data_fields=[],
+    meta_fields=["steps", "sampler", "sample_rate", "batch_width", "epochs", "dataset_size", "releases"])
 
 
 class PoissonSample(NamedTuple):
