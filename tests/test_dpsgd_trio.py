@@ -175,7 +175,7 @@ def test_labels_the_loss_cannot_take_are_refused_before_compute(monkeypatch, mod
     x, y = _data()
     params = model.init(jax.random.key(0), 4)
     calls = []
-    monkeypatch.setattr(D, "_train_program", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(D, "_train_program", lambda *a, **k: calls.append(1) or (None, {}, None))
     with pytest.raises(ValueError, match=f"y: .*{match}"):
         D.train(jax.random.key(0), model, params, (x, labels(y)), clip_norm=1.0, noise_multiplier=1.0,
                 learning_rate=0.1, batch_size=10, steps=2)

@@ -108,3 +108,103 @@ def test_validation_errors():
         smp.accounting_for("bootstrap", 10, 2)
     with pytest.raises(ValueError, match="n must be"):
         smp.fixed_size_batch(key, 0, 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# the Poisson sampler at scale: exact integer positions, a precise geometric gap, refused n
+# ------------------------------------------------------------------------------------------------
+def _poisson_draws(n: int, q: float, B: int, draws: int, seed: int):
+    """``draws`` vmapped samples: (indices [draws, B], mask [draws, B], num_sampled [draws])."""
+    keys = jax.random.split(jax.random.key(seed), draws)
+    s = jax.jit(jax.vmap(lambda k: smp.poisson_sample(k, n, q, B)))(keys)
+    return np.asarray(s.indices), np.asarray(s.mask) > 0, np.asarray(s.num_sampled), np.asarray(s.truncated)
+
+
+@pytest.mark.parametrize("n", [20_000_000, 2**26 + 3])
+def test_poisson_sample_above_2_24_rows_reaches_every_residue_at_rate_q(n):
+    """Above 2^24 rows a float32 running position can only hold multiples of 2 (then 4, ...): the
+    sample must still reach every index, each at rate q. Parity and residues mod 4 of the sampled
+    indices are uniform (chi-square, 3 dof), the mean sample size is n q within 4 standard errors,
+    and every sample is strictly ascending (so unique) and inside range(n)."""
+    B, draws = 4096, 200
+    q = 3600 / n
+    idx, mask, count, trunc = _poisson_draws(n, q, B, draws, seed=11)
+    assert not trunc.any()
+    sel = idx[mask].astype(np.int64)
+    assert sel.min() >= 0 and sel.max() < n
+    for row, mk in zip(idx, mask):
+        r = row[mk].astype(np.int64)
+        assert np.all(np.diff(r) > 0)  # ascending, hence unique
+        assert np.all(mk[: mk.sum()]) and not np.any(mk[mk.sum():])  # real rows first
+    # expected share of each residue class r mod 4 in range(n) (n need not be a multiple of 4)
+    share = np.array([len(range(r, n, 4)) for r in range(4)], np.float64) / n
+    got = np.bincount(sel % 4, minlength=4)
+    chi2 = float(np.sum((got - share * got.sum()) ** 2 / (share * got.sum())))
+    assert chi2 < stats.chi2.isf(1e-4, 3), (got, chi2)
+    odd = int(np.sum(sel % 2))
+    assert abs(odd - got.sum() * (share[1] + share[3])) < 4.5 * np.sqrt(got.sum() * 0.25), odd
+    se = np.sqrt(n * q * (1 - q) / draws)
+    assert abs(count.mean() - n * q) < 4 * se, (count.mean(), n * q, se)
+    assert np.array_equal(count, mask.sum(1))
+
+
+def test_poisson_sample_index_zero_at_small_rate():
+    """``P(index 0 sampled) = P(first gap = 1) = q`` at a small rate (binomial, 4.5 standard errors)."""
+    q, draws = 2e-4, 100_000
+    keys = jax.random.split(jax.random.key(12), draws)
+
+    def zero_in(k):
+        s = smp.poisson_sample(k, 50, q, 1)
+        return (s.mask[0] > 0) & (s.indices[0] == 0)
+
+    first = jax.jit(jax.vmap(zero_in))(keys)
+    hits = float(np.sum(np.asarray(first)))
+    assert abs(hits - draws * q) < 4.5 * np.sqrt(draws * q * (1 - q)), hits
+
+
+def _float32_gap_cdf(q: float, k: int) -> float:
+    """``P(gap <= k)`` of the sampler's float32 gap draw, exactly: the uniform is a monotone
+    function of the 48-bit word ``W = hi 2^24 + lo`` and the gap a monotone function of the
+    uniform, so the probability is (first W whose gap exceeds k) / 2^48, found by bisection."""
+    qd = smp._rate_down(q, jnp.float32)
+
+    @jax.jit
+    def gap(hi, lo):
+        u = smp._uniform_from_bits(hi, lo, jnp.float32)
+        return smp._gaps_from_uniform(u, jnp.log1p(-qd), 2**30, jnp.int32)
+
+    lo_w, hi_w = 0, 2**48  # gap(lo_w) <= k (v = 0 gives gap 1); find the first W with gap > k
+    while hi_w - lo_w > 1:
+        mid = (lo_w + hi_w) // 2
+        if int(gap(np.uint32(mid >> 24), np.uint32(mid & (2**24 - 1)))) <= k:
+            lo_w = mid
+        else:
+            hi_w = mid
+    return hi_w / 2.0**48
+
+
+@pytest.mark.parametrize("q", [1e-5, 4e-8, 0.3, 0.999])
+def test_poisson_gap_law_is_exact_to_float_rounding(q):
+    """The gap law ``P(gap <= k) = 1 - (1 - q)^k`` of the float32 sampler, computed exactly over
+    its random bits, holds to a relative 2e-6 (float rounding of log1p and the division) at the
+    rate rounded down, which is never above q. A uniform on a 2^-23 grid (jax.random.geometric's
+    float32 uniform) is far off at small q: 84 / 2^23 = 1.0014e-5 for q = 1e-5, 0 for q = 4e-8."""
+    q32 = float(smp._rate_down(q, jnp.float32))
+    assert q32 <= q and q32 > q * (1 - 2**-23)
+    for k in (1, 2, 7):
+        want = -np.expm1(k * np.log1p(-q32))
+        got = _float32_gap_cdf(q, k)
+        assert abs(got / want - 1) < 2e-6, (k, got, want)
+    grid = np.ceil(q * 2**23) / 2**23  # P(u > 1 - q) on a 2^-23 grid, within one grid point
+    assert abs(grid / q - 1) > 2e-6 or q > 0.1
+
+
+def test_poisson_sample_refuses_n_beyond_the_exact_range():
+    limit = smp.max_poisson_n()
+    assert limit == (2**63 - 2 if jax.config.jax_enable_x64 else 2**31 - 2)
+    with pytest.raises(ValueError, match="exact range"):
+        smp.poisson_sample(jax.random.key(0), limit + 1, 1e-9, 10)
+    # the largest n is accepted (positions saturate at n + 1 without overflow) and stays in range
+    s = smp.poisson_sample(jax.random.key(0), limit, 4e-9, 40)
+    idx = np.asarray(s.indices)[np.asarray(s.mask) > 0].astype(np.int64)
+    assert idx.size > 0 and np.all(np.diff(idx) > 0) and idx.max() < limit

@@ -92,10 +92,12 @@ def test_added_noise_has_calibrated_std(factor, sampling):
     assert abs(corr) < 4 / np.sqrt(dim)
 
 
-def test_poisson_indices_distribution():
+def test_poisson_draws_distribution():
+    """The batches DP-SGDA draws (``_draw_fn``, the kit's one sampler ``privacy.sampling``)."""
     n, q, B = 200, 0.1, 60
     keys = jax.random.split(jax.random.key(3), 4000)
-    idx, mask, trunc = jax.vmap(lambda k: S.poisson_indices(k, n, q, B))(keys)
+    cfg = S.SGDAConfig(steps=1, batch_size=20, max_batch_size=B)
+    idx, mask, trunc = jax.vmap(lambda k: S._draw_fn(k, n, cfg)(0))(keys)
     counts = np.asarray(mask.sum(1))
     assert abs(counts.mean() - n * q) < 4 * np.sqrt(n * q * (1 - q) / 4000)
     assert abs(counts.var() - n * q * (1 - q)) < 0.15 * n * q * (1 - q)

@@ -299,7 +299,7 @@ def _event_z_nominal(spend) -> float | None:
 # ------------------------------------------------------------------------------------------------
 # DP-FERMI, PF-LD (and DP-SGDA underneath)
 # ------------------------------------------------------------------------------------------------
-def _fermi_data(n: int = 120, d: int = 3):
+def _fermi_data(n: int = 60, d: int = 3):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(n, d)).astype(np.float32)
     y = (rng.random(n) < 0.5).astype(np.int32)
@@ -315,7 +315,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
 
     data = _fermi_data()
     n = data.n
-    kw = dict(model=models.logistic(input_dim=3), num_groups=2, steps=10, batch_size=12)
+    kw = dict(model=models.logistic(input_dim=3), num_groups=2, steps=4, batch_size=12)
     kw.update(overrides)
     config = P.config(**kw) if pfld else F.FermiConfig(**kw)
     hp = F.FermiHparams(lam=0.6, clip_theta=1.3, clip_w=0.7, noise_theta=1.5, noise_w=2.5)
@@ -323,19 +323,35 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     if config.group_frequencies == "public":
         p_s = np.array([0.5, 0.5], np.float32)
     sp_run = Spy(monkeypatch, sgda, "dpsgda")
-    sp_std = Spy(monkeypatch, sgda, "_noise_std", keep_result=True)
-    sp_pois = Spy(monkeypatch, sgda, "poisson_indices")
+    # the noise stds and clip norms the run computes, read at run time (debug callbacks, indexed
+    # by trace order: theta's update first, then w's)
+    stds_clips: dict[int, tuple[float, float]] = {}
+    traced: list[int] = []
+    noise_std = sgda._noise_std
+
+    def noise_std_spy(z, clip, factor):
+        out = noise_std(z, clip, factor)
+        i = len(traced)
+        traced.append(i)
+        jax.debug.callback(lambda o, c: stds_clips.__setitem__(i, (float(o), float(c))), out,
+                           jnp.asarray(clip, jnp.float32))
+        return out
+
+    monkeypatch.setattr(sgda, "_noise_std", noise_std_spy)
+    sp_pois = Spy(monkeypatch, S, "poisson_sample")
     sp_clip = Spy(monkeypatch, clipping, "clipped_grad_sum")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
     fit = P.fit if pfld else F.fit
-    with jax.disable_jit():  # the spies read concrete values (fit's compiled program is cached)
-        res = fit(jax.random.key(3), data, hp, config, p_s=p_s)
+    # traced afresh inside a new jit (the key is traced), so the spies see this run's program
+    res = jax.jit(lambda k: fit(k, data, hp, config, p_s=p_s))(jax.random.key(3))
+    jax.effects_barrier()
     spend = F.privacy(config, n, hp.noise_theta, hp.noise_w, DELTA)
 
     (args, kwargs, _), = sp_run.calls
-    scfg, shp = args[5], args[4]
+    scfg = args[5]
     T, m, scheme = scfg.steps, scfg.batch_size, scfg.sampling
-    stds = [float(out) for (_, _, out) in sp_std.calls]
+    stds = [stds_clips[i][0] for i in sorted(stds_clips)]
+    clips = [stds_clips[i][1] for i in sorted(stds_clips)]
     rows = [Row("two noisy updates (theta, W)", 2, len(stds))]
     unit_fit = "sensitive_attribute" if kwargs.get("public_loss") is not None else "example"
     rows.append(Row("unit (a public task loss => only s is protected)", unit_fit, spend.unit))
@@ -345,7 +361,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
         rows.append(Row("relation of the sampling", "add_remove" if scheme == "poisson" else "replace_one",
                         spend.relation))
     fr = _sens_factor(spend.relation)
-    z_fit = [stds[0] / (fr * float(shp.clip_theta)), stds[1] / (fr * float(shp.clip_w))]
+    z_fit = [stds[0] / (fr * clips[0]), stds[1] / (fr * clips[1])]
     # clipped widths: every batch of per-example gradients the fit clips and sums (its weights)
     widths = sorted({int(np.shape(kw["weights"])[0]) for (_, kw, _) in sp_clip.calls})
     if scheme == "poisson":
@@ -907,7 +923,7 @@ CASES: dict[str, Callable[..., list[Row]]] = {
     "dpsgd/shuffle+epochs": functools.partial(_case_dpsgd, sampling="shuffle", epochs=2, d=3004),
     "fermi/all_features+poisson+noisy_freq(default)": _case_fermi,
     "fermi/all_features+fixed_size": functools.partial(_case_fermi, sampling="fixed_size"),
-    "fermi/all_features+shuffle": functools.partial(_case_fermi, sampling="shuffle", steps=20),
+    "fermi/all_features+shuffle": functools.partial(_case_fermi, sampling="shuffle", steps=10),
     "fermi/sensitive_attribute+poisson": functools.partial(_case_fermi, privacy_unit="sensitive_attribute"),
     "fermi/sensitive_attribute+public_freq": functools.partial(
         _case_fermi, privacy_unit="sensitive_attribute", group_frequencies="public"),

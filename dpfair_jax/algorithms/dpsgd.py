@@ -204,6 +204,7 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
     opt_state = opt.init(params)
     # GLM ghost norms need ||x_i||^2, which training does not change: compute them once.
     x_sq_all = jnp.sum(jnp.square(x), axis=1) if cfg.mode == "glm" else None
+    seen: dict = {}  # what the traced step samples, for the run's SamplingReport
 
     def step(carry, inputs):
         params, opt_state = carry
@@ -212,11 +213,14 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
         if cfg.sampling == "poisson":
             sample = _sampling.poisson_sample(k_sample, cfg.n, q, cfg.max_batch_size)
             idx, mask, truncated = sample.indices, sample.mask.astype(dt), sample.truncated
+            seen.update(sampler="poisson", sample_rate=q)
         elif cfg.sampling == "fixed_size":
             idx = _sampling.fixed_size_batch(k_sample, cfg.n, cfg.batch_size)
             mask, truncated = jnp.ones((cfg.batch_size,), dt), jnp.array(False)
+            seen.update(sampler="fixed_size", sample_rate=q)
         else:
             idx, mask, truncated = idx_given, jnp.ones((cfg.batch_size,), dt), jnp.array(False)
+        seen.update(batch_width=int(idx.shape[0]), dataset_size=cfg.n)
         if data_mask is not None:
             mask = mask * data_mask[idx].astype(dt)
         xb, yb = x[idx], y[idx]
@@ -248,10 +252,12 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
             jax.random.split(keys[-1], epochs)
         )
         idx_all = perms.reshape(cfg.steps, cfg.batch_size)
+        seen.update(sampler="shuffle", sample_rate=q, epochs=int(perms.shape[0]))
     else:
         idx_all = jnp.zeros((cfg.steps, 1), jnp.int32)
     (params, _), diag = jax.lax.scan(step, (params, opt_state), (keys[:-1], idx_all))
-    return params, diag
+    report = _sampling.SamplingReport(steps=int(keys[:-1].shape[0]), **seen)  # the scan's length
+    return params, diag, report
 
 
 # ------------------------------------------------------------------------------------------------
@@ -287,7 +293,7 @@ def resolve_steps(n: int, batch_size: int, steps: int | None = None, epochs: int
 
 
 @full_precision
-def train(
+def _train(
     key: jax.Array,
     model_or_loss: Any,
     params: Any,
@@ -379,6 +385,14 @@ def train(
     cfg = _Config(mode, target, out_loss, n, batch_size, max_batch_size, steps, sampling,
                   optimizer, bool(diagnostics))
     return _train_program(cfg, key, params, x, y, data_mask, clip_norm, noise_multiplier, learning_rate)
+
+
+@functools.wraps(_train)
+def train(*args: Any, **kwargs: Any) -> tuple[Any, dict]:
+    return _train(*args, **kwargs)[:2]  # (params, diagnostics); fit also keeps the report
+
+
+train.__name__ = train.__qualname__ = "train"
 
 
 def privacy(
@@ -518,13 +532,15 @@ class DPSGDHparams:
 
 
 class DPSGDResult(NamedTuple):
-    """``params``, per-step ``diagnostics`` (not private) and the run's ``spend``
+    """``params``, per-step ``diagnostics`` (not private), the run's ``spend``
     (``None`` when the noise multiplier is traced, e.g. inside ``montecarlo.sweep``: call
-    :func:`spend` with the grid's values)."""
+    :func:`spend` with the grid's values) and ``report``, the
+    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps the program ran."""
 
     params: Any
     diagnostics: dict
     spend: Any
+    report: Any = None
 
 
 def _concrete(*values: Any) -> bool:
@@ -556,7 +572,7 @@ def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *
     elif params is None and not isinstance(model, nnx.Module):
         raise ValueError("params is required for this config.model (only a models.Model or an nnx "
                          "module provides its own).")
-    out_params, diag = train(key, model, params, data, clip_norm=hparams.clip_norm,
+    out_params, diag, report = _train(key, model, params, data, clip_norm=hparams.clip_norm,
                              noise_multiplier=hparams.noise_multiplier,
                              learning_rate=None if isinstance(config.optimizer, optax.GradientTransformation)
                              else hparams.learning_rate,
@@ -564,7 +580,7 @@ def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *
                              optimizer=config.optimizer, loss=config.loss, per_example=config.per_example,
                              max_batch_size=config.max_batch_size, diagnostics=config.diagnostics)
     recorded = spend(config, n, hparams) if _concrete(hparams.noise_multiplier) else None
-    return DPSGDResult(out_params, diag, recorded)
+    return DPSGDResult(out_params, diag, recorded, report)
 
 
 def spend(config: DPSGDConfig, sizes: int, hparams: DPSGDHparams):

@@ -182,6 +182,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         return noisy, frac, jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0), jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
 
     full_mask = jnp.ones((cfg.n,), dt) if data_mask is None else data_mask.astype(dt)
+    seen: dict = {}  # what the traced step samples, for the run's SamplingReport
 
     def step(carry, k):
         if cfg.stats_every:  # statistics of the full data, refreshed every stats_every steps
@@ -194,6 +195,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         k_sample, k_noise = jax.random.split(k)
         sample = _sampling.poisson_sample(k_sample, cfg.n, q, cfg.max_batch_size)
         idx, mask = sample.indices, sample.mask.astype(dt)
+        seen.update(sampler="poisson", sample_rate=q, batch_width=int(idx.shape[0]), dataset_size=cfg.n)
         if data_mask is not None:
             mask = mask * data_mask[idx].astype(dt)
         xb, yb, sb = x[idx], y[idx], s[idx]
@@ -257,13 +259,13 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         held0 = (jnp.zeros((k_cnt, 3), dt), jnp.full((k_cnt,), 1.0 / k_cnt, dt), jnp.zeros((k_cnt,), dt),
                  jnp.zeros((k_cnt,), dt))
         (params, *_), diag = jax.lax.scan(step, (params, opt_state, jnp.int32(0), held0), keys[:-1])
-        return params, diag
-    (params, _), diag = jax.lax.scan(step, (params, opt_state), keys[:-1])
-    return params, diag
+    else:
+        (params, _), diag = jax.lax.scan(step, (params, opt_state), keys[:-1])
+    return params, diag, _sampling.SamplingReport(steps=int(keys[:-1].shape[0]), **seen)  # scan length
 
 
 @full_precision
-def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, gamma1: Any,
+def _train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, gamma1: Any,
           gamma2: Any, clip_norm: Any, noise_multiplier: Any, stats_noise_multiplier: Any,
           learning_rate: Any, batch_size: int, steps: int | None = None, epochs: int | None = None,
           optimizer: Any = optax.sgd, loss: Any = None, max_batch_size: int | None = None,
@@ -329,6 +331,14 @@ def train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, g
                model.num_outputs, optimizer, bool(diagnostics), stats_every)
     return _program(cfg, key, params, data.x, data.y, data.s, data.mask, clip_norm, noise_multiplier,
                     stats_noise_multiplier, gamma1, gamma2, learning_rate, penalty_clip_norm)
+
+
+@functools.wraps(_train)
+def train(*args: Any, **kwargs: Any) -> tuple[Any, dict]:
+    return _train(*args, **kwargs)[:2]  # (params, diagnostics); fit also keeps the report
+
+
+train.__name__ = train.__qualname__ = "train"
 
 
 def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, batch_size: int,
@@ -451,11 +461,13 @@ class MitigationHparams:
 
 class MitigationResult(NamedTuple):
     """``params``, ``diagnostics`` (``private_group_*`` are released statistics, the rest not
-    private) and the run's ``spend`` (``None`` when noise multipliers or gammas are traced)."""
+    private), the run's ``spend`` (``None`` when noise multipliers or gammas are traced) and
+    ``report``, the :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps run."""
 
     params: Any
     diagnostics: dict
     spend: Any
+    report: Any = None
 
 
 def _concrete(*values: Any) -> bool:
@@ -480,7 +492,7 @@ def fit(key: jax.Array, data: Dataset, hparams: MitigationHparams, config: Mitig
     if params is None:
         k_init, key = jax.random.split(key)
         params = model.init(k_init, int(data.x.shape[1]))
-    out, diag = train(key, model, params, data, gamma1=hparams.gamma1, gamma2=hparams.gamma2,
+    out, diag, report = _train(key, model, params, data, gamma1=hparams.gamma1, gamma2=hparams.gamma2,
                       clip_norm=hparams.clip_norm, noise_multiplier=hparams.noise_multiplier,
                       stats_noise_multiplier=hparams.stats_noise_multiplier,
                       learning_rate=None if isinstance(config.optimizer, optax.GradientTransformation)
@@ -489,7 +501,7 @@ def fit(key: jax.Array, data: Dataset, hparams: MitigationHparams, config: Mitig
                       loss=config.loss, max_batch_size=config.max_batch_size, diagnostics=config.diagnostics)
     traced = not _concrete(hparams.noise_multiplier, hparams.stats_noise_multiplier, hparams.gamma1,
                            hparams.gamma2)
-    return MitigationResult(out, diag, None if traced else spend(config, data.n, hparams))
+    return MitigationResult(out, diag, None if traced else spend(config, data.n, hparams), report)
 
 
 def spend(config: MitigationConfig, sizes: int, hparams: MitigationHparams):

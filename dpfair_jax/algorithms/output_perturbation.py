@@ -44,6 +44,7 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as _acc
+from dpfair_jax.privacy import sampling as _smp
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 from dpfair_jax.privacy.precision import full_precision
 
@@ -281,6 +282,7 @@ class OutputPerturbationFit(NamedTuple):
     theta_star: jax.Array
     std: jax.Array
     sensitivity: jax.Array
+    report: Any = None  # privacy.sampling.SamplingReport: one Gaussian release, no sampling
 
 
 def _traced(*values: Any) -> bool:
@@ -347,8 +349,9 @@ def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
                           fit_intercept=config.fit_intercept, iters=config.iters)
     sens = _sensitivity_of(n, hparams, config)
     std = hparams.noise_multiplier * sens
-    return OutputPerturbationFit(perturb(key, theta_star, std), theta_star,
-                                 jnp.asarray(std, theta_star.dtype), jnp.asarray(sens, theta_star.dtype))
+    released = perturb(key, theta_star, std)
+    return OutputPerturbationFit(released, theta_star, jnp.asarray(std, theta_star.dtype),
+                                 jnp.asarray(sens, theta_star.dtype), _smp.SamplingReport(steps=1))
 
 
 def spend(config: OutputPerturbationConfig, sizes: Any,

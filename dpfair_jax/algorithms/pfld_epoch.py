@@ -179,13 +179,16 @@ class PFLDEpochHparams:
 
 class PFLDEpochResult(NamedTuple):
     """``params``; the final ``multipliers`` and ``signs`` ``[C, k, l]``; ``violations``: the released
-    (noisy) ``h_hat`` of every epoch ``[epochs, C, k, l]``; ``diagnostics``."""
+    (noisy) ``h_hat`` of every epoch ``[epochs, C, k, l]``; ``diagnostics``; ``report``: the
+    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the run (every epoch's Poisson steps
+    in ``steps``, ``epochs`` the epochs run, ``("violations", epochs)`` the noisy releases)."""
 
     params: Any
     multipliers: jax.Array
     signs: jax.Array
     violations: jax.Array
     diagnostics: dict
+    report: Any = None
 
 
 def _traced(x: Any) -> bool:
@@ -309,6 +312,8 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
     std_rel = jnp.asarray(hparams.noise_violation, jnp.float32) * jnp.asarray(hparams.clip_violation,
                                                                               jnp.float32)
 
+    seen: dict = {}
+
     def epoch(carry, e):
         theta, lam, sign, p_s = carry
         nu = lam * sign
@@ -326,10 +331,12 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
         res = sgda.dpsgda(jax.random.fold_in(k_run, e), examples, theta, w_unused, hp, scfg,
                           private_loss=private, batch_key=jax.random.fold_in(k_batch, e),
                           validate=False, linear=path == "linear")
+        seen["epoch"] = res.report
         theta = res.theta
         probs = E.soft_predictions(model.apply(theta, data.x))
         J = soft_counts(probs, data.s, c, Cn, k, hparams.clip_violation)
         J = J + Mech.gaussian_noise(jax.random.fold_in(k_rel, e), J.shape, std_rel, J.dtype)
+        seen["violations"] = seen.get("violations", 0) + 1
         h, p_new = violations_from_counts(J)
         lam = jnp.clip(lam + hparams.lr_dual * (jnp.abs(h) - hparams.tol), 0.0, hparams.radius)
         active = jnp.sign(h) * (jnp.abs(h) > hparams.tol)  # subgradient of max(0, |h| - tol)
@@ -340,7 +347,11 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
             jnp.full((Cn, k), 1.0 / k, jnp.float32))
     (theta, lam, sign, _), (hs, trunc, clipped) = jax.lax.scan(epoch, init, jnp.arange(config.epochs))
     diag = {"truncated_steps": jnp.sum(trunc), "clipped_frac_theta": jnp.mean(clipped)}
-    return PFLDEpochResult(theta, lam, sign, hs, diag)
+    epochs_run = int(hs.shape[0])  # the outer scan's length; each epoch traced once
+    per = seen["epoch"]
+    report = dataclasses.replace(per, steps=epochs_run * per.steps, epochs=epochs_run).with_releases(
+        ("violations", epochs_run * seen["violations"]))
+    return PFLDEpochResult(theta, lam, sign, hs, diag, report)
 
 
 # ------------------------------------------------------------------------------------------------

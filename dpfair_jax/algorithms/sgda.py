@@ -72,7 +72,6 @@ __all__ = [
     "spend",
     "calibrate",
     "dpsgda",
-    "poisson_indices",
     "project",
     "check_hparams",
     "default_max_batch_size",
@@ -150,15 +149,17 @@ class SGDAHparams(NamedTuple):
 
 
 class SGDAResult(NamedTuple):
-    """``theta`` (returned iterate), ``w`` (its partner), ``theta_last``, ``w_last`` and
+    """``theta`` (returned iterate), ``w`` (its partner), ``theta_last``, ``w_last``,
     ``diagnostics`` (``truncated_steps``, ``clipped_frac_theta``, ``clipped_frac_w``: mean over
-    steps of the fraction of sampled examples whose gradient was clipped)."""
+    steps of the fraction of sampled examples whose gradient was clipped) and ``report``: the
+    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps run."""
 
     theta: PyTree
     w: PyTree
     theta_last: PyTree
     w_last: PyTree
     diagnostics: dict
+    report: _smp.SamplingReport | None = None
 
 
 def default_max_batch_size(n: int, batch_size: int) -> int:
@@ -166,26 +167,6 @@ def default_max_batch_size(n: int, batch_size: int) -> int:
     below 1e-14 per step; charge ``sampling.truncation_delta`` for exactness)."""
     q = batch_size / n
     return int(min(n, math.ceil(batch_size + 8.0 * math.sqrt(n * q * (1 - q)) + 8)))
-
-
-def poisson_indices(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int):
-    """Exact Poisson sampling in ``O(max_batch_size)`` work via geometric gaps.
-
-    The gaps between consecutive included indices of a Bernoulli(q) process are i.i.d.
-    Geometric(q) (support 1, 2, ...), so ``idx_k = sum_{j<=k} G_j - 1``; rows with ``idx >= n``
-    are padding (mask 0, index clamped to ``n - 1``). Same distribution as
-    ``sampling.poisson_sample`` (which draws ``n`` uniforms per step); ``truncated`` is True when
-    the padding was too small (the ``max_batch_size + 1``-th inclusion still falls below ``n``).
-    """
-    q = jnp.asarray(sample_rate, jnp.float32)
-    u = jax.random.uniform(key, (max_batch_size + 1,), minval=jnp.finfo(jnp.float32).tiny, maxval=1.0)
-    log1mq = jnp.log1p(-jnp.minimum(q, 1.0 - 1e-7))
-    gaps = jnp.where(q >= 1.0, 1.0, jnp.floor(jnp.log(u) / log1mq) + 1.0)
-    pos_all = jnp.cumsum(gaps) - 1.0
-    pos = pos_all[:max_batch_size]
-    mask = (pos < n).astype(jnp.float32)
-    idx = jnp.minimum(pos, n - 1).astype(jnp.int32)
-    return idx, mask, pos_all[-1] < n
 
 
 def project(w: PyTree, radius: Any, kind: str) -> PyTree:
@@ -213,16 +194,26 @@ def _n_rows(data: PyTree) -> int:
 # ------------------------------------------------------------------------------------------------
 # sampling: which rows each step uses
 # ------------------------------------------------------------------------------------------------
-def _draw_fn(key, n: int, config: SGDAConfig):
-    """``t -> (indices, mask, truncated)`` for Poisson and fixed-size sampling."""
+def _draw_fn(key, n: int, config: SGDAConfig, seen: dict | None = None):
+    """``t -> (indices, mask, truncated)`` for Poisson and fixed-size sampling. When traced, the
+    draw writes the sampler it calls, its rate, ``n`` and the width it returns into ``seen``."""
+    seen = {} if seen is None else seen
     m = config.batch_size
     B = config.padded_batch(n)
     if config.sampling == "poisson":
         q = m / n
-        return lambda t: poisson_indices(jax.random.fold_in(key, t), n, q, B)
+
+        def draw_poisson(t):
+            sample = _smp.poisson_sample(jax.random.fold_in(key, t), n, q, B)
+            seen.update(sampler="poisson", sample_rate=q, dataset_size=n,
+                        batch_width=int(sample.indices.shape[0]))
+            return sample.indices, sample.mask, sample.truncated
+
+        return draw_poisson
 
     def draw(t):
         idx = _smp.fixed_size_batch(jax.random.fold_in(key, t), n, m)
+        seen.update(sampler="fixed_size", sample_rate=m / n, dataset_size=n, batch_width=int(idx.shape[0]))
         return idx, jnp.ones((m,), jnp.float32), jnp.asarray(False)
 
     return draw
@@ -231,21 +222,30 @@ def _draw_fn(key, n: int, config: SGDAConfig):
 def _scan_batches(step: Callable, init: Any, key: jax.Array, n: int, config: SGDAConfig):
     """Run ``step(carry, t, indices, mask, truncated)`` over the ``config.steps`` sampled batches
     (one ``lax.scan``; shuffled epochs as an outer scan over permutations). Returns
-    ``(final carry, per-step outputs [T, ...])``."""
+    ``(final carry, per-step outputs [T, ...], report)``, the :class:`~dpfair_jax.privacy.sampling.SamplingReport`
+    read from the scans run (their lengths, the sampler called, the batch widths)."""
     T, m = config.steps, config.batch_size
+    seen: dict = {}
     if config.sampling == "shuffle":
         spe = n // m
         ones = jnp.ones((m,), jnp.float32)
 
         def epoch(carry, e):
             batches = _smp.shuffled_batches(jax.random.fold_in(key, e), n, m)
+            seen.update(sampler="shuffle", sample_rate=m / n, dataset_size=n,
+                        batch_width=int(batches.shape[1]))
             inner = lambda c, xs: step(c, xs[0], xs[1], ones, jnp.asarray(False))
             return jax.lax.scan(inner, carry, (e * spe + jnp.arange(spe), batches))
 
-        final, stats = jax.lax.scan(epoch, init, jnp.arange(T // spe))
-        return final, jax.tree_util.tree_map(jnp.ravel, stats)
-    draw = _draw_fn(key, n, config)
-    return jax.lax.scan(lambda c, t: step(c, t, *draw(t)), init, jnp.arange(T))
+        epochs = jnp.arange(T // spe)
+        final, stats = jax.lax.scan(epoch, init, epochs)
+        stats = jax.tree_util.tree_map(jnp.ravel, stats)
+        seen["epochs"] = int(epochs.shape[0])
+    else:
+        draw = _draw_fn(key, n, config, seen)
+        final, stats = jax.lax.scan(lambda c, t: step(c, t, *draw(t)), init, jnp.arange(T))
+    steps = int(jax.tree_util.tree_leaves(stats)[0].shape[0])
+    return final, stats, _smp.SamplingReport(steps=steps, **seen)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -482,7 +482,7 @@ def dpsgda(
             sel_w = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_w, new_w)
         return (new_theta, new_w, sel_theta, sel_w), _step_stats(trunc, sums, mask)
 
-    final, (trunc, cth, cw) = _scan_batches(step, (theta0, w0, theta0, w0), k_batch, n, config)
+    final, (trunc, cth, cw), report = _scan_batches(step, (theta0, w0, theta0, w0), k_batch, n, config)
     theta, w, sel_theta, sel_w = final
     diag = {
         "truncated_steps": jnp.sum(trunc),
@@ -490,8 +490,8 @@ def dpsgda(
         "clipped_frac_w": jnp.mean(cw),
     }
     if config.iterate == "random":
-        return SGDAResult(sel_theta, sel_w, theta, w, diag)
-    return SGDAResult(theta, w, theta, w, diag)
+        return SGDAResult(sel_theta, sel_w, theta, w, diag, report)
+    return SGDAResult(theta, w, theta, w, diag, report)
 
 
 # ------------------------------------------------------------------------------------------------

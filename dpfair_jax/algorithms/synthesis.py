@@ -47,6 +47,7 @@ from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
 from dpfair_jax.privacy import relations as rel
 from dpfair_jax.privacy.mechanisms import gaussian_noise, symmetric_gaussian_noise
+from dpfair_jax.privacy.sampling import SamplingReport
 
 __all__ = [
     "CategoricalTable",
@@ -482,6 +483,7 @@ class SynthesisFit(NamedTuple):
     model: MarginalModel
     counts: np.ndarray | None
     proportions: np.ndarray | None
+    report: Any = None  # privacy.sampling.SamplingReport: one synthesizer fit (+ the noisy counts)
 
 
 def _rho_split(config: SynthesisConfig, rho: float) -> tuple[float, float]:
@@ -505,11 +507,12 @@ def fit(key: jax.Array, data: Any, hparams: SynthesisHparams, config: SynthesisC
         s = np.zeros(np.shape(codes)[0], np.int32)
     model = fit_marginal_synthesizer(key, codes, config.domains, rho_fit, s=s,
                                      num_groups=config.num_groups, mode=config.mode)
+    report = SamplingReport(steps=1)
     if config.counts == "none":
-        return SynthesisFit(model, None, None)
+        return SynthesisFit(model, None, None, report)
     counts = stratum_counts(s, config.num_groups, key=jax.random.fold_in(key, 2), count_rho=count_rho)
     props = counts / counts.sum() if counts.sum() > 0 else np.full(config.num_groups, 1.0 / config.num_groups)
-    return SynthesisFit(model, counts, props)
+    return SynthesisFit(model, counts, props, report.with_releases(("stratum_counts", 1)))
 
 
 def _host_rho(hparams: SynthesisHparams) -> float:

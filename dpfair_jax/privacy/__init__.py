@@ -141,6 +141,7 @@ from .sampling import (  # noqa: F401
     max_batch_size_for,
     truncation_delta,
     SamplingSpec,
+    SamplingReport,
     accounting_for,
     SAMPLING_SCHEMES,
 )
@@ -289,6 +290,7 @@ __all__ = [
     "max_batch_size_for",
     "truncation_delta",
     "SamplingSpec",
+    "SamplingReport",
     "accounting_for",
     "SAMPLING_SCHEMES",
     "RandomStopping",

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy.relations import replace_factor
@@ -51,6 +52,7 @@ from dpfair_jax.privacy.relations import replace_factor
 __all__ = [
     "PoissonSample",
     "poisson_sample",
+    "max_poisson_n",
     "poisson_batch",
     "fixed_size_batch",
     "shuffled_batches",
@@ -61,9 +63,43 @@ __all__ = [
     "SamplingSpec",
     "accounting_for",
     "SAMPLING_SCHEMES",
+    "SamplingReport",
 ]
 
 SAMPLING_SCHEMES = ("poisson", "fixed_size", "shuffle")
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingReport:
+    """What a ``fit`` ran, read from the program it executed (not from its config): ``steps``, the
+    number of composed sampled steps (a ``lax.scan``'s length; for unsampled algorithms the number
+    of composed releases of the main mechanism); ``sampler``, the sampler called (``"poisson"``,
+    ``"fixed_size"``, ``"shuffle"`` or ``None``); ``sample_rate``, the rate passed to it (Poisson:
+    ``batch_size / n``; fixed-size: ``batch_size / n``); ``batch_width``, the rows each step
+    processes (the Poisson padding, or the batch size); ``epochs``, the shuffled permutations drawn;
+    ``dataset_size``, the ``n`` sampled from; ``releases``, other releases as ``(name, count)``
+    pairs (e.g. ``("noisy_histogram", 1)``).
+
+    Static facts (a pytree without leaves), so it passes through ``jit``/``vmap``; compare it with
+    the ``DpEvent`` of the algorithm's ``spend`` (tests/test_fit_reports_match_spend.py).
+    """
+
+    steps: int
+    sampler: str | None = None
+    sample_rate: float | None = None
+    batch_width: int | None = None
+    epochs: int | None = None
+    dataset_size: int | None = None
+    releases: tuple = ()
+
+    def with_releases(self, *pairs: tuple[str, int]) -> "SamplingReport":
+        """This report with ``pairs`` appended to :attr:`releases`."""
+        return dataclasses.replace(self, releases=tuple(self.releases) + tuple(pairs))
+
+
+jax.tree_util.register_dataclass(
+    SamplingReport, data_fields=[],
+    meta_fields=["steps", "sampler", "sample_rate", "batch_width", "epochs", "dataset_size", "releases"])
 
 
 class PoissonSample(NamedTuple):
@@ -76,13 +112,77 @@ class PoissonSample(NamedTuple):
     truncated: jax.Array
 
 
+def _index_dtype() -> Any:
+    """int64 where jax's x64 mode is on, else int32: the dtype positions accumulate in."""
+    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+
+
+def max_poisson_n() -> int:
+    """Largest ``n`` :func:`poisson_sample` accepts: ``n + 1`` (the cap of a gap, and of a
+    position) must be exact in the index dtype (int32: ``2^31 - 2``; int64 under x64:
+    ``2^63 - 2``)."""
+    return int(jnp.iinfo(_index_dtype()).max) - 1
+
+
 def _check_poisson(n, sample_rate, max_batch_size) -> tuple[int, int]:
     n = v.check_int("n", n, minimum=1)
     v.check_sample_rate(sample_rate)
     max_batch_size = v.check_int("max_batch_size", max_batch_size, minimum=1)
     if max_batch_size > n:
         raise ValueError(f"max_batch_size ({max_batch_size}) must be <= n ({n}).")
+    limit = max_poisson_n()
+    if n > limit:
+        raise ValueError(
+            f"n ({n}) is beyond the exact range of the {jnp.dtype(_index_dtype()).name} positions of "
+            f"poisson_sample (n + 1 must be <= {limit + 1}); enable jax x64 "
+            "(jax.config.update('jax_enable_x64', True)) for int64 positions.")
     return n, max_batch_size
+
+
+def _rate_down(sample_rate: Any, dtype: Any) -> jax.Array:
+    """``sample_rate`` in ``dtype``, rounded DOWN (the largest value of ``dtype`` <= the rate), so the
+    rate the sampler uses never exceeds the rate the accountant is given. Traced rates are already
+    in a JAX dtype and are only cast (a cast to a wider float is exact)."""
+    if isinstance(sample_rate, jax.core.Tracer):
+        return jnp.asarray(sample_rate).astype(dtype)
+    q = np.asarray(sample_rate, np.float64)
+    qd = q.astype(np.dtype(dtype))
+    qd = np.where(qd.astype(np.float64) > q, np.nextafter(qd, np.zeros_like(qd)), qd)
+    return jnp.asarray(qd, dtype)
+
+
+def _uniform_fine(key: jax.Array, shape: tuple, dtype: Any) -> jax.Array:
+    """Uniforms ``v`` in ``[0, 1)`` with a fine grid near 0, from two words of ``p`` random bits
+    each (``p`` = the float's significand width: 24 for float32, 53 for float64); see
+    :func:`_uniform_from_bits`."""
+    p = jnp.finfo(dtype).nmant + 1
+    udt, width = (jnp.uint64, 64) if jnp.dtype(dtype) == jnp.dtype(jnp.float64) else (jnp.uint32, 32)
+    bits = jax.random.bits(key, (2, *shape), udt) >> (width - p)
+    return _uniform_from_bits(bits[0], bits[1], dtype)
+
+
+def _uniform_from_bits(hi: jax.Array, lo: jax.Array, dtype: Any) -> jax.Array:
+    """``v = hi 2^-p + lo 2^-2p`` for ``p``-bit integers ``hi``, ``lo`` (exact in ``dtype`` before the
+    sum's rounding, which is monotone): ``P(v < x)`` is ``x`` to a relative ``2^-p`` for every
+    ``x >= 2^-p`` and to an absolute ``2^-2p`` below. Sums rounded up to 1 are held at the largest
+    float below 1, so ``log1p(-v)`` stays finite."""
+    p = jnp.finfo(dtype).nmant + 1
+    scale = jnp.asarray(2.0**-p, dtype)
+    u = hi.astype(dtype) * scale + lo.astype(dtype) * (scale * scale)
+    return jnp.minimum(u, jnp.asarray(1.0 - 2.0**-p, dtype))
+
+
+def _gaps_from_uniform(u: jax.Array, log1mq: jax.Array, cap: int, idt: Any) -> jax.Array:
+    """Geometric(q) gaps ``floor(log1p(-v) / log1p(-q)) + 1`` (support 1, 2, ...; inversion of
+    ``P(G > k) = (1 - q)^k``), capped at ``cap`` and returned in the integer dtype ``idt``.
+    ``q = 1`` (``log1p(-q) = -inf``) gives 1. Gaps at or above the largest float ``<= cap`` are the
+    cap (a gap that large ends the sample; below ``2^p`` the float is exact)."""
+    g = jnp.floor(jnp.log1p(-u) / log1mq) + 1.0
+    thr = np.asarray(cap, np.float64).astype(np.dtype(u.dtype))
+    if float(thr) > cap:
+        thr = np.nextafter(thr, np.zeros_like(thr))
+    big = g >= jnp.asarray(thr, u.dtype)
+    return jnp.where(big, jnp.asarray(cap, idt), jnp.where(big, 1.0, g).astype(idt))
 
 
 def poisson_sample(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int) -> PoissonSample:
@@ -92,7 +192,24 @@ def poisson_sample(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int
     come first (ascending), padding rows hold index 0 with mask 0. If more than ``max_batch_size``
     examples are drawn, the first ``max_batch_size`` are kept and ``truncated`` is True; then
     ``num_sampled`` is ``max_batch_size + 1`` (a lower bound on the drawn size). The cost is
-    ``O(max_batch_size)``, independent of ``n`` (geometric gaps of a Bernoulli process).
+    ``O(max_batch_size)``, independent of ``n``: a Bernoulli(q) process over ``0..n-1`` has i.i.d.
+    Geometric(q) gaps between selected indices, so the first ``B + 1`` selected indices are the
+    cumulative sums of ``B + 1`` geometric gaps (minus 1).
+
+    Exactness. Positions are summed in integers (32-bit; 64-bit when jax x64 is on), exact up to
+    the first position past ``n - 1``, so every index ``< n`` can be drawn, for any ``n`` up to
+    :func:`max_poisson_n` (larger ``n`` is refused). Each gap is drawn by inversion from a uniform
+    with a fine grid near 0 (two words of random bits, :func:`_uniform_fine`), so
+    ``P(gap = 1) = q`` holds to a relative ~``2^-24`` (float32) / ``2^-53`` (float64) even for tiny
+    ``q`` (``jax.random.geometric``'s float32 uniform has a ``2^-23`` grid: relative error
+    ``2^-23 / q``). A host ``sample_rate`` is rounded DOWN to the float dtype (float32; float64
+    under x64), so the rate used never exceeds the one accounted.
+
+    Residual float rounding (not charged): ``log1p`` and the division carry a few ulps of relative
+    error, which moves each threshold ``P(gap <= k) = 1 - (1 - q)^k`` by a relative ~``1e-7``
+    (float32) / ``1e-16`` (float64) in either direction, and gaps beyond ``2^24`` (float32) /
+    ``2^53`` (float64) are integer-valued floats of that precision; the indices are exact integer
+    sums of those gaps.
 
     Privacy: Poisson subsampling with rate ``q`` (add/remove-one neighbours); see the module
     docstring for the truncation charge. ``q = batch_size / n`` treats the dataset size ``n`` as
@@ -100,27 +217,29 @@ def poisson_sample(key: jax.Array, n: int, sample_rate: Any, max_batch_size: int
     """
     v.check_threefry_key(key)
     n, max_batch_size = _check_poisson(n, sample_rate, max_batch_size)
-    return _poisson_sample(key, jnp.asarray(sample_rate, jnp.float32), n, max_batch_size)
+    fdt = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    return _poisson_sample(key, _rate_down(sample_rate, fdt), n, max_batch_size)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
 def _poisson_sample(key: jax.Array, q: jax.Array, n: int, max_batch_size: int) -> PoissonSample:
-    # A Bernoulli(q) process over 0..n-1 has i.i.d. Geometric(q) gaps between selected indices, so
-    # the first B+1 selected indices are cumulative sums of B+1 geometric draws: O(B), not O(n).
-    gaps = jax.random.geometric(key, q, (max_batch_size + 1,), dtype=jnp.int32)
-    cap = jnp.int32(n + 1)
-    gaps = jnp.minimum(gaps, cap)  # a gap past n ends the sample anyway
-    if (max_batch_size + 1) * (n + 1) < 2**31 - 1:
-        pos = jnp.cumsum(gaps) - 1
-    else:
-        # Saturating sum (min(a + b, n + 1) is associative for a, b >= 0): no int32 overflow.
-        pos = jax.lax.associative_scan(lambda a, b: jnp.minimum(a + b, cap), gaps) - 1
-    inside = pos < n
+    idt = _index_dtype()
+    u = _uniform_fine(key, (max_batch_size + 1,), q.dtype)
+    gaps = _gaps_from_uniform(u, jnp.log1p(-q), n + 1, idt)
+    # Running sums in the unsigned dtype of the same width (wrapping on overflow). Every gap is at
+    # most n + 1 <= 2^31 - 1 (2^63 - 1), so up to and including the first sum that reaches n + 1
+    # (the first position >= n) each sum is at most 2 (n + 1) - 1 < 2^32 (2^64): exact. Rows from
+    # that one on are outside, found as the running AND of "sum < n + 1" (exact on that prefix).
+    udt = jnp.uint64 if idt == jnp.int64 else jnp.uint32
+    sums = jnp.cumsum(gaps.astype(udt), dtype=udt)
+    below = (sums < jnp.asarray(n + 1, udt)).astype(jnp.int32)
+    inside = jax.lax.cummin(below, axis=0) > 0
+    pos = jnp.where(inside, sums - 1, 0).astype(idt)
     idx = jnp.where(inside[:max_batch_size], pos[:max_batch_size], 0)
     mask = inside[:max_batch_size].astype(jnp.float32)
     truncated = inside[max_batch_size]
     count = jnp.sum(inside[:max_batch_size], dtype=jnp.int32) + truncated.astype(jnp.int32)
-    return PoissonSample(idx.astype(jnp.int32), mask, count, truncated)
+    return PoissonSample(idx.astype(idt), mask, count, truncated)
 
 
 def poisson_batch(

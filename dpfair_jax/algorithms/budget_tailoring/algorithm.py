@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax.data.dataset import Dataset
+from dpfair_jax.privacy.sampling import SamplingReport
 from dpfair_jax.privacy.precision import full_precision
 
 from .core import (Config, Diagnostics, Hyperparams, _budget, _check_inputs, _denominators, _prepare,
@@ -37,15 +38,18 @@ def _fit_soa(key, xs, y, onehot, n_k, xnorm, hp: Hyperparams, cfg: Config):
     equal = jnp.full((k_groups,), 1.0 / math.sqrt(k_groups), xs.dtype)
     rho_c, tau, mu = _budget(hp, cfg, xs.dtype)
     den = _denominators(zc, n_k, rho_c, cfg)
+    released = [("noisy_counts", 1)] if den is not n_k else []
     if cfg.method == "dpse":
         se, fallback, beta1 = _stage1(z1, xs, y, onehot, den, xnorm, tau, hp, cfg)
+        released.append(("stage1", 1))
     else:
         se, fallback, beta1 = equal, jnp.array(False), jnp.zeros((xs.shape[0],), xs.dtype)
     theta, std, clipped = _stage2(z2, xs, y, onehot, den, xnorm, se, mu, hp, cfg)
     rho1, rho2, rhoc = _spent(cfg, rho_c, tau, mu, se)
     diag = Diagnostics(se=se, fallback=fallback, beta_stage1=beta1, noise_std=std,
                        rho_stage1=rho1, rho_stage2=rho2, fraction_clipped=clipped,
-                       rho_counts=rhoc, counts=den)
+                       rho_counts=rhoc, counts=den,
+                       report=SamplingReport(steps=int(z2[0].shape[0]), releases=tuple(released)))
     return theta, diag
 
 

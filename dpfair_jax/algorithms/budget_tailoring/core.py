@@ -160,6 +160,9 @@ class Diagnostics(NamedTuple):
     fraction_clipped: jax.Array  # mean fraction of clipped gradients (non-private diagnostic)
     rho_counts: jax.Array  # zCDP spent on the noisy group counts (0 under replace-one)
     counts: jax.Array  # [K] group sizes used as denominators (noisy, clamped >= 1, under add/remove)
+    # what the run executed (privacy.sampling.SamplingReport): stage-2 steps run, stage-1 and
+    # noisy-count releases; None from fit_many
+    report: Any = None
 
 
 # --------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def task_loss(model, logits: jax.Array, y) -> jax.Array:
     return M.softmax_cross_entropy(logits, y)
 
 
-def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=None):
+def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=None, seen: dict | None = None):
     """``(P [C, k], example weights [n])`` from ``data = {"x", "y", "s"}``: the group frequencies
     of each condition (``P_S`` for DP, ``P_{S|Y}`` for EO) and the per-example weights
     (``1 / p_Y(y_i)`` for unweighted EO, else 1).
@@ -61,7 +61,8 @@ def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=
     (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, charged by :func:`privacy`), cells
     clamped at 1. ``"public"``: ``p_s`` (``[k]`` or ``[l, k]``) and, for unweighted EO under the
     all-features unit, ``p_y`` are the caller's public values (under the sensitive-attribute unit
-    ``y`` is public, so ``p_Y`` may come from the data).
+    ``y`` is public, so ``p_Y`` may come from the data). Each histogram released is counted in
+    ``seen["noisy_histogram"]`` (for the run's report).
     """
     k, l = config.num_groups, config.num_classes
     n = data["x"].shape[0]
@@ -71,6 +72,8 @@ def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=
             key, data["y"] * k + data["s"], l * k, noise_multiplier=config.count_noise_multiplier,
             relation=config.relation(),
         ).reshape(l, k)
+        if seen is not None:
+            seen["noisy_histogram"] = seen.get("noisy_histogram", 0) + 1
         counts = jnp.maximum(counts, 1.0)
         if config.fairness == "eo":
             P = counts / jnp.sum(counts, axis=1, keepdims=True)
@@ -252,7 +255,8 @@ def _fit_impl(config: FermiConfig, parts_builder: Any, key: jax.Array, data: dic
     x = data["x"]
     theta0 = model.init(k_init, x.shape[1:] if x.ndim > 2 else x.shape[1]) if params0 is None else params0
     W0 = init_w(k_w, config)
-    P, weights = _frequencies(config, data, jax.random.fold_in(key, _COUNT_KEY), p_s, p_y)
+    seen: dict = {}
+    P, weights = _frequencies(config, data, jax.random.fold_in(key, _COUNT_KEY), p_s, p_y, seen)
     lam = jnp.asarray(hparams.lam, jnp.float32)
     examples = {
         "x": x,
@@ -288,7 +292,8 @@ def _fit_impl(config: FermiConfig, parts_builder: Any, key: jax.Array, data: dic
     yhat = predict(model, res.theta, x)
     train = {"train_error": jnp.mean((yhat != data["y"]).astype(jnp.float32)),
              **degeneracy(yhat, data["y"], config.num_classes)}
-    return FermiResult(res.theta, res.w, {**res.diagnostics, **train})
+    report = res.report.with_releases(*seen.items())
+    return FermiResult(res.theta, res.w, {**res.diagnostics, **train}, report)
 
 
 _fit_program = jax.jit(_fit_impl, static_argnums=(0, 1))

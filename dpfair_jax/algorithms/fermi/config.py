@@ -158,11 +158,14 @@ class FermiResult(NamedTuple):
     (``constant_predictions``, ``at_base_rate``, ``degenerate``, ``majority_share``,
     ``base_error``). The diagnostics are
     computed from the private training data and are not differentially private: use them to
-    flag runs, do not release them."""
+    flag runs, do not release them. ``report``: the
+    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the run (DP-SGDA's steps, sampler,
+    rate and width, plus ``("noisy_histogram", 1)`` when the frequencies were released)."""
 
     params: Any
     W: jax.Array
     diagnostics: dict
+    report: Any = None
 
 
 def check_hparams(hparams: FermiHparams) -> FermiHparams:

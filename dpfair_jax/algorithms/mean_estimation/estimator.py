@@ -32,6 +32,7 @@ from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as acc
 from dpfair_jax.privacy import relations as rel
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.sampling import SamplingReport
 
 from .clipped import stratified_gaussian_mean, stratified_laplace_mean
 from .coinpress import REFERENCE_BETA, stratified_coinpress
@@ -132,6 +133,7 @@ class MeanFit(NamedTuple):
     means: StratifiedEstimate
     rho: jax.Array
     count_rho: jax.Array
+    report: Any = None  # privacy.sampling.SamplingReport: the estimator's releases per group
 
 
 def _budget(config: MeanConfig, hparams: MeanHparams) -> Any:
@@ -170,6 +172,7 @@ def fit(key: jax.Array, data: Any, hparams: MeanHparams = MeanHparams(),
     k = config.num_groups
     budget = _budget(config, hparams)
     count_rho = config.count_fraction * budget if config.noisy_counts else None
+    steps = 1
     if config.method == "laplace":
         means = stratified_laplace_mean(key, x, s, k, R=hparams.R, gamma=hparams.gamma,
                                         epsilon=hparams.epsilon, weights=hparams.weights,
@@ -181,12 +184,14 @@ def fit(key: jax.Array, data: Any, hparams: MeanHparams = MeanHparams(),
                                          relation=config.relation, count_rho=count_rho)
     else:
         rhos = budget * jnp.asarray(config.split, jnp.float32)
+        steps = int(rhos.shape[0])  # CoinPress iterations run (one per budget share)
         means = stratified_coinpress(key, x, s, k, center=hparams.center, radius=hparams.radius,
                                      rhos=rhos, weights=hparams.weights, relation=config.relation,
                                      clip_mode=config.clip_mode, beta=config.beta,
                                      count_rho=count_rho)
     c = jnp.zeros_like(budget) if count_rho is None else count_rho
-    return MeanFit(means, budget + c, c)
+    report = SamplingReport(steps=steps, releases=(("noisy_counts", 1),) if count_rho is not None else ())
+    return MeanFit(means, budget + c, c, report)
 
 
 def _check_sizes(config: MeanConfig, sizes: Any) -> None:

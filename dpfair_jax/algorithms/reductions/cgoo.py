@@ -56,6 +56,7 @@ class MixtureResult(NamedTuple):
     trajectory: Array
     released: Array | None = None
     round_epsilon: Array | None = None
+    report: Any = None  # privacy.sampling.SamplingReport of a fit: rounds run (set by interface.fit)
 
 
 def mixture_loss(losses: Array, indices: Array, weights: Array) -> Array:

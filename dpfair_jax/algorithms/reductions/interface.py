@@ -35,6 +35,7 @@ import numpy as np
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy.accounting import PrivacySpend
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.sampling import SamplingReport
 
 from .cgoo import Algorithm2Budget, MixtureResult, algorithm2_budget, algorithm2_ledger, private_cgoo
 from .oracles import exponential_sampling
@@ -93,6 +94,7 @@ class SamplingResult(NamedTuple):
     index: Array
     loss: Array
     epsilon: Array
+    report: Any = None  # privacy.sampling.SamplingReport: one exponential-mechanism draw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,11 +197,13 @@ def fit(key: Array, data: GridData, hparams: Any, config: Any) -> SamplingResult
         index = exponential_sampling(key, data.losses, config.problem, G=hparams.G, epsilon=hparams.epsilon, n=n,
                                      variant=config.variant)
         return SamplingResult(index, jnp.asarray(data.losses, jnp.float32)[index],
-                              jnp.asarray(hparams.epsilon, jnp.float32))
-    return private_cgoo(key, data.losses, config.problem, G=hparams.G, steps=config.steps,
+                              jnp.asarray(hparams.epsilon, jnp.float32), SamplingReport(steps=1))
+    res = private_cgoo(key, data.losses, config.problem, G=hparams.G, steps=config.steps,
                         oracle_epsilon=hparams.oracle_epsilon, laplace_scale=hparams.laplace_scale, n=n,
                         point=config.point, variant=config.variant, init_index=config.init_index,
                         smoothing=config.smoothing)
+    # rounds run: one privatized loss vector (and one oracle draw) per round
+    return res._replace(report=SamplingReport(steps=int(res.released.shape[0])))
 
 
 def _sampling_epsilon(config: SamplingConfig, hparams: SamplingHparams) -> float:
