@@ -43,8 +43,6 @@ SAMPLERS: dict[str, Callable[[int, Any], Any]] = {
     "poisson_sample": lambda n, orig: orig.__globals__["PoissonSample"](
         jnp.arange(n, dtype=jnp.int32), jnp.ones((n,), jnp.float32), jnp.asarray(n, jnp.int32),
         jnp.asarray(False)),
-    "poisson_indices": lambda n, orig: (jnp.arange(n, dtype=jnp.int32), jnp.ones((n,), jnp.float32),
-                                        jnp.asarray(False)),
 }
 
 F32 = float(np.finfo(np.float32).eps)

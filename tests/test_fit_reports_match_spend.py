@@ -226,7 +226,7 @@ def _rows_budget_tailoring(relation: str) -> list[Row]:
     items = collections.defaultdict(float)
     for name, val in led.charges.items():
         items[name.split("/")[0]] += float(np.sum(val))
-    factor = {"add_remove": 1.0, "replace_one": 2.0}[relation]
+    factor = {"add_remove": 1.0, "replace_one_within_group": 2.0}[relation]
     std = np.asarray(diag.noise_std, np.float64)
     rho2_run = report.steps * float(np.sum((factor * float(hp.clip)) ** 2 / (2.0 * std**2)))
     released = dict(report.releases)
@@ -311,7 +311,7 @@ CASES: dict[str, Callable[[], list[Row]]] = {
     "pfld_epoch/poisson": _sampled(_case_pfld_epoch),
     "mitigation/poisson": _sampled(_case_mitigation),
     "output_perturbation": _rows_output_perturbation,
-    "budget_tailoring/replace_one": functools.partial(_rows_budget_tailoring, "replace_one"),
+    "budget_tailoring/replace_one_within_group": functools.partial(_rows_budget_tailoring, "replace_one_within_group"),
     "budget_tailoring/add_remove": functools.partial(_rows_budget_tailoring, "add_remove"),
     "mean_estimation/coinpress": functools.partial(_rows_means, "coinpress"),
     "mean_estimation/laplace": functools.partial(_rows_means, "laplace"),
