@@ -186,7 +186,8 @@ def _check_rows(x, radius):
 
 
 def privacy(epsilon: float, delta: float) -> Any:
-    """The spend of one release: (epsilon, delta)-DP, replace-one neighbours, unit = example."""
+    """The spend of one release: (epsilon, delta)-DP, replace-one neighbours, unit = example.
+    The minimizer never reads the group ids ``s``: a record moving to another group is covered."""
     v.check_epsilon(epsilon)
     v.check_delta(delta)
     return _acc.PrivacySpend(epsilon=float(epsilon), delta=float(delta), relation="replace_one",

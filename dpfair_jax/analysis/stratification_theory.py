@@ -84,10 +84,11 @@ def global_laplace_noise_variance(n: Any, R: Any, gamma: Any, epsilon: Any, *,
 
 
 def stratified_laplace_noise_variance(sizes: Any, R: Any, gamma: Any, epsilon: Any, *,
-                                      relation: str = "replace_one") -> float:
+                                      relation: str = "replace_one_within_group") -> float:
     """Noise variance of the stratified estimate with exact sizes (notes A2):
     ``sum_i 2 (Delta (R + s_i) / (n eps))^2``, ``s_i = sqrt(log(n_i/gamma))``, ``n = sum n_i``;
-    empty groups contribute nothing (the sizes cancel between noise scale and weight)."""
+    empty groups contribute nothing (the sizes cancel between noise scale and weight). Exact sizes
+    are public only within a group, hence the default relation (``Delta = 2`` as for replace-one)."""
     sizes = np.asarray(sizes, np.float64)
     if sizes.ndim != 1 or np.any(sizes < 0) or sizes.sum() <= 0:
         raise ValueError(f"sizes must be a 1-D array of non-negative counts with a positive sum, got {sizes!r}.")
@@ -99,10 +100,10 @@ def stratified_laplace_noise_variance(sizes: Any, R: Any, gamma: Any, epsilon: A
 
 
 def stratified_gaussian_noise_variance(n: Any, clips: Any, rho: Any, *,
-                                       relation: str = "replace_one") -> float:
+                                       relation: str = "replace_one_within_group") -> float:
     """Noise variance of the stratified Gaussian mean with exact sizes (notes A3):
     ``sum_g (Delta C_g / n)^2 / (2 rho)`` over the present groups (``clips [k]``), ``k`` times the
-    global variance for equal clips."""
+    global variance for equal clips. Default relation as :func:`stratified_laplace_noise_variance`."""
     c = _pos("clips", clips).ravel()
     return float(np.sum((replace_factor(relation) * c / _pos("n", n)) ** 2) / (2.0 * _pos("rho", rho)))
 

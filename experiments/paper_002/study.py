@@ -378,7 +378,8 @@ def run_bgl(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     _claims_bgl(df, facts, config, ctx, config["claim_prefix"])
     note = (f"thresholds eta, worst group ({facts['worst_group']}) and group proportions from a held-out public "
             f"split ({facts['n_public']} rows, fraction {config['public_fraction']:g}, disjoint from the private "
-            f"n={facts['n']}; random split of the row indices); n public by construction (replace-one)")
+            f"n={facts['n']}; random split of the row indices); n public by construction (replace-one; a record "
+            "may move to another group: the group losses divide by the total n, no group size)")
     for e, led in facts["ledger"].items():
         ctx.record_privacy(f"lopt_alg2_eps{e:g}", {"relation": "replace_one", "epsilon": led["epsilon"],
                                                   "delta": led["delta"], "unit": "example",
@@ -789,7 +790,8 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
         "relation": "replace_one", "epsilon": max(eps), "delta": 0.0, "unit": "example",
         "notes": f"each epsilon of the grid is a separate release; EO normalizers q_(a,y) from a held-out public "
                  f"split ({public.n} rows, fraction {config['public_fraction']:g}, disjoint from the private "
-                 f"n={n}; random split of the row indices); n public by construction (replace-one); the "
+                 f"n={n}; random split of the row indices); n public by construction (replace-one; a record may "
+                 "move to another group: the losses divide by the total n, no group size); the "
                  "study evaluates the output law exactly and draws no sample"})
     figures.eo_exact(df, ctx, name, eps_bound=eps_bound, level=level)
     return df

@@ -116,7 +116,8 @@ class FermiConfig:
     def relation(self) -> str:
         """The neighbouring relation of the spend: substitution of one ``s_i`` (``"replace_one"``)
         for the sensitive-attribute unit; for all features add/remove with Poisson sampling,
-        replace-one with shuffled or fixed-size batches."""
+        replace-one with shuffled or fixed-size batches. Replace-one covers a record changing group:
+        the frequency histogram is noised at its ``sqrt 2`` and every ``s``-term is clipped."""
         if self.privacy_unit == "sensitive_attribute" or self.sampling != "poisson":
             return "replace_one"
         return "add_remove"

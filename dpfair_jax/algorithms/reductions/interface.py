@@ -243,7 +243,8 @@ def spend(config: Any, sizes: Any, hparams: Any) -> PrivacySpend:
     over ``config.steps`` rounds with slack ``config.delta`` (``epsilon = inf`` without Laplace noise
     or for ``variant="paper"``). ``hparams`` must be concrete scalars.
 
-    Privacy: relation replace-one, unit example (one record, including its sensitive attribute).
+    Privacy: relation replace-one, unit example (one record, including its sensitive attribute;
+    a record may move to another group: the losses divide by the total ``n``, no group size).
     """
     _check_config(config)
     n = _check_n(sizes)

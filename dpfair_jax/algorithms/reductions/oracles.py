@@ -158,7 +158,8 @@ def dp_gd_noise_std(epsilon: float, delta: float, steps: int, clip_norm: float, 
 
     Privacy: replace-one only. :func:`dp_weighted_least_squares` divides the noisy sum by the
     number of rows ``n``, which add/remove changes (a private count), so ``relation="add_remove"``
-    is refused."""
+    is refused. A record moving to another group changes its weight ``w_{s_i}`` but its gradient
+    stays clipped to ``C``, so ``2 C`` covers that replacement too."""
     steps = V.check_int("steps", steps)
     V.check_clip_norm(clip_norm)
     rel = as_relation(relation)

@@ -84,7 +84,9 @@ def loss_sensitivity(n: int, num_groups: int, *, norm: str = "l2") -> float:
 
     Per coordinate the sum moves by at most ``bounded_sum_sensitivity(0, 1)`` under replace-one
     (``dpfair_jax.privacy.relations``), so by ``sqrt(K)`` times that in l2 and ``K`` times in l1,
-    before the division by ``n``. Add/remove is not offered: it changes ``n``."""
+    before the division by ``n``. Add/remove is not offered: it changes ``n``. A record moving to
+    another group is covered: the divisor is the total ``n`` (no group size), and the bound holds
+    for any change of one record's vector in ``[0,1]^K`` (group losses: two coordinates move)."""
     n = V.check_int("n", n)
     K = V.check_int("num_groups", num_groups)
     V.check_choice("norm", norm, ("l2", "l1"))
