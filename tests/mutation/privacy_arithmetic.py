@@ -1,0 +1,372 @@
+"""Mutation check: one-line edits to the privacy arithmetic, each a genuine privacy bug.
+
+Beside :mod:`halve_noise` (which halves each noise draw), :data:`MUTATIONS` holds one-line edits
+to the arithmetic around the noise: sensitivity factors, composed counts, sampling rates, zCDP and
+(epsilon, delta) conversions, the cost of private selection, noisy counts, and clipping and ghost
+norms. Each edit makes a spend understate what its code path spends, or a release exceed its
+declared sensitivity, while the code still compiles and runs. For each, the default-suite tests
+that must catch it (whole files or node ids, each set under about a minute on one core).
+
+The machinery is :mod:`_harness` (shared with ``halve_noise.py``): the working tree is copied to a
+temporary directory, the covering tests are checked to pass there unmutated, then each edit is
+applied in turn and its covering tests are re-run with ``-x -q -p no:cacheprovider`` (the
+project's ``addopts`` keep ``-m 'not slow'``, so only default-suite tests count). The Markdown
+table goes between the markers :data:`BEGIN` and ``<!-- end: table -->`` of ``--out FILE``
+(``docs/privacy_mutants.md``). Exit status 0 when every edit is caught, 1 otherwise, 2 when a
+patch no longer applies (the line was edited: update :data:`MUTATIONS`), 3 when the covering tests
+fail unmutated.
+
+Usage (from the repository root)::
+
+    .venv/bin/python tests/mutation/privacy_arithmetic.py --out docs/privacy_mutants.md
+    .venv/bin/python tests/mutation/privacy_arithmetic.py --only sensitivity conversion  # categories
+    .venv/bin/python tests/mutation/privacy_arithmetic.py --only "sgda:"   # substrings of names
+    .venv/bin/python tests/mutation/privacy_arithmetic.py --check   # every patch applies, no tests run
+    .venv/bin/python tests/mutation/privacy_arithmetic.py --list
+    .venv/bin/python tests/mutation/privacy_arithmetic.py --jobs 8 --out docs/privacy_mutants.md
+
+``--only`` takes substrings of mutant names or whole category names (:data:`CATEGORIES`).
+Not collected by pytest: the file name has no ``test_`` prefix (the default ``python_files``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness  # noqa: E402  (the shared machinery, beside this file)
+from _harness import Mutation  # noqa: E402
+
+BEGIN = "<!-- begin: table written by tests/mutation/privacy_arithmetic.py -->"
+CATEGORIES = ("sensitivity", "count", "rate", "conversion", "selection", "noisy_count", "clipping")
+
+REL = "dpfair_jax/privacy/relations.py"
+ACC = "dpfair_jax/privacy/accounting.py"
+SMP = "dpfair_jax/privacy/sampling.py"
+SEL = "dpfair_jax/privacy/selection.py"
+CLIP = "dpfair_jax/privacy/clipping.py"
+GHOST = "dpfair_jax/privacy/ghost.py"
+BND = "dpfair_jax/privacy/bounding.py"
+SGDA = "dpfair_jax/algorithms/sgda.py"
+DPSGD = "dpfair_jax/algorithms/dpsgd.py"
+MIT = "dpfair_jax/algorithms/mitigation.py"
+FL = "dpfair_jax/algorithms/fermi/ledger.py"
+PE = "dpfair_jax/algorithms/pfld_epoch.py"
+OP = "dpfair_jax/algorithms/output_perturbation.py"
+BTL = "dpfair_jax/algorithms/budget_tailoring/ledger.py"
+MEL = "dpfair_jax/algorithms/mean_estimation/ledger.py"
+SYN = "dpfair_jax/algorithms/synthesis.py"
+RPB = "dpfair_jax/algorithms/reductions/problem.py"
+RIF = "dpfair_jax/algorithms/reductions/interface.py"
+RTH = "dpfair_jax/algorithms/reductions/theory.py"
+TRD = "dpfair_jax/studies/tradeoff.py"
+
+T_ACC = "tests/test_accounting.py"
+T_REL = "tests/test_relations.py"
+T_SMP = "tests/test_sampling.py"
+T_SEL = "tests/test_selection.py"
+T_CLIP = "tests/test_clipping.py"
+T_GHOST = "tests/test_ghost.py"
+T_BND = "tests/test_bounding.py"
+T_DPSGD = "tests/test_dpsgd.py"
+T_MIT = "tests/test_mitigation.py"
+T_PE = "tests/test_pfld_epoch.py"
+T_OP = "tests/test_output_perturbation.py"
+T_BTP = "tests/test_budget_tailoring_privacy.py"
+T_MEP = "tests/test_mean_estimation_privacy.py"
+T_SYN = "tests/test_synthesis.py"
+T_REDP = "tests/test_reductions_privacy.py"
+T_DPF = "tests/test_default_path_fixes.py"
+T_FT = "tests/test_fermi_trio.py"
+T_ST = "tests/test_fermi_trio.py"
+T_TRD = "tests/test_tradeoff_study.py"
+T_NS = "tests/test_noise_scales.py"
+T_F = "tests/test_fermi.py"
+F_ROUND = f"{T_F}::test_calibrate_and_privacy_round_trip"
+F_DPA = f"{T_F}::test_all_features_epsilon_matches_dp_accounting_called_directly"
+F_SA = f"{T_F}::test_sensitive_attribute_spend_is_membership_visible_not_subsampled"
+F_FREQ = f"{T_F}::test_noisy_group_frequencies_are_charged_and_exclusive"
+
+
+def M(category: str, path: str, file: str, old: str, new: str, *tests: str) -> Mutation:
+    assert category in CATEGORIES, category
+    return Mutation(path, file, old, new, tuple(tests), category)
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ======================================================================== sensitivity factors
+    M("sensitivity", "relations.replace_factor: replace-one factor 2 -> 1", REL,
+      "return 1.0 if as_relation(relation) is ADD_REMOVE else 2.0",
+      "return 1.0 if as_relation(relation) is ADD_REMOVE else 1.0",
+      T_REL, T_SMP, T_DPSGD),
+    M("sensitivity", "relations.clipped_sum_sensitivity: replace-one 2C -> C (scalar)", REL,
+      "return Sensitivity(c if c.ndim else float(c), 2.0 * c if c.ndim else 2.0 * float(c))",
+      "return Sensitivity(c if c.ndim else float(c), 2.0 * c if c.ndim else float(c))",
+      T_REL, T_REDP),
+    M("sensitivity", "relations.histogram_sensitivity: replace-one L2 sqrt(2) -> 1", REL,
+      'return Sensitivity(1.0, math.sqrt(2.0) if norm == "l2" else 2.0)',
+      'return Sensitivity(1.0, 1.0 if norm == "l2" else 2.0)',
+      T_REL, T_NS),
+    M("sensitivity", "relations.gram_sensitivity: replace-one sqrt(2) u^2 -> u^2 (scalar)", REL,
+      "math.sqrt(2.0) * u2 if u2.ndim else math.sqrt(2.0) * float(u2))",
+      "math.sqrt(2.0) * u2 if u2.ndim else float(u2))",
+      T_REL),
+    M("sensitivity", "relations.bounded_sum_sensitivity: replace-one b - a -> max(|a|, |b|)", REL,
+      "rep = hi - lo", "rep = np.maximum(np.abs(lo), np.abs(hi))",
+      T_REL),
+    M("sensitivity", "relations.bounded_sum_sensitivity: add/remove max(|a|, |b|) -> |b|", REL,
+      "add = np.maximum(np.abs(lo), np.abs(hi))", "add = np.abs(hi)",
+      T_REL),
+    M("sensitivity", "clipping.per_layer_sensitivity: first layer's C only", CLIP,
+      "return jnp.sqrt(sum(jnp.square(c) for c in leaves))",
+      "return jnp.sqrt(sum(jnp.square(c) for c in leaves[:1]))",
+      T_CLIP),
+    M("sensitivity", "clipping.ClippedGradSum traced sensitivity: replace factor dropped", CLIP,
+      "return clip_norm * _rel.replace_factor(relation)", "return clip_norm * 1.0",
+      T_CLIP, T_DPSGD),
+    M("sensitivity", "sgda: effective multiplier without the relation's factor", SGDA,
+      "return float(config.sensitivity_factor) / _rel.replace_factor(_relation(config))",
+      "return float(config.sensitivity_factor)",
+      T_ST),
+    M("sensitivity", "dpsgd.privacy: replace-one multiplier not halved (sensitivity 2C)", DPSGD,
+      "z = float(noise_multiplier) / spec.sensitivity_factor", "z = float(noise_multiplier)",
+      T_DPSGD, T_DPF),
+    M("sensitivity", "output_perturbation.sensitivity: 2L/(n reg) -> L/(n reg)", OP,
+      "return 2.0 * float(lipschitz) / (n * float(reg))",
+      "return float(lipschitz) / (n * float(reg))",
+      T_OP),
+    M("sensitivity", "output_perturbation traced sensitivity: 2L/(n reg) -> L/(n reg)", OP,
+      "return 2.0 * lip / (n * reg)", "return lip / (n * reg)",
+      T_OP),
+    M("sensitivity", "output_perturbation traced Lipschitz constant (squared loss) halved", OP,
+      "lip = 2.0 * r * (r * config.label_bound * jnp.sqrt(2.0 / reg) + config.label_bound)",
+      "lip = r * (r * config.label_bound * jnp.sqrt(2.0 / reg) + config.label_bound)",
+      T_OP),
+    M("sensitivity", "reductions.loss_sensitivity: l1 K/n -> sqrt(K)/n", RPB,
+      'return (math.sqrt(K) if norm == "l2" else float(K)) * per_coordinate / n',
+      'return (math.sqrt(K) if norm == "l2" else math.sqrt(K)) * per_coordinate / n',
+      T_REDP),
+    M("sensitivity", "reductions spend: Laplace weight epsilon with the l2 sensitivity", RIF,
+      'w_eps = loss_sensitivity(n, config.problem.num_groups, norm="l1") / scale if scale > 0 else 0.0',
+      'w_eps = loss_sensitivity(n, config.problem.num_groups, norm="l2") / scale if scale > 0 else 0.0',
+      T_REDP),
+    M("sensitivity", "mitigation: statistics sensitivity sqrt(3) -> sqrt(2)", MIT,
+      "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = math.sqrt(2.0)",
+      T_MIT),
+    # ======================================================================== composed counts
+    M("count", "accounting.dpsgd_event: steps - 1 composed", ACC,
+      "return dp_accounting.SelfComposedDpEvent(step, steps)",
+      "return dp_accounting.SelfComposedDpEvent(step, max(1, steps - 1))",
+      T_ACC),
+    M("count", "accounting.shuffled_participations: one epoch fewer", ACC,
+      "return math.ceil(steps / spe)", "return max(1, math.ceil(steps / spe) - 1)",
+      T_ACC, T_DPF),
+    M("count", "accounting.participation_distribution (Poisson): steps - 1 trials", ACC,
+      "logp = stats.binom.logpmf(ks, steps, float(sample_rate))",
+      "logp = stats.binom.logpmf(ks, max(1, steps - 1), float(sample_rate))",
+      T_ACC),
+    M("count", "accounting.effective_noise_multiplier: the largest multiplier, not the composition", ACC,
+      "return float(np.sum(z**-2.0) ** -0.5)", "return float(np.max(z))",
+      T_ACC),
+    M("count", "accounting: PLD simplification drops the self-composition count", ACC,
+      "return None if z is None else (0.0 if z == 0 else z / math.sqrt(event.count))",
+      "return None if z is None else (0.0 if z == 0 else z)",
+      T_ACC),
+    M("count", "accounting.ZcdpLedger.total: counts of repeated charges dropped", ACC,
+      "return self._broadcast(_fsum([r * c for _, r, c in self._history]))",
+      "return self._broadcast(_fsum([r for _, r, c in self._history]))",
+      T_ACC),
+    M("count", "sgda.spend: steps - 1 in the event", SGDA,
+      'event = _acc.dpsgd_event(zt_e, m / n, T, sampling="poisson" if poisson else "without_replacement",',
+      'event = _acc.dpsgd_event(zt_e, m / n, max(1, T - 1), sampling="poisson" if poisson else "without_replacement",',
+      T_ST),
+    M("count", "sgda.spend (shuffle): half the epochs", SGDA,
+      'mu, config.delta, _acc.participation_distribution(T, "shuffle", steps_per_epoch=spe))',
+      'mu, config.delta, _acc.participation_distribution(T, "shuffle", steps_per_epoch=2 * spe))',
+      T_ST),
+    M("count", "dpsgd.privacy: steps - 1 in the event", DPSGD,
+      "event = _acc.dpsgd_event(z, spec.sample_rate, steps, sampling=spec.sampling,",
+      "event = _acc.dpsgd_event(z, spec.sample_rate, max(1, steps - 1), sampling=spec.sampling,",
+      T_DPSGD),
+    M("count", "fermi.privacy (all features): steps - 1 in the event", FL,
+      "float(noise_theta), config.batch_size / n, config.steps, sampling=config.accountant_sampling(),",
+      "float(noise_theta), config.batch_size / n, config.steps - 1, sampling=config.accountant_sampling(),",
+      F_ROUND, F_DPA, T_DPF),
+    M("count", "pfld_epoch.run_event: steps - 1 in the event", PE,
+      "steps = A.dpsgd_event(float(noise_theta), config.batch_size / n, config.steps(n))",
+      "steps = A.dpsgd_event(float(noise_theta), config.batch_size / n, max(1, config.steps(n) - 1))",
+      T_PE),
+    M("count", "pfld_epoch.run_event: epochs - 1 violation releases", PE,
+      "config.epochs)", "max(1, config.epochs - 1))",
+      T_PE),
+    M("count", "mitigation.privacy: floor instead of ceil in the number of statistics releases", MIT,
+      "releases = -(-steps // stats_every)", "releases = max(1, steps // stats_every)",
+      T_MIT),
+    M("count", "mitigation.privacy: truncation charged for one step", MIT,
+      "extra = _sampling.truncation_delta(n, q, width, steps, eps)",
+      "extra = _sampling.truncation_delta(n, q, width, 1, eps)",
+      T_MIT),
+    M("count", "sampling.truncation_delta: steps dropped", SMP,
+      "return float(min(1.0, (1.0 + math.exp(min(float(epsilon), 700.0))) * steps * p))",
+      "return float(min(1.0, (1.0 + math.exp(min(float(epsilon), 700.0))) * p))",
+      T_SMP),
+    M("count", "reductions advanced composition: k eps (e^eps - 1) -> eps (e^eps - 1)", RTH,
+      "return e * math.sqrt(2.0 * k * math.log(1.0 / delta_bar)) + k * e * math.expm1(e)",
+      "return e * math.sqrt(2.0 * k * math.log(1.0 / delta_bar)) + e * math.expm1(e)",
+      T_REDP),
+    M("count", "reductions advanced composition: delta of one round, not k", RTH,
+      "return advanced_composition_epsilon(epsilon, k, delta_bar), k * d + float(delta_bar)",
+      "return advanced_composition_epsilon(epsilon, k, delta_bar), d + float(delta_bar)",
+      T_REDP),
+    M("count", "mean_estimation.stratified_ledger: first COINPRESS step not charged", MEL,
+      "for t, rt in enumerate(r):", "for t, rt in enumerate(r[1:]):",
+      T_MEP),
+    # ======================================================================== sampling rates
+    M("rate", "sampling.accounting_for: q = b/(n+1)", SMP,
+      "q = batch_size / n", "q = batch_size / (n + 1)",
+      T_SMP, T_DPSGD),
+    M("rate", "sgda.spend: q = m/(n+1) in the event", SGDA,
+      'event = _acc.dpsgd_event(zt_e, m / n, T, sampling="poisson" if poisson else "without_replacement",',
+      'event = _acc.dpsgd_event(zt_e, m / (n + 1), T, sampling="poisson" if poisson else "without_replacement",',
+      T_ST),
+    M("rate", "fermi.privacy (all features): q halved in the event", FL,
+      "float(noise_theta), config.batch_size / n, config.steps, sampling=config.accountant_sampling(),",
+      "float(noise_theta), config.batch_size / (2 * n), config.steps, sampling=config.accountant_sampling(),",
+      F_ROUND, F_DPA, T_DPF),
+    M("rate", "pfld_epoch.run_event: q = b/(n+1)", PE,
+      "steps = A.dpsgd_event(float(noise_theta), config.batch_size / n, config.steps(n))",
+      "steps = A.dpsgd_event(float(noise_theta), config.batch_size / (n + 1), config.steps(n))",
+      T_PE),
+    M("rate", "mitigation.privacy: q = b/(n+1)", MIT,
+      "q = batch_size / n", "q = batch_size / (n + 1)",
+      T_MIT),
+    # ======================================================================== conversions
+    M("conversion", "accounting zCDP -> DP: Bun-Steinke 2 sqrt(rho L) -> sqrt(rho L)", ACC,
+      "bs = rho + 2.0 * math.sqrt(rho * L)", "bs = rho + math.sqrt(rho * L)",
+      T_ACC),
+    M("conversion", "accounting zCDP -> DP: CKS log(alpha) term doubled", ACC,
+      "val = a * rho + (log_inv_delta + am1 * np.log1p(-1.0 / a) - np.log(a)) / am1",
+      "val = a * rho + (log_inv_delta + am1 * np.log1p(-1.0 / a) - 2.0 * np.log(a)) / am1",
+      T_ACC),
+    M("conversion", "accounting.pure_dp_to_rho: eps^2/2 -> eps^2/4", ACC,
+      "return float(epsilon) ** 2 / 2.0", "return float(epsilon) ** 2 / 4.0",
+      T_ACC),
+    M("conversion", "accounting.gaussian_rho: D^2/(2 s^2) -> D^2/(4 s^2)", ACC,
+      "return float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2)",
+      "return float(sensitivity) ** 2 / (4.0 * float(sigma) ** 2)",
+      T_ACC),
+    M("conversion", "accounting.dp_to_rho (Bun-Steinke): L + eps -> L + 2 eps", ACC,
+      "rho_bs = (math.sqrt(L + eps) - math.sqrt(L)) ** 2",
+      "rho_bs = (math.sqrt(L + 2.0 * eps) - math.sqrt(L)) ** 2",
+      T_ACC),
+    M("conversion", "accounting Balle-Wang delta: second term's e^eps doubled", ACC,
+      "lb = float(epsilon + special.log_ndtr(-a - b))",
+      "lb = float(epsilon + math.log(2.0) + special.log_ndtr(-a - b))",
+      T_ACC, T_OP),
+    M("conversion", "budget_tailoring zcdp_to_epsilon: 2 sqrt(rho L) -> sqrt(rho L)", BTL,
+      "return rho + 2.0 * np.sqrt(rho * math.log(1.0 / delta))",
+      "return rho + np.sqrt(rho * math.log(1.0 / delta))",
+      T_BTP),
+    # ======================================================================== selection cost
+    M("selection", "selection.repeat_and_select_event: mean number of runs halved", SEL,
+      "return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(law.mean), float(law.shape))",
+      "return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(law.mean) / 2.0, float(law.shape))",
+      T_SEL),
+    M("selection", "selection.selection_epsilon: the selection's cost omitted (one run)", SEL,
+      "full = event if law is None else repeat_and_select_event(event, law)",
+      "full = event",
+      T_SEL),
+    M("selection", "selection: truncated negative binomial mean halved (more runs drawn than accounted)", SEL,
+      "return shape * (1.0 - gamma) / (gamma * (1.0 - gamma**shape))",
+      "return shape * (1.0 - gamma) / (2.0 * gamma * (1.0 - gamma**shape))",
+      T_SEL),
+    M("selection", "tradeoff study: selection spend of one run", TRD,
+      'eps_sel = S.selection_epsilon(ev, law, delta, relation="add_remove")',
+      'eps_sel = S.selection_epsilon(ev, None, delta, relation="add_remove")',
+      T_TRD),
+    # ======================================================================== noisy counts
+    M("noisy_count", "fermi: noisy histogram charged at twice its multiplier", FL,
+      "return dp_accounting.GaussianDpEvent(float(config.count_noise_multiplier))",
+      "return dp_accounting.GaussianDpEvent(2.0 * float(config.count_noise_multiplier))",
+      F_ROUND, F_DPA, F_FREQ, T_DPF),
+    M("noisy_count", "fermi: noisy histogram not composed (membership-visible)", FL,
+      'return 1.0 / config.count_noise_multiplier if config.group_frequencies == "noisy" else 0.0',
+      "return 0.0",
+      F_ROUND, F_SA, F_FREQ),
+    M("noisy_count", "accounting membership-visible: the fixed release (counts) dropped", ACC,
+      "mu = np.sqrt(ks * float(mu_step) ** 2 + float(extra_mu) ** 2)",
+      "mu = np.sqrt(ks * float(mu_step) ** 2)",
+      T_ACC),
+    M("noisy_count", "mitigation: per-step statistics Gaussian not composed", MIT,
+      "rel = (1.0, zs / z) if include_statistics and not stats_every else (1.0,)",
+      "rel = (1.0,)",
+      T_MIT),
+    M("noisy_count", "mitigation: full-data statistics charged at twice their multiplier", MIT,
+      "[event, dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(zs), releases)])",
+      "[event, dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0 * zs), releases)])",
+      T_MIT),
+    M("noisy_count", "mean_estimation ledger: noisy group counts charged at half", MEL,
+      "c = float(c)", "c = 0.5 * float(c)",
+      T_MEP),
+    M("noisy_count", "synthesis.spend: stratum counts charged at half", SYN,
+      'ledger.charge("stratum_counts", count_rho)', 'ledger.charge("stratum_counts", 0.5 * count_rho)',
+      T_SYN),
+    M("noisy_count", "synthesis.stratum_counts: noise std 1/sqrt(4 rho) instead of 1/sqrt(2 rho)", SYN,
+      "c = c + z / math.sqrt(2 * count_rho)", "c = c + z / math.sqrt(4 * count_rho)",
+      T_SYN, T_MEP),
+    # ======================================================================== clipping and ghost norms
+    M("clipping", "clipping.per_example_norms: squared norm (sqrt dropped)", CLIP,
+      "return jnp.sqrt(sum(_leaf_sq_norms(leaf) for leaf in leaves))",
+      "return sum(_leaf_sq_norms(leaf) for leaf in leaves)",
+      T_CLIP, T_DPSGD),
+    M("clipping", "clipping._scale_rows: sqrt of the clip factor", CLIP,
+      "return leaf * f", "return leaf * jnp.sqrt(f)",
+      T_CLIP, T_DPSGD),
+    M("clipping", "clipping.clip_per_layer: squared layer norms", CLIP,
+      "norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]",
+      "norms = [_leaf_sq_norms(leaf) for leaf in leaves]",
+      T_CLIP),
+    M("clipping", "clipping.glm_per_example_norms: intercept part dropped", CLIP,
+      "total = x_sq * g_sq + (g_sq if fit_intercept else 0.0)", "total = x_sq * g_sq",
+      T_CLIP, T_DPSGD),
+    M("clipping", "clipping._sq_rows: largest logit gradient, not the sum over outputs", CLIP,
+      "return jnp.sum(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)",
+      "return jnp.max(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)",
+      T_CLIP),
+    M("clipping", "ghost.dense_norm_sq: bias part dropped", GHOST,
+      "return jnp.sum(jnp.square(a), 1) * g_sq + (g_sq if bias else 0.0)",
+      "return jnp.sum(jnp.square(a), 1) * g_sq",
+      T_CLIP, T_GHOST),
+    M("clipping", "ghost.gram_norm_sq (Gram): norm returned, not its square", GHOST,
+      "return jnp.sum(aa * gg, axis=(1, 2))", "return jnp.sqrt(jnp.sum(aa * gg, axis=(1, 2)))",
+      T_GHOST),
+    M("clipping", "ghost.bias_norm_sq: mean over positions instead of the sum", GHOST,
+      "s = jnp.sum(g.reshape(g.shape[0], -1, g.shape[-1]), axis=1)",
+      "s = jnp.mean(g.reshape(g.shape[0], -1, g.shape[-1]), axis=1)",
+      T_GHOST),
+    M("clipping", "ghost.total_norms: first layer only", GHOST,
+      "return jnp.sqrt(sum(jnp.asarray(s) for s in norm_sqs))",
+      "return jnp.sqrt(jnp.asarray(norm_sqs[0]))",
+      T_GHOST),
+    M("clipping", "bounding.norm_clip_divisor: clipped to 2C", BND,
+      "return jnp.maximum(1.0, norms / clip_norm)", "return jnp.maximum(1.0, norms / (2.0 * clip_norm))",
+      T_BND, T_OP),
+    M("clipping", "bounding.clip_to_interval: upper bound doubled", BND,
+      "return jnp.clip(values, lower, upper)", "return jnp.clip(values, lower, 2.0 * upper)",
+      T_BND),
+    M("clipping", "mitigation (separate clipping): penalty part left unclipped", MIT,
+      "cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip) * mask",
+      "cfp = mask",
+      T_MIT),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return _harness.main(MUTATIONS, description=__doc__.split("\n\n")[0], begin=BEGIN,
+                         prefix="privacy_arithmetic_", first_column="mutant", show_category=True,
+                         argv=argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
