@@ -178,6 +178,37 @@ def test_privacy_composes_both_gaussians():
         assert mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
 
 
+@pytest.mark.parametrize("stats_every", [0, 5])
+def test_privacy_is_the_event_written_from_the_run(stats_every):
+    """The spend against dp-accounting on events written here from the run's description (not
+    through the kit's accounting): every one of ``steps`` steps is a Poisson(q = b / n) sample
+    releasing the clipped-sum Gaussian and, per step, the statistics Gaussian (``stats_every=0``);
+    with ``stats_every=k`` the statistics are released on the full data at steps 0, k, 2k, ...
+    (``ceil(steps / k)`` unsampled Gaussians); the truncation charge covers all ``steps`` steps."""
+    import dp_accounting
+    from scipy import stats
+
+    z, zs, n, b, steps, delta, width = 1.3, 2.1, 400, 20, 12, 1e-5, 40
+    sp = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, stats_every=stats_every,
+                            max_batch_size=width)
+    g = dp_accounting.GaussianDpEvent
+    if stats_every:
+        step = dp_accounting.PoissonSampledDpEvent(b / n, g(z))
+        releases = sum(1 for t in range(steps) if t % stats_every == 0)
+        hand = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(step, steps),
+                                              dp_accounting.SelfComposedDpEvent(g(zs), releases)])
+    else:
+        step = dp_accounting.PoissonSampledDpEvent(b / n, dp_accounting.ComposedDpEvent([g(z), g(zs)]))
+        hand = dp_accounting.SelfComposedDpEvent(step, steps)
+    rdp = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    eps = rdp.compose(hand).get_epsilon(delta)
+    assert sp.epsilon == pytest.approx(eps, rel=1e-6)
+    # (1 + e^eps) T P(Binomial(n + 1, q) > width): either neighbour's sample may overflow, each step
+    trunc = (1.0 + math.exp(sp.epsilon)) * steps * stats.binom.sf(width, n + 1, b / n)
+    assert sp.delta == pytest.approx(delta + trunc, rel=1e-6)
+    assert sp.relation == "add_remove" and sp.unit == "example"
+
+
 def test_privacy_truncation_at_the_trained_padding(setup):
     """privacy and train share one padding rule: the truncation charge is that of the width the
     run used (max_batch_size), computed by hand with sampling.truncation_delta."""

@@ -60,7 +60,6 @@ SYN = "dpfair_jax/algorithms/synthesis.py"
 RPB = "dpfair_jax/algorithms/reductions/problem.py"
 RIF = "dpfair_jax/algorithms/reductions/interface.py"
 RTH = "dpfair_jax/algorithms/reductions/theory.py"
-TRD = "dpfair_jax/studies/tradeoff.py"
 
 T_ACC = "tests/test_accounting.py"
 T_REL = "tests/test_relations.py"
@@ -80,7 +79,6 @@ T_REDP = "tests/test_reductions_privacy.py"
 T_DPF = "tests/test_default_path_fixes.py"
 T_FT = "tests/test_fermi_trio.py"
 T_ST = "tests/test_fermi_trio.py"
-T_TRD = "tests/test_tradeoff_study.py"
 T_NS = "tests/test_noise_scales.py"
 T_F = "tests/test_fermi.py"
 F_ROUND = f"{T_F}::test_calibrate_and_privacy_round_trip"
@@ -114,10 +112,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       T_REL),
     M("sensitivity", "relations.bounded_sum_sensitivity: replace-one b - a -> max(|a|, |b|)", REL,
       "rep = hi - lo", "rep = np.maximum(np.abs(lo), np.abs(hi))",
-      T_REL),
+      T_REL, T_BND),
     M("sensitivity", "relations.bounded_sum_sensitivity: add/remove max(|a|, |b|) -> |b|", REL,
       "add = np.maximum(np.abs(lo), np.abs(hi))", "add = np.abs(hi)",
-      T_REL),
+      T_REL, T_BND),
     M("sensitivity", "clipping.per_layer_sensitivity: first layer's C only", CLIP,
       "return jnp.sqrt(sum(jnp.square(c) for c in leaves))",
       "return jnp.sqrt(sum(jnp.square(c) for c in leaves[:1]))",
@@ -281,10 +279,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return shape * (1.0 - gamma) / (gamma * (1.0 - gamma**shape))",
       "return shape * (1.0 - gamma) / (2.0 * gamma * (1.0 - gamma**shape))",
       T_SEL),
-    M("selection", "tradeoff study: selection spend of one run", TRD,
-      'eps_sel = S.selection_epsilon(ev, law, delta, relation="add_remove")',
-      'eps_sel = S.selection_epsilon(ev, None, delta, relation="add_remove")',
-      T_TRD),
+    M("selection", "selection.selection_epsilon: the run's curve under add/remove whatever the relation", SEL,
+      "acc = _rdp_accountant(relation)", 'acc = _rdp_accountant("add_remove")',
+      T_SEL),
     # ======================================================================== noisy counts
     M("noisy_count", "fermi: noisy histogram charged at twice its multiplier", FL,
       "return dp_accounting.GaussianDpEvent(float(config.count_noise_multiplier))",
