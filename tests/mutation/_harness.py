@@ -140,6 +140,9 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--jobs", type=int, default=1,
                     help="mutations run at once, each in its own copy of the tree (default 1)")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --out: keep the table's rows of mutations not run this time (run in "
+                         "batches with --only), replace those run")
     args = ap.parse_args(argv)
 
     muts = [m for m in mutations
@@ -221,15 +224,32 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
         cat = f"{m.category} | " if show_category else ""
         md.append(f"| {cat}{m.path} | {m.file.removeprefix('dpfair_jax/')}:{lineno} | {mut} | {cov} | {seen} |")
     caught = sum(r[2] == "yes" for r in rows)
-    md.append("")
-    md.append(f"{caught} of {len(rows)} mutations caught; {total:.0f} s in all"
-              + (f" ({jobs} at once)." if jobs > 1 else "."))
-    text = "\n".join(md) + "\n"
-    print(text)
+    out_path = None
     if args.out:
         out_path = Path(args.out)
         out_path = out_path if out_path.is_absolute() else ROOT / out_path
-        old = out_path.read_text() if out_path.exists() else ""
+    old = out_path.read_text() if out_path is not None and out_path.exists() else ""
+    footer = (f"{caught} of {len(rows)} mutations caught; {total:.0f} s in all"
+              + (f" ({jobs} at once)." if jobs > 1 else "."))
+    if args.merge and begin in old and END in old:  # earlier batches' rows for the others
+        ncol = 1 if show_category else 0
+        prev = {}
+        for line in old.split(begin, 1)[1].split(END, 1)[0].splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            if line.startswith("| ") and len(cells) > ncol + 1:
+                prev[cells[ncol]] = line
+        ran = {m.path: line for (m, *_), line in zip(rows, md[2:])}
+        merged = [ran.get(m.path) or prev.get(m.path) for m in mutations]
+        merged = [line for line in merged if line]
+        got = sum(line.rstrip(" |").split(" | ")[-1].startswith("yes") for line in merged)
+        md = md[:2] + merged
+        footer = (f"{got} of {len(merged)} mutations caught (merged from batches run with --only; "
+                  f"this batch: {footer[:-1]}).")
+    md.append("")
+    md.append(footer)
+    text = "\n".join(md) + "\n"
+    print(text)
+    if out_path is not None:
         if begin in old and END in old:  # replace the generated section of a document in place
             head, rest = old.split(begin, 1)
             text = head + begin + "\n" + text + END + rest.split(END, 1)[1]

@@ -265,7 +265,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("conversion", "budget_tailoring zcdp_to_epsilon: 2 sqrt(rho L) -> sqrt(rho L)", BTL,
       "return rho + 2.0 * np.sqrt(rho * math.log(1.0 / delta))",
       "return rho + np.sqrt(rho * math.log(1.0 / delta))",
-      T_BTP),
+      "tests/test_budget_tailoring.py::test_privacy_conversion_matches_closed_form", T_BTP),
     # ======================================================================== selection cost
     M("selection", "selection.repeat_and_select_event: mean number of runs halved", SEL,
       "return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(law.mean), float(law.shape))",
