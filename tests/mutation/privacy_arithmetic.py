@@ -63,23 +63,48 @@ RTH = "dpfair_jax/algorithms/reductions/theory.py"
 
 T_ACC = "tests/test_accounting.py"
 T_REL = "tests/test_relations.py"
-T_SMP = "tests/test_sampling.py"
 T_SEL = "tests/test_selection.py"
 T_CLIP = "tests/test_clipping.py"
-T_GHOST = "tests/test_ghost.py"
 T_BND = "tests/test_bounding.py"
-T_DPSGD = "tests/test_dpsgd.py"
-T_MIT = "tests/test_mitigation.py"
-T_PE = "tests/test_pfld_epoch.py"
-T_OP = "tests/test_output_perturbation.py"
-T_BTP = "tests/test_budget_tailoring_privacy.py"
-T_MEP = "tests/test_mean_estimation_privacy.py"
-T_SYN = "tests/test_synthesis.py"
-T_REDP = "tests/test_reductions_privacy.py"
-T_DPF = "tests/test_default_path_fixes.py"
-T_FT = "tests/test_fermi_trio.py"
-T_ST = "tests/test_fermi_trio.py"
-T_NS = "tests/test_noise_scales.py"
+T_PA = "tests/test_privacy_arithmetic.py"
+
+
+def _ids(file: str, *names: str) -> tuple[str, ...]:
+    return tuple(f"tests/{file}::{n}" for n in names)
+
+
+T_SMP = _ids("test_sampling.py", "test_truncation_helpers_against_scipy", "test_accounting_for_each_scheme")
+T_DPSGD = _ids("test_dpsgd.py", "test_privacy_matches_dp_accounting")
+T_DPSGD_CLIP = _ids("test_dpsgd.py", "test_clipped_grad_sum_matches_manual_per_example_clipping",
+                    "test_ghost_norms_equal_vmap_path")
+T_GHOST = _ids("test_ghost.py", "test_dense_sequence_norms_match_vmap", "test_dense_weighted_grad_matches_weighted_vmap_sum",
+               "test_embedding_norms_with_repeated_tokens", "test_conv2d_norms_match_vmap",
+               "test_kit_cnn_first_layer_and_total_norm")
+T_MIT = _ids("test_mitigation.py", "test_privacy_composes_both_gaussians", "test_privacy_is_the_event_written_from_the_run",
+             "test_privacy_truncation_at_the_trained_padding", "test_spend_of_calibrate_hits_the_target")
+T_MIT_NOISE = _ids("test_mitigation.py", "test_private_statistics_noise_scale", "test_update_noise_scale")
+T_MIT_ALL = "tests/test_mitigation.py"
+T_PE = _ids("test_pfld_epoch.py", "test_calibrate_hits_target_and_spend_is_the_event",
+            "test_spend_is_dp_accounting_on_the_run_written_out")
+T_OP = _ids("test_output_perturbation.py", "test_sensitivity_bounds_replace_one", "test_fit_calibrates_analytic_gaussian",
+            "test_spend_of_calibrate_hits_the_target", "test_fit_adds_the_noise_its_spend_accounts",
+            "test_fit_sweeps_multiplier_and_reg_under_jit_and_vmap", "test_traced_sensitivity_is_the_hand_formula")
+T_BTP = _ids("test_budget_tailoring_privacy.py", "test_add_remove_counts_are_noised_and_charged",
+             "test_ledger_and_spend_state_what_is_spent")
+T_MEP = _ids("test_mean_estimation_privacy.py", "test_add_remove_spend_includes_the_default_counts",
+             "test_gaussian_mean_add_remove_noise_and_counts", "test_coinpress_add_remove_one_step_noise_radius_and_counts",
+             "test_explicit_count_rho_and_global_estimators", "test_stratum_proportions_noisy_counts_scale")
+T_SYN = _ids("test_synthesis.py", "test_noise_std_matches_sensitivity", "test_spend_of_calibrate_hits_the_target",
+             "test_fit_spends_what_spend_records")
+T_REDP = _ids("test_reductions_privacy.py", "test_algorithm2_ledger_is_lemma_a4_written_out",
+              "test_algorithm2_laplace_noise_scale_on_released_losses",
+              "test_algorithm2_regression_laplace_and_dp_gd_noise_scales",
+              "test_dp_gd_noise_std_hand_formula_and_dp_accounting", "test_private_cgoo_game_claims_the_ledger")
+T_DPF = _ids("test_default_path_fixes.py", "test_dpsgd_shuffle_spend_is_composed_gaussians",
+             "test_fermi_all_features_shuffle_is_composed_gaussians",
+             "test_fermi_fixed_size_keeps_sampling_without_replacement")
+T_ST = _ids("test_fermi_trio.py", "test_sgda_spend_and_calibrate")
+T_NS = _ids("test_noise_scales.py", "test_noisy_histogram_scale")
 T_F = "tests/test_fermi.py"
 F_ROUND = f"{T_F}::test_calibrate_and_privacy_round_trip"
 F_DPA = f"{T_F}::test_all_features_epsilon_matches_dp_accounting_called_directly"
@@ -87,9 +112,10 @@ F_SA = f"{T_F}::test_sensitive_attribute_spend_is_membership_visible_not_subsamp
 F_FREQ = f"{T_F}::test_noisy_group_frequencies_are_charged_and_exclusive"
 
 
-def M(category: str, path: str, file: str, old: str, new: str, *tests: str) -> Mutation:
+def M(category: str, path: str, file: str, old: str, new: str, *tests: str | tuple[str, ...]) -> Mutation:
     assert category in CATEGORIES, category
-    return Mutation(path, file, old, new, tuple(tests), category)
+    flat = [t for group in tests for t in ((group,) if isinstance(group, str) else group)]
+    return Mutation(path, file, old, new, tuple(dict.fromkeys(flat)), category)
 
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -122,7 +148,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       T_CLIP),
     M("sensitivity", "clipping.ClippedGradSum traced sensitivity: replace factor dropped", CLIP,
       "return clip_norm * _rel.replace_factor(relation)", "return clip_norm * 1.0",
-      T_CLIP, T_DPSGD),
+      T_PA, T_CLIP),
     M("sensitivity", "sgda: effective multiplier without the relation's factor", SGDA,
       "return float(config.sensitivity_factor) / _rel.replace_factor(_relation(config))",
       "return float(config.sensitivity_factor)",
@@ -151,7 +177,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       T_REDP),
     M("sensitivity", "mitigation: statistics sensitivity sqrt(3) -> sqrt(2)", MIT,
       "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = math.sqrt(2.0)",
-      T_MIT),
+      T_MIT_NOISE),
     # ======================================================================== composed counts
     M("count", "accounting.dpsgd_event: steps - 1 composed", ACC,
       "return dp_accounting.SelfComposedDpEvent(step, steps)",
@@ -170,7 +196,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("count", "accounting: PLD simplification drops the self-composition count", ACC,
       "return None if z is None else (0.0 if z == 0 else z / math.sqrt(event.count))",
       "return None if z is None else (0.0 if z == 0 else z)",
-      T_ACC),
+      T_PA, T_ACC),
     M("count", "accounting.ZcdpLedger.total: counts of repeated charges dropped", ACC,
       "return self._broadcast(_fsum([r * c for _, r, c in self._history]))",
       "return self._broadcast(_fsum([r for _, r, c in self._history]))",
@@ -316,17 +342,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "clipping.per_example_norms: squared norm (sqrt dropped)", CLIP,
       "return jnp.sqrt(sum(_leaf_sq_norms(leaf) for leaf in leaves))",
       "return sum(_leaf_sq_norms(leaf) for leaf in leaves)",
-      T_CLIP, T_DPSGD),
+      T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping._scale_rows: sqrt of the clip factor", CLIP,
       "return leaf * f", "return leaf * jnp.sqrt(f)",
-      T_CLIP, T_DPSGD),
+      T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping.clip_per_layer: squared layer norms", CLIP,
       "norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]",
       "norms = [_leaf_sq_norms(leaf) for leaf in leaves]",
       T_CLIP),
     M("clipping", "clipping.glm_per_example_norms: intercept part dropped", CLIP,
       "total = x_sq * g_sq + (g_sq if fit_intercept else 0.0)", "total = x_sq * g_sq",
-      T_CLIP, T_DPSGD),
+      T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping._sq_rows: largest logit gradient, not the sum over outputs", CLIP,
       "return jnp.sum(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)",
       "return jnp.max(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)",
@@ -355,7 +381,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "mitigation (separate clipping): penalty part left unclipped", MIT,
       "cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip) * mask",
       "cfp = mask",
-      T_MIT),
+      T_MIT_ALL),
 )
 
 
