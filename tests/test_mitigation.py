@@ -142,6 +142,24 @@ def test_update_noise_scale(setup, full_step):
     assert abs(noise.mean()) < 4.0 * sigma / math.sqrt(m)
 
 
+@pytest.mark.parametrize("pclip", [None, 2e-3])
+def test_noiseless_update_is_within_its_sensitivity_under_large_penalties(setup, pclip):
+    """Noise off, q = 1, one SGD step at learning rate 1: the update is the clipped sum over the
+    batch divided by the batch size, so ``n ||p0 - p1||`` is at most ``n`` times one example's
+    bound, ``C`` (joint clipping) or ``C + C_p`` (``penalty_clip_norm``), whatever the gammas
+    (here large, so an unclipped penalty part would exceed it by orders of magnitude)."""
+    data, model, params = setup
+    c = 1e-3
+    p1, _ = mitigation.train(jax.random.key(2), model, params, data, gamma1=200.0, gamma2=200.0, clip_norm=c,
+                             noise_multiplier=0.0, stats_noise_multiplier=0.0, learning_rate=1.0,
+                             batch_size=data.n, steps=1, penalty_clip_norm=pclip)
+    p0 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(params)])
+    p1 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(p1)])
+    bound = c + (pclip or 0.0)
+    assert data.n * np.linalg.norm(p0 - p1) <= data.n * bound * (1 + 1e-4)
+    assert data.n * np.linalg.norm(p0 - p1) > 0.1 * bound  # the step did move
+
+
 def test_statistics_and_update_noise_use_distinct_keys(setup, full_step):
     """The statistics' noise must come from a key the update's noise does not use:
     fold_in(k_noise, i) is split(k_noise, L)[i], the noise key of parameter leaf i, so the former
