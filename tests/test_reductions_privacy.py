@@ -196,6 +196,12 @@ def test_algorithm2_ledger_is_lemma_a4_written_out(oracle):
     assert 0.999 * eps <= led["epsilon"] <= eps * (1 + 1e-12) and led["delta"] <= delta * (1 + 1e-12)
     if oracle == "approximate":
         assert b.oracle_delta > 0.0  # the per-round delta is composed T times
+    else:  # the trio's spend of a run at these hparams: the same numbers from the hparams alone
+        prob = R.CGOO(R.sum_objective(K), R.bounded_group_loss([0.3] * K), K)
+        cfg = R.PrivateCGOOConfig(problem=prob, steps=T, delta=b.delta_bar)
+        sp = R.spend(cfg, n, R.PrivateCGOOHparams(G=1.0, oracle_epsilon=b.oracle_epsilon,
+                                                  laplace_scale=b.laplace_scale))
+        assert sp.epsilon == pytest.approx(hand, rel=1e-12) and sp.delta == pytest.approx(b.delta_bar, rel=1e-12)
 
 
 def test_algorithm2_laplace_noise_scale_on_released_losses():
