@@ -143,6 +143,9 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
     ap.add_argument("--merge", action="store_true",
                     help="with --out: keep the table's rows of mutations not run this time (run in "
                          "batches with --only), replace those run")
+    ap.add_argument("--from-log", nargs="*", metavar="LOG",
+                    help="run nothing: build the table from the progress lines of earlier runs' "
+                         "output (e.g. batches interrupted before writing it)")
     args = ap.parse_args(argv)
 
     muts = [m for m in mutations
@@ -153,6 +156,21 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
                   f"{m.category}\t{m.path}\t{m.file}\t{' '.join(m.tests)}")
         return 0
     jobs = max(1, int(args.jobs))
+    if args.from_log is not None:
+        by_path = {m.path: m for m in muts}
+        got: dict[str, tuple] = {}
+        for log in args.from_log:
+            for line in Path(log).read_text().splitlines():
+                if not line.startswith("[") or " s  " not in line:
+                    continue
+                status, rest = line[1:].split("]", 1)
+                dt, rest = rest.strip().split(" s  ", 1)
+                for path, m in by_path.items():
+                    if rest.startswith(path + "  ("):
+                        where, first = rest[len(path) + 3:].split(")", 1)
+                        got[path] = (m, int(where.rsplit(":", 1)[1]), status.strip(), first.strip(), float(dt))
+        rows = [got[m.path] for m in muts if m.path in got]
+        return _write_table(rows, mutations, args, begin, first_column, show_category, 0.0, jobs, "from logs")
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         trees = [Path(tmp) / f"repo{j}" for j in range(jobs)]
         tree = trees[0]
@@ -211,6 +229,13 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
             rows = list(pool.map(run_one, muts))  # in list order, whatever finished first
         total = time.perf_counter() - t_start
 
+    return _write_table(rows, mutations, args, begin, first_column, show_category, total, jobs)
+
+
+def _write_table(rows: list, mutations: Sequence[Mutation], args: argparse.Namespace, begin: str,
+                 first_column: str, show_category: bool, total: float, jobs: int, source: str = "") -> int:
+    """Print the Markdown table of ``rows`` ``(mutation, line, status, first failure, seconds)``
+    and write it to ``--out`` (``--merge``: keeping the rows of mutations not in ``rows``)."""
     def short(t: str) -> str:
         return t.replace("tests/", "")
 
@@ -230,7 +255,8 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
         out_path = out_path if out_path.is_absolute() else ROOT / out_path
     old = out_path.read_text() if out_path is not None and out_path.exists() else ""
     footer = (f"{caught} of {len(rows)} mutations caught; {total:.0f} s in all"
-              + (f" ({jobs} at once)." if jobs > 1 else "."))
+              + (f" ({jobs} at once)." if jobs > 1 else ".")) if not source else \
+        f"{caught} of {len(rows)} mutations caught ({source}; seconds per row as run)."
     if args.merge and begin in old and END in old:  # earlier batches' rows for the others
         ncol = 1 if show_category else 0
         prev = {}
@@ -255,3 +281,4 @@ def main(mutations: Sequence[Mutation], *, description: str, begin: str, prefix:
             text = head + begin + "\n" + text + END + rest.split(END, 1)[1]
         out_path.write_text(text)
     return 0 if caught == len(rows) else 1
+
