@@ -25,7 +25,10 @@ Usage (from the repository root)::
     .venv/bin/python tests/mutation/privacy_arithmetic.py --list
     .venv/bin/python tests/mutation/privacy_arithmetic.py --jobs 8 --out docs/privacy_mutants.md
 
-``--only`` takes substrings of mutant names or whole category names (:data:`CATEGORIES`).
+``--only`` takes substrings of mutant names or whole category names (:data:`CATEGORIES`). On a
+small machine run batches: ``--only ... --merge --out docs/privacy_mutants.md`` keeps the table's
+rows of the mutants not in the batch; ``--from-log LOG ...`` rebuilds the table from the progress
+lines of earlier runs' output (e.g. batches stopped before they wrote it), running nothing.
 Not collected by pytest: the file name has no ``test_`` prefix (the default ``python_files``).
 """
 
