@@ -54,3 +54,27 @@ def test_pld_of_nested_gaussians_is_dp_accounting_on_the_effective_gaussian():
     assert A.epsilon_of_event(event, delta, accountant="pld") == pytest.approx(ref, rel=1e-9)
     rdp = dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(delta)
     assert A.epsilon_of_event(event, delta, accountant="rdp") == pytest.approx(rdp, rel=1e-9)
+
+
+# ------------------------------------------------------------------------------- clipping
+def test_clip_per_example_against_numpy_with_rows_below_and_above_the_bound():
+    """``clip_per_example`` over a two-leaf pytree against NumPy: rows above ``C`` scaled by
+    ``C / norm`` (ending on the bound, never above it beyond float32 rounding), rows below and a
+    zero row unchanged, and the unclipped norms returned."""
+    rng = np.random.default_rng(3)
+    c = 0.7
+    scales = np.array([0.0, 0.05, 0.3, 0.69, 0.71, 2.0, 40.0], np.float32)  # a zero row, both sides of C
+    a = rng.normal(size=(7, 3)).astype(np.float32)
+    b = rng.normal(size=(7, 2, 2)).astype(np.float32)
+    raw = np.sqrt((a**2).sum(1) + (b.reshape(7, -1) ** 2).sum(1))
+    a, b = a * (scales / np.maximum(raw, 1e-30))[:, None], b * (scales / np.maximum(raw, 1e-30))[:, None, None]
+    clipped, norms = C.clip_per_example({"a": jnp.asarray(a), "b": jnp.asarray(b)}, c)
+    ref_norms = np.sqrt((a.astype(np.float64) ** 2).sum(1) + (b.astype(np.float64).reshape(7, -1) ** 2).sum(1))
+    np.testing.assert_allclose(np.asarray(norms), ref_norms, rtol=1e-6, atol=1e-7)
+    factor = np.minimum(1.0, c / np.maximum(ref_norms, 1e-30))
+    np.testing.assert_allclose(np.asarray(clipped["a"]), a * factor[:, None], rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(clipped["b"]), b * factor[:, None, None], rtol=1e-5, atol=1e-8)
+    out = np.sqrt((np.asarray(clipped["a"], np.float64) ** 2).sum(1)
+                  + (np.asarray(clipped["b"], np.float64).reshape(7, -1) ** 2).sum(1))
+    assert np.all(out <= c * (1 + 1e-6))
+    np.testing.assert_allclose(out[ref_norms > c], c, rtol=1e-5)

@@ -353,6 +353,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping._scale_rows: sqrt of the clip factor", CLIP,
       "return leaf * f", "return leaf * jnp.sqrt(f)",
+      _ids("test_privacy_arithmetic.py", "test_clip_per_example_against_numpy_with_rows_below_and_above_the_bound"),
       T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping.clip_per_layer: squared layer norms", CLIP,
       "norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]",
