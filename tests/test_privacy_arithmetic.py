@@ -78,3 +78,27 @@ def test_clip_per_example_against_numpy_with_rows_below_and_above_the_bound():
                   + (np.asarray(clipped["b"], np.float64).reshape(7, -1) ** 2).sum(1))
     assert np.all(out <= c * (1 + 1e-6))
     np.testing.assert_allclose(out[ref_norms > c], c, rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["gram", "direct"])
+def test_dense_ghost_norms_against_numpy_per_example_gradients(method):
+    """``ghost.dense_norm_sq`` against the squared norms of per-example gradients formed in NumPy:
+    rows ``z = a W + b`` (``grad W = a^T g``, ``grad b = g``) and sequences with weights shared over
+    positions (``grad W = A^T G``, ``grad b = sum_t g_t``), with and without the bias, at sizes
+    where the squared norms lie on both sides of 1 (a norm returned for its square would fail)."""
+    from dpfair_jax.privacy import ghost
+
+    rng = np.random.default_rng(4)
+    a = (rng.normal(size=(5, 4)) * np.array([0.1, 0.3, 1.0, 3.0, 10.0])[:, None]).astype(np.float32)
+    g = rng.normal(size=(5, 3)).astype(np.float32)
+    w_sq = np.array([np.sum(np.outer(a[i], g[i]).astype(np.float64) ** 2) for i in range(5)])
+    b_sq = np.sum(g.astype(np.float64) ** 2, axis=1)
+    np.testing.assert_allclose(np.asarray(ghost.dense_norm_sq(a, g, method=method)), w_sq + b_sq, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(ghost.dense_norm_sq(a, g, bias=False, method=method)), w_sq, rtol=1e-5)
+    a3 = (rng.normal(size=(5, 6, 4)) * np.array([0.05, 0.2, 1.0, 3.0, 10.0])[:, None, None]).astype(np.float32)
+    g3 = rng.normal(size=(5, 6, 3)).astype(np.float32)
+    w3 = np.array([np.sum((a3[i].T.astype(np.float64) @ g3[i]) ** 2) for i in range(5)])
+    b3 = np.sum(g3.astype(np.float64).sum(axis=1) ** 2, axis=1)
+    assert w3.min() < 1.0 < w3.max()
+    np.testing.assert_allclose(np.asarray(ghost.dense_norm_sq(a3, g3, method=method)), w3 + b3, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(ghost.gram_norm_sq(a3, g3, method=method)), w3, rtol=1e-4)
