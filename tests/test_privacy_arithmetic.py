@@ -102,3 +102,15 @@ def test_dense_ghost_norms_against_numpy_per_example_gradients(method):
     assert w3.min() < 1.0 < w3.max()
     np.testing.assert_allclose(np.asarray(ghost.dense_norm_sq(a3, g3, method=method)), w3 + b3, rtol=1e-4)
     np.testing.assert_allclose(np.asarray(ghost.gram_norm_sq(a3, g3, method=method)), w3, rtol=1e-4)
+
+
+def test_total_norms_combine_every_layer():
+    """The per-example norm over layers is ``sqrt(sum_l ||grad_l||^2)``: every layer counts (three
+    layers whose squared norms differ by orders of magnitude, against NumPy)."""
+    from dpfair_jax.privacy import ghost
+
+    rng = np.random.default_rng(5)
+    sq = [rng.uniform(0.0, 1.0, 6) * s for s in (0.01, 1.0, 100.0)]
+    got = ghost.total_norms(*(jnp.asarray(x, jnp.float32) for x in sq))
+    np.testing.assert_allclose(np.asarray(got), np.sqrt(np.sum(sq, axis=0)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ghost.total_norms(jnp.asarray(sq[2], jnp.float32))), np.sqrt(sq[2]), rtol=1e-6)

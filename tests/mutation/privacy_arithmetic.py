@@ -380,7 +380,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "ghost.total_norms: first layer only", GHOST,
       "return jnp.sqrt(sum(jnp.asarray(s) for s in norm_sqs))",
       "return jnp.sqrt(jnp.asarray(norm_sqs[0]))",
-      T_GHOST),
+      _ids("test_privacy_arithmetic.py", "test_total_norms_combine_every_layer"), T_GHOST),
     M("clipping", "bounding.norm_clip_divisor: clipped to 2C", BND,
       "return jnp.maximum(1.0, norms / clip_norm)", "return jnp.maximum(1.0, norms / (2.0 * clip_norm))",
       T_BND, T_OP),
