@@ -9,8 +9,6 @@ applies such slips and checks that the default suite notices; docs/privacy_mutan
 
 from __future__ import annotations
 
-import math
-
 import dp_accounting
 import jax
 import jax.numpy as jnp
@@ -19,8 +17,6 @@ import pytest
 
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import clipping as C
-
-NR = dp_accounting.NeighboringRelation
 
 
 # ------------------------------------------------------------------------------- sensitivities
