@@ -360,6 +360,11 @@ def test_all_features_epsilon_matches_dp_accounting_called_directly():
         assert spend.epsilon == pytest.approx(direct(zt, zw, hist), rel=1e-9)
         assert spend.relation == "add_remove" and spend.unit == "example"
         assert delta <= spend.delta < delta + 1e-10  # plus the padding's truncation delta
+        from scipy import stats
+
+        B = cfg.sgda_config().padded_batch(n)  # (1 + e^eps) T P(Binomial(n + 1, q) > B), written out
+        trunc = (1 + math.exp(spend.epsilon)) * T * stats.binom.sf(B, n + 1, m / n) if B < n else 0.0
+        assert spend.delta - delta == pytest.approx(trunc, rel=1e-6, abs=1e-300)
     assert eps["noisy"] > eps["public"]
     # both Gaussians count: the theta update alone (w noise -> huge) would claim much less
     assert eps["public"] > 1.2 * direct(zt, 1e6, None)

@@ -134,7 +134,12 @@ def test_sgda_spend_and_calibrate(case):
     ref = _sgda_reference_epsilon(cfg, N, hp.noise_theta, hp.noise_w)
     assert sp.epsilon == pytest.approx(ref, rel=1e-6)
     if cfg.sampling == "poisson":
-        assert sp.delta > cfg.delta  # the padding's truncation charge
+        # the padding's truncation charge, written out: (1 + e^eps) T P(Binomial(n + 1, q) > B)
+        from scipy import stats
+
+        B = cfg.padded_batch(N)
+        trunc = (1 + math.exp(sp.epsilon)) * cfg.steps * stats.binom.sf(B, N + 1, cfg.batch_size / N)
+        assert sp.delta - cfg.delta == pytest.approx(trunc, rel=1e-6) and trunc > 0
     else:
         assert sp.delta == cfg.delta
 

@@ -142,6 +142,24 @@ def test_update_noise_scale(setup, full_step):
     assert abs(noise.mean()) < 4.0 * sigma / math.sqrt(m)
 
 
+def test_noiseless_update_is_within_its_sensitivity_under_large_penalties(setup):
+    """Noise off, q = 1, one SGD step at learning rate 1: the update is the clipped sum over the
+    batch divided by the batch size, so ``n ||p0 - p1||`` is at most ``n`` times one example's
+    bound ``C + C_p`` (``penalty_clip_norm``; the joint clip ``C`` is pinned by
+    test_update_noise_scale), whatever the gammas (here large, so an unclipped penalty part would
+    exceed it by orders of magnitude)."""
+    data, model, params = setup
+    c, pclip = 1e-3, 2e-3
+    p1, _ = mitigation.train(jax.random.key(2), model, params, data, gamma1=200.0, gamma2=200.0, clip_norm=c,
+                             noise_multiplier=0.0, stats_noise_multiplier=0.0, learning_rate=1.0,
+                             batch_size=data.n, steps=1, penalty_clip_norm=pclip)
+    p0 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(params)])
+    p1 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(p1)])
+    bound = c + pclip
+    assert data.n * np.linalg.norm(p0 - p1) <= data.n * bound * (1 + 1e-4)
+    assert data.n * np.linalg.norm(p0 - p1) > 0.1 * bound  # the step did move
+
+
 def test_statistics_and_update_noise_use_distinct_keys(setup, full_step):
     """The statistics' noise must come from a key the update's noise does not use:
     fold_in(k_noise, i) is split(k_noise, L)[i], the noise key of parameter leaf i, so the former
@@ -176,6 +194,37 @@ def test_privacy_composes_both_gaussians():
     # a penalized run (or one whose gammas are not stated) is charged for the statistics
     for kw in ({}, {"gamma1": 1.0, "gamma2": 0.0}, {"gamma1": 0.0}):
         assert mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
+
+
+@pytest.mark.parametrize("stats_every", [0, 5])
+def test_privacy_is_the_event_written_from_the_run(stats_every):
+    """The spend against dp-accounting on events written here from the run's description (not
+    through the kit's accounting): every one of ``steps`` steps is a Poisson(q = b / n) sample
+    releasing the clipped-sum Gaussian and, per step, the statistics Gaussian (``stats_every=0``);
+    with ``stats_every=k`` the statistics are released on the full data at steps 0, k, 2k, ...
+    (``ceil(steps / k)`` unsampled Gaussians); the truncation charge covers all ``steps`` steps."""
+    import dp_accounting
+    from scipy import stats
+
+    z, zs, n, b, steps, delta, width = 1.3, 2.1, 400, 20, 12, 1e-5, 40
+    sp = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, stats_every=stats_every,
+                            max_batch_size=width)
+    g = dp_accounting.GaussianDpEvent
+    if stats_every:
+        step = dp_accounting.PoissonSampledDpEvent(b / n, g(z))
+        releases = sum(1 for t in range(steps) if t % stats_every == 0)
+        hand = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(step, steps),
+                                              dp_accounting.SelfComposedDpEvent(g(zs), releases)])
+    else:
+        step = dp_accounting.PoissonSampledDpEvent(b / n, dp_accounting.ComposedDpEvent([g(z), g(zs)]))
+        hand = dp_accounting.SelfComposedDpEvent(step, steps)
+    rdp = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    eps = rdp.compose(hand).get_epsilon(delta)
+    assert sp.epsilon == pytest.approx(eps, rel=1e-6)
+    # (1 + e^eps) T P(Binomial(n + 1, q) > width): either neighbour's sample may overflow, each step
+    trunc = (1.0 + math.exp(sp.epsilon)) * steps * stats.binom.sf(width, n + 1, b / n)
+    assert sp.delta == pytest.approx(delta + trunc, rel=1e-6)
+    assert sp.relation == "add_remove" and sp.unit == "example"
 
 
 def test_privacy_truncation_at_the_trained_padding(setup):

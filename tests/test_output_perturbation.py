@@ -1,5 +1,7 @@
 """Output perturbation (paper 001, Thm 1): minimizer, sensitivity, calibration, Monte Carlo vs Thm 1."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -184,6 +186,24 @@ def test_fit_sweeps_multiplier_and_reg_under_jit_and_vmap(data):
         single = OP.fit(jax.random.key(5), data, OP.OutputPerturbationHparams(float(zs[i]), float(regs[i]), 2.0), cfg)
         np.testing.assert_allclose(out.theta[i], single.theta, rtol=1e-4, atol=1e-6)
         assert float(out.std[i]) == pytest.approx(float(single.std), rel=1e-5)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_traced_sensitivity_is_the_hand_formula(data, loss):
+    """With reg and radius traced (a jitted, vmapped grid), the sensitivity fit scales its noise to
+    is ``2 L / (n reg)`` with the Lipschitz constant written out here: ``r`` (logistic),
+    ``2 r (r B sqrt(2 / reg) + B)`` (squared, label bound ``B = 1``), ``r = sqrt(radius^2 + 1)``."""
+    y = data.y if loss == "logistic" else data.y.astype(jnp.float32)
+    cfg = OP.OutputPerturbationConfig(loss=loss)
+    regs, radii = jnp.asarray([0.3, 1.5]), jnp.asarray([2.0, 2.5])
+    out = jax.jit(jax.vmap(lambda reg, rad: OP.fit(jax.random.key(6), (data.x, y),
+                                                   OP.OutputPerturbationHparams(1.0, reg, rad), cfg)))(regs, radii)
+    for i in range(2):
+        reg, rad = float(regs[i]), float(radii[i])
+        r = math.sqrt(rad**2 + 1.0)
+        lip = r if loss == "logistic" else 2 * r * (r * math.sqrt(2 / reg) + 1.0)
+        assert float(out.sensitivity[i]) == pytest.approx(2 * lip / (data.n * reg), rel=1e-5)
+        assert float(out.std[i]) == pytest.approx(2 * lip / (data.n * reg), rel=1e-5)
 
 
 def test_trio_bad_input_names_the_field(data):

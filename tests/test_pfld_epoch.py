@@ -54,6 +54,29 @@ def test_calibrate_hits_target_and_spend_is_the_event():
         PE.calibrate(cfg, N, (1.0, 1e-6))
 
 
+@pytest.mark.parametrize("n, epochs, batch", [(400, 4, 50), (430, 3, 60)])
+def test_spend_is_dp_accounting_on_the_run_written_out(n, epochs, batch):
+    """The spend against dp-accounting on the run written out here from the config (not through
+    the kit's accounting): ``epochs * ceil(n / batch)`` Poisson(batch / n) steps of the theta Gaussian
+    and ``epochs`` full-data violation Gaussians, RDP under add/remove; delta plus the padding's
+    truncation charge ``(1 + e^eps) T P(Binomial(n + 1, q) > B)`` at the padded width."""
+    import dp_accounting
+    from scipy import stats
+
+    cfg = _cfg(epochs=epochs, batch_size=batch)
+    zt, zv = 1.4, 3.0
+    sp = PE.spend(cfg, n, PE.PFLDEpochHparams(noise_theta=zt, noise_violation=zv))
+    T = epochs * math.ceil(n / batch)  # an epoch is ceil(n / batch) steps (fit runs that many)
+    hand = E.ComposedDpEvent([
+        E.SelfComposedDpEvent(E.PoissonSampledDpEvent(batch / n, E.GaussianDpEvent(zt)), T),
+        E.SelfComposedDpEvent(E.GaussianDpEvent(zv), epochs)])
+    acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    assert sp.epsilon == pytest.approx(acc.compose(hand).get_epsilon(cfg.delta), rel=1e-9)
+    B = cfg.sgda_config(n).padded_batch(n)
+    trunc = (1.0 + math.exp(sp.epsilon)) * T * stats.binom.sf(B, n + 1, batch / n) if B < n else 0.0
+    assert sp.delta == pytest.approx(cfg.delta + trunc, rel=1e-6)
+
+
 def test_spend_matches_what_fit_draws(monkeypatch):
     """Spies read, while fit traces, the primal DP-SGD's sampling, steps, clip and noise and the
     violation release's noise and clip; the spend's DpEvent must describe exactly those."""

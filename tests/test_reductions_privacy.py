@@ -179,6 +179,31 @@ def _check_laplace(samples, b):
     assert abs(x.mean()) < 4 * sd / math.sqrt(x.size)
 
 
+@pytest.mark.parametrize("oracle", ["pure", "approximate"])
+def test_algorithm2_ledger_is_lemma_a4_written_out(oracle):
+    """The ledger's total is Lemma A.4 written out here over the ``T`` rounds of the budget:
+    ``e sqrt(2 T log(1/delta_bar)) + T e (e^e - 1)`` with ``e`` the round's epsilon (oracle plus
+    the Laplace release of the loss vector, l1 sensitivity ``K / n`` over its scale), and delta
+    ``T delta' + delta_bar``; the round budget spends the target (both within rounding)."""
+    eps, delta, T, n, K = 1.5, 1e-6, 12, 800, 3
+    b = R.algorithm2_budget(eps, delta, T, n=n, num_groups=K, oracle=oracle)
+    e = b.oracle_epsilon + (K / n) / b.laplace_scale
+    assert b.round_epsilon == pytest.approx(e, rel=1e-12)
+    led = R.algorithm2_ledger(b)
+    hand = e * math.sqrt(2 * T * math.log(1 / b.delta_bar)) + T * e * math.expm1(e)
+    assert led["epsilon"] == pytest.approx(hand, rel=1e-12)
+    assert led["delta"] == pytest.approx(T * b.oracle_delta + b.delta_bar, rel=1e-12)
+    assert 0.999 * eps <= led["epsilon"] <= eps * (1 + 1e-12) and led["delta"] <= delta * (1 + 1e-12)
+    if oracle == "approximate":
+        assert b.oracle_delta > 0.0  # the per-round delta is composed T times
+    else:  # the trio's spend of a run at these hparams: the same numbers from the hparams alone
+        prob = R.CGOO(R.sum_objective(K), R.bounded_group_loss([0.3] * K), K)
+        cfg = R.PrivateCGOOConfig(problem=prob, steps=T, delta=b.delta_bar)
+        sp = R.spend(cfg, n, R.PrivateCGOOHparams(G=1.0, oracle_epsilon=b.oracle_epsilon,
+                                                  laplace_scale=b.laplace_scale))
+        assert sp.epsilon == pytest.approx(hand, rel=1e-12) and sp.delta == pytest.approx(b.delta_bar, rel=1e-12)
+
+
 def test_algorithm2_laplace_noise_scale_on_released_losses():
     eps, delta, T, n, K = 1.0, 1e-6, 30, 4000, 2
     b = R.algorithm2_budget(eps, delta, T, n=n, num_groups=K)

@@ -72,6 +72,26 @@ def test_selection_epsilon_is_theorem_2(law):
     assert ours > single
 
 
+def test_selection_epsilon_under_replace_one_is_theorem_2_on_that_relations_curve():
+    """Under replace-one, the selection bound is Theorem 2 on the run's RDP curve *under
+    replace-one* (dp-accounting's, for a fixed-size sampled run), not the add/remove curve; a run
+    dp-accounting cannot account under the relation (Poisson sampling under replace-one) is refused."""
+    orders = np.asarray(S.ORDERS)
+    law, delta = S.RandomStopping(6.0, 1.0), 1e-5
+    run = dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(
+        1000, 50, dp_accounting.GaussianDpEvent(1.5)), 40)
+    acc = dp_accounting.rdp.RdpAccountant(list(orders), dp_accounting.NeighboringRelation.REPLACE_ONE)
+    rdp = np.asarray(acc.compose(run)._rdp, np.float64)
+    g, eta = law.gamma, law.shape
+    c = (1 + eta) * np.min((1 - 1 / orders) * rdp + math.log(1 / g) / orders)
+    out = np.minimum.accumulate((rdp + math.log(law.mean) / (orders - 1) + c)[::-1])[::-1]
+    ref = rdp_mod.compute_epsilon(orders, out, delta)[0]
+    assert S.selection_epsilon(run, law, delta, relation="replace_one") == pytest.approx(ref, rel=1e-6)
+    poisson = dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(1.5))
+    with pytest.raises(ValueError, match="RDP"):
+        S.selection_epsilon(poisson, law, delta, relation="replace_one")
+
+
 def test_calibration_is_tight():
     law = S.RandomStopping(10.0, 0.0)
     make = lambda z: dp_accounting.SelfComposedDpEvent(  # noqa: E731
