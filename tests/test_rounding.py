@@ -154,9 +154,9 @@ def test_clipped_sum_table_never_exceeds_its_bounds():
         y = (np.where(s == 0, -10.0, 10.0) * x + rng.standard_normal(n)).astype(np.float32)
         onehot = np.eye(2, dtype=np.float32)[s]
         w = onehot.sum(0).astype(np.float64)
-        table = tables.clipped_sum_table(x, y, onehot, 2.0)
         thetas = np.r_[np.linspace(-1e3, 1e3, 81), np.linspace(-20.0, 20.0, 81)].astype(np.float32)
-        g, l, c = (np.asarray(a, np.float64) for a in jax.lax.map(lambda t: tables.table_group_sums(table, t),
-                                                                   jnp.asarray(thetas)))
+        sums = jax.jit(lambda x, y, oh, th: jax.vmap(
+            lambda t: tables.table_group_sums(tables.clipped_sum_table(x, y, oh, 2.0), t))(th))
+        g, l, c = (np.asarray(a, np.float64) for a in sums(x, y, onehot, jnp.asarray(thetas)))
         assert np.all(np.abs(g) <= 2.0 * w) and np.all(l >= 0.0) and np.all(l <= 4.0 * w), sizes
         assert np.all(c >= 0.0) and np.all(c <= w), sizes
