@@ -160,3 +160,27 @@ def test_clipped_sum_table_never_exceeds_its_bounds():
         g, l, c = (np.asarray(a, np.float64) for a in sums(x, y, onehot, jnp.asarray(thetas)))
         assert np.all(np.abs(g) <= 2.0 * w) and np.all(l >= 0.0) and np.all(l <= 4.0 * w), sizes
         assert np.all(c >= 0.0) and np.all(c <= w), sizes
+
+
+# ------------------------------------------------------------------------------------------------
+# Paper 001: the checkpoint spends (Fig 9 and the DP-SGD lens) include the truncation charge of
+# the padded Poisson batch the training used
+# ------------------------------------------------------------------------------------------------
+def test_paper_001_checkpoint_spend_includes_truncation():
+    from _studies import load_study
+
+    from dpfair_jax.algorithms import dpsgd
+    from dpfair_jax.privacy import sampling
+    from dpfair_jax.runner import registry
+
+    P = load_study("paper_001")
+    cfg = registry.get("lens_fig9").configs["quick"]
+    n, bs, per = 1000, int(cfg["batch_size"]), int(cfg["steps_per_checkpoint"])
+    width = sampling.max_batch_size_for(n, bs / n, per)  # what each checkpoint's dpsgd.train pads to
+    assert P._padded_width(n, cfg) == width
+    spend = P._checkpoint_spend(n, cfg, 3)
+    want = dpsgd.privacy(float(cfg["noise_multiplier"]), n=n, batch_size=bs, delta=float(cfg["delta"]),
+                         steps=3 * per, max_batch_size=width)
+    trunc = sampling.truncation_delta(n, bs / n, width, 3 * per, spend.epsilon)
+    assert trunc > 0 and spend.epsilon == want.epsilon and spend.delta == want.delta
+    assert spend.delta == pytest.approx(float(cfg["delta"]) + trunc, rel=1e-12)
