@@ -119,7 +119,7 @@ def private_sum(
     """
     _check_common(clip_norm, noise_multiplier, per_example_tree, mask)
     norms = _clip.per_example_norms(per_example_tree)
-    w = _clip_weights(norms, clip_norm, _clip._example_size(per_example_tree))
+    w = _clip_weights(norms, clip_norm, _clip.example_size(per_example_tree))
     if mask is not None:
         w = w * jnp.asarray(mask, w.dtype)
     total = _clip.weighted_sum(per_example_tree, w)

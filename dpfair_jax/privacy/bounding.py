@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["clip_to_interval", "clip_margin", "norm_clip_divisor", "clip_to_norm"]
+__all__ = ["clip_to_interval", "clip_margin", "safe_clip_norm", "norm_clip_divisor", "clip_to_norm"]
 
 
 def clip_margin(size: int, dtype: Any) -> float:
@@ -47,8 +47,9 @@ def clip_margin(size: int, dtype: Any) -> float:
     return m
 
 
-def _safe_clip(clip_norm: Any, size: int, dtype: Any) -> jax.Array:
-    """``C (1 - clip_margin(size, dtype))`` in ``dtype`` (``inf`` and ``0`` unchanged)."""
+def safe_clip_norm(clip_norm: Any, size: int, dtype: Any) -> jax.Array:
+    """``C (1 - clip_margin(size, dtype))`` in ``dtype`` (``inf`` and ``0`` unchanged): the norm the
+    clip rules scale to, so that every clipped vector's true norm is ``<= C``."""
     return jnp.asarray(clip_norm, dtype) * jnp.asarray(1.0 - clip_margin(size, dtype), dtype)
 
 
@@ -71,7 +72,7 @@ def norm_clip_divisor(norms: Any, clip_norm: Any, size: int = 1) -> jax.Array:
     Privacy: see :func:`clip_to_norm`."""
     norms = jnp.asarray(norms)
     dt = norms.dtype if jnp.issubdtype(norms.dtype, jnp.floating) else jnp.float32
-    return jnp.maximum(1.0, norms / _safe_clip(clip_norm, size, dt))
+    return jnp.maximum(1.0, norms / safe_clip_norm(clip_norm, size, dt))
 
 
 def clip_to_norm(values: Any, norms: Any, clip_norm: Any, size: int = 1) -> jax.Array:

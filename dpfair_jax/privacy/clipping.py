@@ -49,6 +49,7 @@ __all__ = [
     "per_example_grads",
     "per_example_norms",
     "clip_factors",
+    "example_size",
     "clip_per_example",
     "clip_per_layer",
     "per_layer_sensitivity",
@@ -109,7 +110,7 @@ def clip_factors(norms: jax.Array, clip_norm: Any, size: int = 1) -> jax.Array:
     ``m = (size + 8) 2^-24`` in float32 covers the rounding of such a norm and of the scaling, so
     a vector scaled by its factor has true L2 norm ``<= C`` (rounding errs on the safe side)."""
     norms = jnp.asarray(norms)
-    c = _bounding._safe_clip(clip_norm, size, norms.dtype)
+    c = _bounding.safe_clip_norm(clip_norm, size, norms.dtype)
     return jnp.where(norms <= c, jnp.ones_like(norms), c / jnp.maximum(norms, c))
 
 
@@ -118,8 +119,9 @@ def _param_count(params: PyTree) -> int:
     return max(1, sum(int(np.prod(jnp.shape(leaf), dtype=np.int64)) for leaf in jax.tree_util.tree_leaves(params)))
 
 
-def _example_size(tree: PyTree) -> int:
-    """Entries per example of a tree with leaves ``[B, ...]`` (static)."""
+def example_size(tree: PyTree) -> int:
+    """Entries per example of a tree with leaves ``[B, ...]`` (static): the ``size`` to pass to
+    :func:`clip_factors` for norms of that tree's rows."""
     return max(1, sum(int(np.prod(jnp.shape(leaf)[1:], dtype=np.int64)) for leaf in jax.tree_util.tree_leaves(tree)))
 
 
@@ -143,7 +145,7 @@ def clip_per_example(tree: PyTree, clip_norm: Any) -> tuple[PyTree, jax.Array]:
     """
     v.check_clip_norm(clip_norm, allow_inf=True)
     norms = per_example_norms(tree)
-    return _scale_rows(tree, clip_factors(norms, clip_norm, _example_size(tree))), norms
+    return _scale_rows(tree, clip_factors(norms, clip_norm, example_size(tree))), norms
 
 
 def per_layer_sensitivity(clip_norms: PyTree) -> jax.Array:
@@ -181,7 +183,7 @@ def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
         v.check_clip_norm(c, "clip_norms", allow_inf=True)
     norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]
     clipped = [
-        leaf * clip_factors(n, c, _example_size(leaf)).reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
+        leaf * clip_factors(n, c, example_size(leaf)).reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
         for leaf, n, c in zip(leaves, norms, c_leaves)
     ]
     return treedef.unflatten(clipped), treedef.unflatten(norms)
@@ -223,7 +225,7 @@ def clip_tree(tree: PyTree, clip: Any) -> tuple[PyTree, jax.Array]:
     add/remove-one (``2 clip`` under replace-one).
     """
     norm = jnp.sqrt(_tree_sq_norm(tree))
-    clip = _bounding._safe_clip(clip, _example_size(tree), norm.dtype)  # margin: bounding.clip_margin
+    clip = _bounding.safe_clip_norm(clip, example_size(tree), norm.dtype)  # margin: bounding.clip_margin
     factor = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
     out = jax.tree_util.tree_map(lambda x: x * factor.reshape((-1,) + (1,) * (x.ndim - 1)), tree)
     return out, (norm > clip).astype(norm.dtype)
@@ -596,11 +598,11 @@ def _vmap_sum(loss_fn, params, batch, clip_norm, w, public=None):
     losses, grads = jax.vmap(jax.value_and_grad(loss_fn), in_axes=in_axes)(params, *batch)
     if isinstance(clip_norm, tuple):  # each part scaled by its factors, then summed with the weights
         norms = tuple(per_example_norms(g) for g in grads)
-        sums = tuple(weighted_sum(_scale_rows(g, clip_factors(nm, c, _example_size(g))), w)
+        sums = tuple(weighted_sum(_scale_rows(g, clip_factors(nm, c, example_size(g))), w)
                      for g, nm, c in zip(grads, norms, clip_norm))
     else:
         norms = per_example_norms(grads)
-        sums = weighted_sum(grads, clip_factors(norms, clip_norm, _example_size(grads)) * w)
+        sums = weighted_sum(grads, clip_factors(norms, clip_norm, example_size(grads)) * w)
     pub = None
     if public is not None:
         pub = jax.grad(lambda p: jnp.sum(jax.vmap(public, in_axes=in_axes)(p, *batch) * w))(params)
