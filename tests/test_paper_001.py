@@ -100,6 +100,19 @@ def test_fig9_tiny(tmp_path):
     if c["status"] == "untestable":
         assert "levelled off" in c["reason"]
     assert np.isfinite(privacy["dpsgd_fig9_final"]["epsilon"])
+    # the record is dpsgd.privacy's spend of the final checkpoint, whose delta adds the truncation
+    # charge of the padded Poisson batch the training used (width for 10 steps, 20 steps in all)
+    from dpfair_jax.algorithms import dpsgd
+    from dpfair_jax.privacy import sampling
+
+    (tr, _), _ = load_dataset("synthetic", synthetic={"n": 200, "d": 3})
+    n, bs = tr.n, 32
+    width = sampling.max_batch_size_for(n, bs / n, 10)
+    want = dpsgd.privacy(5.0, n=n, batch_size=bs, delta=1e-5, steps=20, max_batch_size=width)
+    rec = privacy["dpsgd_fig9_final"]
+    trunc = sampling.truncation_delta(n, bs / n, width, 20, rec["epsilon"])
+    assert trunc > 0 and rec["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
+    assert rec["delta"] == pytest.approx(1e-5 + trunc, rel=1e-12) and rec["delta"] >= want.delta
 
 
 def test_mitigation_full_data_statistics_and_separate_clipping():

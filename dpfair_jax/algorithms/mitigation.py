@@ -230,13 +230,13 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
 
         if separate:  # loss part clipped to C, penalty part to C_p: sensitivity C + C_p
             pen = jax.tree_util.tree_map(lambda a, b: combine(jnp.zeros_like(a), a, b), pg1, pg2)
-            cf = _clip.clip_factors(norms, clip_norm) * mask
-            cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip) * mask
+            cf = _clip.clip_factors(norms, clip_norm, _clip.example_size(grads)) * mask
+            cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip, _clip.example_size(pen)) * mask
             sums_g = jax.tree_util.tree_map(jnp.add, _clip.weighted_sum(grads, cf), _clip.weighted_sum(pen, cfp))
         else:
             aug = jax.tree_util.tree_map(combine, grads, pg1, pg2)
             norms_aug = _clip.per_example_norms(aug)
-            cf = _clip.clip_factors(norms_aug, clip_norm) * mask
+            cf = _clip.clip_factors(norms_aug, clip_norm, _clip.example_size(aug)) * mask
             sums_g = _clip.weighted_sum(aug, cf)
         noisy_g = _mech.gaussian_mechanism(k_noise, sums_g, std)
         grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy_g)

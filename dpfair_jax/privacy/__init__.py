@@ -109,6 +109,7 @@ from .clipping import (  # noqa: F401
     per_example_grads,
     per_example_norms,
     clip_factors,
+    example_size,
     clip_per_example,
     clip_per_layer,
     per_layer_sensitivity,
@@ -127,6 +128,8 @@ from .clipping import (  # noqa: F401
 )
 from .bounding import (  # noqa: F401
     clip_to_interval,
+    clip_margin,
+    safe_clip_norm,
     norm_clip_divisor,
     clip_to_norm,
 )
@@ -262,6 +265,7 @@ __all__ = [
     "per_example_grads",
     "per_example_norms",
     "clip_factors",
+    "example_size",
     "clip_per_example",
     "clip_per_layer",
     "per_layer_sensitivity",
@@ -278,6 +282,8 @@ __all__ = [
     "mlp_clipped_grad_sum",
     "cnn_clipped_grad_sum",
     "clip_to_interval",
+    "clip_margin",
+    "safe_clip_norm",
     "norm_clip_divisor",
     "clip_to_norm",
     "PoissonSample",

@@ -77,11 +77,11 @@ def _check_clip(clip_norm: Any, noise_multiplier: Any, name: str = "noise_multip
                              f"only with {name}=0 (a noiseless, non-private path).")
 
 
-def _clip_weights(norms: jax.Array, clip_norm: Any) -> jax.Array:
-    """Per-example clip factors; all ones for ``clip_norm=inf``."""
+def _clip_weights(norms: jax.Array, clip_norm: Any, size: int) -> jax.Array:
+    """Per-example clip factors of norms over ``size`` entries; all ones for ``clip_norm=inf``."""
     if _unclipped(clip_norm):
         return jnp.ones_like(norms)
-    return _clip.clip_factors(norms, clip_norm)
+    return _clip.clip_factors(norms, clip_norm, size)
 
 
 def _noise_std(noise_multiplier: Any, clip_norm: Any, dtype) -> jax.Array:
@@ -119,7 +119,7 @@ def private_sum(
     """
     _check_common(clip_norm, noise_multiplier, per_example_tree, mask)
     norms = _clip.per_example_norms(per_example_tree)
-    w = _clip_weights(norms, clip_norm)
+    w = _clip_weights(norms, clip_norm, _clip.example_size(per_example_tree))
     if mask is not None:
         w = w * jnp.asarray(mask, w.dtype)
     total = _clip.weighted_sum(per_example_tree, w)

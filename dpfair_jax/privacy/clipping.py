@@ -40,6 +40,7 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
+from dpfair_jax.privacy import bounding as _bounding
 from dpfair_jax.privacy import ghost as _ghost
 from dpfair_jax.privacy import relations as _rel
 from dpfair_jax.privacy.precision import full_precision
@@ -48,6 +49,7 @@ __all__ = [
     "per_example_grads",
     "per_example_norms",
     "clip_factors",
+    "example_size",
     "clip_per_example",
     "clip_per_layer",
     "per_layer_sensitivity",
@@ -99,12 +101,28 @@ def per_example_norms(tree: PyTree) -> jax.Array:
     return jnp.sqrt(sum(_leaf_sq_norms(leaf) for leaf in leaves))
 
 
-def clip_factors(norms: jax.Array, clip_norm: Any) -> jax.Array:
-    """``min(1, C / norm)``: exactly 1 where ``norm <= C`` (so for ``C = inf``, no clipping, and for
-    zero gradients, also at ``C = 0``), else ``C / norm``."""
+def clip_factors(norms: jax.Array, clip_norm: Any, size: int = 1) -> jax.Array:
+    """``min(1, C' / norm)`` with ``C' = C (1 - m)``, ``m = bounding.clip_margin(size, dtype)``:
+    exactly 1 where ``norm <= C'`` (so for ``C = inf``, no clipping, and for zero gradients, also
+    at ``C = 0``), else ``C' / norm``.
+
+    ``size``: how many squared terms each norm sums (the per-example parameter count). The margin
+    ``m = (size + 8) 2^-24`` in float32 covers the rounding of such a norm and of the scaling, so
+    a vector scaled by its factor has true L2 norm ``<= C`` (rounding errs on the safe side)."""
     norms = jnp.asarray(norms)
-    c = jnp.asarray(clip_norm, norms.dtype)
+    c = _bounding.safe_clip_norm(clip_norm, size, norms.dtype)
     return jnp.where(norms <= c, jnp.ones_like(norms), c / jnp.maximum(norms, c))
+
+
+def _param_count(params: PyTree) -> int:
+    """Entries of an (unbatched) parameter pytree (static)."""
+    return max(1, sum(int(np.prod(jnp.shape(leaf), dtype=np.int64)) for leaf in jax.tree_util.tree_leaves(params)))
+
+
+def example_size(tree: PyTree) -> int:
+    """Entries per example of a tree with leaves ``[B, ...]`` (static): the ``size`` to pass to
+    :func:`clip_factors` for norms of that tree's rows."""
+    return max(1, sum(int(np.prod(jnp.shape(leaf)[1:], dtype=np.int64)) for leaf in jax.tree_util.tree_leaves(tree)))
 
 
 def _scale_rows(tree: PyTree, factors: jax.Array) -> PyTree:
@@ -127,7 +145,7 @@ def clip_per_example(tree: PyTree, clip_norm: Any) -> tuple[PyTree, jax.Array]:
     """
     v.check_clip_norm(clip_norm, allow_inf=True)
     norms = per_example_norms(tree)
-    return _scale_rows(tree, clip_factors(norms, clip_norm)), norms
+    return _scale_rows(tree, clip_factors(norms, clip_norm, example_size(tree))), norms
 
 
 def per_layer_sensitivity(clip_norms: PyTree) -> jax.Array:
@@ -165,7 +183,7 @@ def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
         v.check_clip_norm(c, "clip_norms", allow_inf=True)
     norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]
     clipped = [
-        leaf * clip_factors(n, c).reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
+        leaf * clip_factors(n, c, example_size(leaf)).reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
         for leaf, n, c in zip(leaves, norms, c_leaves)
     ]
     return treedef.unflatten(clipped), treedef.unflatten(norms)
@@ -207,7 +225,7 @@ def clip_tree(tree: PyTree, clip: Any) -> tuple[PyTree, jax.Array]:
     add/remove-one (``2 clip`` under replace-one).
     """
     norm = jnp.sqrt(_tree_sq_norm(tree))
-    clip = jnp.asarray(clip, norm.dtype)
+    clip = _bounding.safe_clip_norm(clip, example_size(tree), norm.dtype)  # margin: bounding.clip_margin
     factor = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
     out = jax.tree_util.tree_map(lambda x: x * factor.reshape((-1,) + (1,) * (x.ndim - 1)), tree)
     return out, (norm > clip).astype(norm.dtype)
@@ -273,7 +291,7 @@ def _glm_clipped(x, dloss_dlogits, clip_norm, mask, fit_intercept, x_sq_norms):
     norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept, x_sq_norms=x_sq_norms)
     x = jnp.asarray(x)
     g = jnp.asarray(dloss_dlogits, x.dtype)
-    c = clip_factors(norms, clip_norm) * _mask_weights(mask, norms.shape[0], norms.dtype)
+    c = clip_factors(norms, clip_norm, _glm_size(x, g, fit_intercept)) * _mask_weights(mask, norms.shape[0], norms.dtype)
     if g.ndim == 1:
         cg = c * g
         w = cg @ x
@@ -285,6 +303,12 @@ def _glm_clipped(x, dloss_dlogits, clip_norm, mask, fit_intercept, x_sq_norms):
     if not fit_intercept:
         b = jnp.zeros_like(b)
     return {"w": w, "b": b}, norms
+
+
+def _glm_size(x: jax.Array, g: jax.Array, fit_intercept: bool) -> int:
+    """Parameter count ``d k (+ k)`` of a GLM: bounds the terms its ghost norm sums (``d + k + 2``)."""
+    k = 1 if jnp.ndim(g) == 1 else int(jnp.shape(g)[1])
+    return int(jnp.shape(x)[1]) * k + (k if fit_intercept else 0) + 2
 
 
 @full_precision
@@ -346,7 +370,8 @@ def _dense_ghost(total_loss: Callable, probes: list[jax.Array], clip_norm: Any, 
     (_, (losses, inputs, out)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(probes)
     sq = sum((jnp.sum(jnp.square(a), 1) + 1.0) * jnp.sum(jnp.square(g), 1) for a, g in zip(inputs, out_grads))
     norms = jnp.sqrt(sq)
-    c = clip_factors(norms, clip_norm) * weights
+    size = sum((int(a.shape[1]) + 1) * int(g.shape[1]) for a, g in zip(inputs, out_grads)) + 2 * len(inputs)
+    c = clip_factors(norms, clip_norm, size) * weights
     pub_grads = None if public_loss is None else jax.grad(public_loss)(probes)
     grads, pub = [], None if public_loss is None else []
     for l, (a, g) in enumerate(zip(inputs, out_grads)):
@@ -424,7 +449,7 @@ def _cnn_sum(model, params, x, y, output_loss, clip_norm, mask, method="auto"):
         v.check_same_length(x=jnp.reshape(jnp.asarray(x), (-1, *model.hparams["image_shape"])),
                             y=jax.tree_util.tree_leaves(y)[0], mask=mask)
     gh = _ghost.cnn_ghost_backward(model, params, x, y, output_loss, method=method)
-    c = clip_factors(gh.norms, clip_norm)
+    c = clip_factors(gh.norms, clip_norm, _param_count(params))
     if mask is not None:
         c = c * jnp.asarray(mask, c.dtype)
     return _ghost.cnn_weighted_grad(model, gh, c), gh
@@ -537,7 +562,7 @@ def _glm_sum(model, params, x, y, out_loss, clip_norm, w, x_sq, public=None):
     (dz,), = back(jax.grad(lambda o: jnp.sum(out_loss(o, y)))(out))
     (dzp,), = back(jax.grad(lambda o: jnp.sum(w * public(o, y)))(out))
     norms = glm_per_example_norms(x, dz, fit_intercept, x_sq_norms=x_sq)
-    cg = dz * (clip_factors(norms, clip_norm) * w)[:, None]
+    cg = dz * (clip_factors(norms, clip_norm, _glm_size(x, dz, fit_intercept)) * w)[:, None]
     grads, pub = {"w": (cg.T @ x).T}, {"w": (dzp.T @ x).T}
     if fit_intercept:
         grads["b"], pub["b"] = jnp.sum(cg, axis=0), jnp.sum(dzp, axis=0)
@@ -573,10 +598,11 @@ def _vmap_sum(loss_fn, params, batch, clip_norm, w, public=None):
     losses, grads = jax.vmap(jax.value_and_grad(loss_fn), in_axes=in_axes)(params, *batch)
     if isinstance(clip_norm, tuple):  # each part scaled by its factors, then summed with the weights
         norms = tuple(per_example_norms(g) for g in grads)
-        sums = tuple(weighted_sum(_scale_rows(g, clip_factors(nm, c)), w) for g, nm, c in zip(grads, norms, clip_norm))
+        sums = tuple(weighted_sum(_scale_rows(g, clip_factors(nm, c, example_size(g))), w)
+                     for g, nm, c in zip(grads, norms, clip_norm))
     else:
         norms = per_example_norms(grads)
-        sums = weighted_sum(grads, clip_factors(norms, clip_norm) * w)
+        sums = weighted_sum(grads, clip_factors(norms, clip_norm, example_size(grads)) * w)
     pub = None
     if public is not None:
         pub = jax.grad(lambda p: jnp.sum(jax.vmap(public, in_axes=in_axes)(p, *batch) * w))(params)

@@ -88,7 +88,7 @@ def _stage1_release(z_all, xs, y, onehot, xnorm, tau, hp: Hyperparams, cfg: Conf
     k_groups = onehot.shape[1]
     std_xx, std_xy, std_res = stage1_noise_stds(tau, k_groups, hp, cfg)
     # Lemma C.1 on bounded rows: clip ||x|| <= U_x, |y| <= U_y.
-    a = 1.0 / norm_clip_divisor(xnorm, hp.stats_bound_x)
+    a = 1.0 / norm_clip_divisor(xnorm, hp.stats_bound_x, p)  # xnorm sums p squares
     xa = xs * a
     yc = clip_to_interval(y, -hp.stats_bound_y, hp.stats_bound_y)
     w = jnp.sum(onehot, axis=1)  # row weights (mask)

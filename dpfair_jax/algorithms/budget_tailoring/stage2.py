@@ -141,7 +141,7 @@ def _release(theta, xs, y, onehot, xnorm, rel: _Release, zg, zl, hp: Hyperparams
         pred = theta @ xs
         dl, loss = _dloss_and_loss(pred, y, cfg.loss)
         gnorm = jnp.abs(dl) * xnorm
-        u = clip_to_norm(dl, gnorm, hp.clip)  # gradient u x has norm <= Delta
+        u = clip_to_norm(dl, gnorm, hp.clip, xs.shape[0] + 1)  # gradient u x has norm <= Delta
         gsum = (xs * u) @ onehot  # [P, K] clipped per-group gradient sums
         clipped = jnp.sum(w * (gnorm > hp.clip)) / jnp.sum(w)
     m1 = gsum * rel.gscale + rel.gstd * zg

@@ -1,7 +1,9 @@
 """Exact clipped group sums of a one-feature least-squares problem (a fast path of paper 000).
 
 Privacy: the table computes the same clipped sums as summing over the examples (up to float
-rounding); it adds no noise and changes no sensitivity.
+rounding); it adds no noise and changes no sensitivity. Its float32 prefix sums cancel, so each
+evaluated sum is clamped to the range its clipped terms allow (``[-Delta W_k, Delta W_k]`` for
+gradients, ``[0, Delta^2 W_k]`` for losses): rounding never takes a sum past its bound.
 """
 
 from __future__ import annotations
@@ -136,11 +138,17 @@ def table_group_sums(table: ClippedSumTable, theta: Any, *, losses: bool = True
     ``1[|2 (theta x_i - y_i) x_i| > Delta]`` over each group's examples."""
     theta = jnp.asarray(theta, table.grad_prefix.dtype)
     g = _lookup(table.grad_keys, table.grad_prefix, theta)
-    gsum = table.grad_base[0] + theta * g[0] + g[1]
-    clipped = table.grad_base[1] + g[2]
+    # The prefix sums cancel in float32 (-Delta W_k + theta A + B); every group sum is clamped
+    # to the range its clipped terms allow (|gradient| <= Delta and a count in [0, W'_k], W'_k the
+    # weight of the group's examples with x != 0; losses in [0, loss_base], their value when every
+    # such example's loss is at its cap Delta^2), so rounding never takes a sum outside it.
+    w = table.grad_base[1]  # W'_k
+    gmax = table.clip * w
+    gsum = jnp.clip(table.grad_base[0] + theta * g[0] + g[1], -gmax, gmax)
+    clipped = jnp.clip(table.grad_base[1] + g[2], 0.0, w)
     if losses:
         lq = _lookup(table.loss_keys, table.loss_prefix, theta)
-        lsum = table.loss_base + theta * theta * lq[0] + theta * lq[1] + lq[2]
+        lsum = jnp.clip(table.loss_base + theta * theta * lq[0] + theta * lq[1] + lq[2], 0.0, table.loss_base)
     else:
         lsum = jnp.zeros_like(gsum)
     return gsum, lsum, clipped
