@@ -253,6 +253,8 @@ def test_synthesis_study_schema_is_public_on_neighbouring_tables(monkeypatch):
         SY.synthesis_study(base, epsilons=[2.0], variants=["sex"], domains={**dom, "race": 1})
     with pytest.raises(ValueError, match="no entry"):
         SY.synthesis_study(base, epsilons=[2.0], variants=["sex"], domains={"sex": 2})
+    with pytest.raises(ValueError, match="no training rows"):  # smartnoise cannot fit an empty stratum
+        SY.synthesis_study(base, epsilons=[2.0], variants=["sex_race"], synthesizer="mst", domains=dom)
     assert seen == [("counts", 6, 6), ("fit", (2, 3, 3, 2), 6)]  # the refusals ran nothing
     assert SY.adult_synthesis_domains(5) == {"age": 5, "education": 5, "hours": 5, "sex": 2, "race": 5,
                                              "marital-status": 7, "workclass": 8, "relationship": 6,

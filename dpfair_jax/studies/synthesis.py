@@ -214,6 +214,11 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     # synthesizer compiles once for the whole study
     strata = {vname: _stratum_ids(train, VARIANT_COLUMNS[vname], dom) for vname in variants}
     k_pad = max(k for _, k in strata.values())
+    for vname, (sid, k_v) in strata.items():  # smartnoise fits one model per stratum with rows
+        if synthesizer != "marginal" and VARIANT_COLUMNS[vname] and np.any(np.bincount(sid, minlength=k_v) == 0):
+            raise ValueError(f"variant {vname!r}: a declared stratum of {VARIANT_COLUMNS[vname]} has no training "
+                             f"rows; the {synthesizer!r} synthesizer cannot fit an empty stratum (use "
+                             "synthesizer='marginal', or strata known to be non-empty).")
     rows = []
     for eps in epsilons:
         rho = acc.dp_to_rho(float(eps), delta)
@@ -241,10 +246,6 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
                         smartnoise_factory = mst_factory
                     fac = smartnoise_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
                     if scols:
-                        if np.any(np.bincount(sid, minlength=k_v) == 0):
-                            raise ValueError(f"variant {vname!r}: a declared stratum of {scols} has no training "
-                                             f"rows; the {synthesizer!r} synthesizer cannot fit an empty stratum "
-                                             "(use synthesizer='marginal', or strata known to be non-empty).")
                         syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
                         c_fit = _noisy_fitted_counts(syn, scols, dom, counts)
                         synth = syn.sample(n_rows, proportions=c_fit).astype(int)
