@@ -847,7 +847,8 @@ def _case_synthesis_study(monkeypatch) -> list[Row]:
 
     monkeypatch.setattr(SY, "sample_marginal_synthesizer", sample)
     eps = 3.0
-    SY.synthesis_study(table, epsilons=[eps], variants=["sex"], trees=2, delta=1e-9)
+    SY.synthesis_study(table, epsilons=[eps], variants=["sex"], trees=2, delta=1e-9,
+                       domains={"sex": 2, "race": 2, "a": 3, "income": 2})
     spend = SY.synthesis_privacy(eps, 1e-9)
     rows = [Row("one synthesizer fit and one noisy count release", (1, 1),
                 (len(sp_fit.calls), len(sp_cnt.calls)))]

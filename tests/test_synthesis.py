@@ -130,7 +130,9 @@ def test_synthesis_study_small_table():
     x = rng.integers(0, 4, n)
     income = (rng.random(n) < 0.2 + 0.15 * (x >= 2) + 0.1 * sex).astype(int)
     table = pd.DataFrame({"x": x, "sex": sex, "race": race, "income": income})
-    df = study.synthesis_study(table, epsilons=[1.0, 8.0], variants=["vanilla", "sex_race"], seeds=1, trees=3)
+    dom = {"x": 4, "sex": 2, "race": 3, "income": 2}
+    df = study.synthesis_study(table, epsilons=[1.0, 8.0], variants=["vanilla", "sex_race"], seeds=1, trees=3,
+                               domains=dom)
     assert len(df) == 4 and set(df.variant) == {"vanilla", "sex_race"}
     for col in ("accuracy", "parity_error", "dp_ratio", "fnr_difference"):
         assert np.all(np.isfinite(df[col]))
@@ -203,3 +205,57 @@ def test_synthesis_trio_bad_input_names_the_field():
         syn.spend(syn.SynthesisConfig(domains=(3,), num_groups=2), (5, 5, 5), syn.SynthesisHparams())
     with pytest.raises(ValueError, match="rho"):
         syn.spend(syn.SynthesisConfig(domains=(3,)), 10, syn.SynthesisHparams(rho=-1.0))
+
+
+def test_synthesis_study_schema_is_public_on_neighbouring_tables(monkeypatch):
+    """Domains and strata come from the declared schema: adding one record with a race value (and
+    so a sex x race stratum) absent from the rest leaves the synthesizer's domains, the number of
+    strata and the length of the released noisy counts unchanged (all declared strata, empty ones
+    included); undeclared domains and out-of-range codes are refused before any compute."""
+    from dpfair_jax.studies import synthesis as SY
+
+    rng = np.random.default_rng(4)
+    m = 200
+    base = pd.DataFrame({"sex": rng.integers(0, 2, m), "race": rng.integers(0, 2, m),
+                         "a": rng.integers(0, 2, m), "income": rng.integers(0, 2, m)})
+    extra = pd.DataFrame({"sex": [1], "race": [2], "a": [2], "income": [1]})
+    dom = {"sex": 2, "race": 3, "a": 3, "income": 2}
+    seen = []
+
+    def counts_spy(s, num_groups, **kw):
+        out = syn.stratum_counts(s, num_groups, **kw)
+        seen.append(("counts", num_groups, len(out)))
+        return out
+
+    def fit_spy(key, codes, domains, rho, *, s=None, num_groups=1, **kw):
+        seen.append(("fit", tuple(domains), num_groups))
+        d = len(domains)
+        return syn.MarginalModel(np.zeros((num_groups, d, d, 1, 1)), None, None, tuple(domains))
+
+    def sample_stub(key, model, n_rows, proportions=None):  # post-processing, not what is checked
+        assert len(proportions) == model.tables.shape[0]
+        return (np.arange(n_rows)[:, None] % 2 * np.ones((1, len(model.domains)), int)).astype(np.int32), None
+
+    monkeypatch.setattr(SY, "stratum_counts", counts_spy)
+    monkeypatch.setattr(SY, "fit_marginal_synthesizer", fit_spy)
+    monkeypatch.setattr(SY, "sample_marginal_synthesizer", sample_stub)
+    runs = []
+    for table in (base, pd.concat([base, extra], ignore_index=True)):
+        seen.clear()
+        # seed 0, test_size 0.2: the added record (the last row) lands in the training split
+        SY.synthesis_study(table, epsilons=[2.0], variants=["sex_race"], trees=1, domains=dom)
+        runs.append(list(seen))
+    assert runs[0] == runs[1]
+    assert runs[0] == [("counts", 6, 6), ("fit", (2, 3, 3, 2), 6)]
+    with pytest.raises(ValueError, match="domains must be declared"):
+        SY.synthesis_study(base, epsilons=[2.0], variants=["sex"])
+    with pytest.raises(ValueError, match="race"):
+        SY.synthesis_study(base, epsilons=[2.0], variants=["sex"], domains={**dom, "race": 1})
+    with pytest.raises(ValueError, match="no entry"):
+        SY.synthesis_study(base, epsilons=[2.0], variants=["sex"], domains={"sex": 2})
+    with pytest.raises(ValueError, match="no training rows"):  # smartnoise cannot fit an empty stratum
+        SY.synthesis_study(base, epsilons=[2.0], variants=["sex_race"], synthesizer="mst", domains=dom)
+    assert seen == [("counts", 6, 6), ("fit", (2, 3, 3, 2), 6)]  # the refusals ran nothing
+    assert SY.adult_synthesis_domains(5) == {"age": 5, "education": 5, "hours": 5, "sex": 2, "race": 5,
+                                             "marital-status": 7, "workclass": 8, "relationship": 6,
+                                             "native_us": 2, "income": 2}

@@ -6,12 +6,12 @@ Built on the algorithm in :mod:`dpfair_jax.algorithms.synthesis` (the marginal s
 run's spend :func:`~dpfair_jax.algorithms.synthesis.synthesis_privacy`).
 
 Public names: :func:`synthesis_study`, :func:`adult_synthesis_table`,
-:func:`column_mean_parity_error`, :data:`VARIANT_COLUMNS`.
+:func:`adult_synthesis_domains`, :func:`column_mean_parity_error`, :data:`VARIANT_COLUMNS`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -28,28 +28,65 @@ from dpfair_jax.algorithms.synthesis import (
 )
 from dpfair_jax.privacy import accounting as acc
 
-__all__ = ["VARIANT_COLUMNS", "adult_synthesis_table", "column_mean_parity_error", "synthesis_study",
-           "synthesis_privacy"]
+__all__ = ["VARIANT_COLUMNS", "adult_synthesis_domains", "adult_synthesis_table", "column_mean_parity_error",
+           "synthesis_study", "synthesis_privacy"]
+
+
+# The public schema of the coded Adult table: the categories of UCI Adult's documentation
+# (adult.names; sorted names, "?" rows are dropped by the loader) and the public ranges of its
+# numeric columns (age 17..90, education-num 1..16, hours-per-week 1..99), fixed here and never
+# read from the data, so the codes and their domains are the same for every neighbouring table.
+_ADULT_SYNTH_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "sex": ("Female", "Male"),
+    "race": ("Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White"),
+    "marital-status": ("Divorced", "Married-AF-spouse", "Married-civ-spouse", "Married-spouse-absent",
+                       "Never-married", "Separated", "Widowed"),
+    "workclass": ("Federal-gov", "Local-gov", "Never-worked", "Private", "Self-emp-inc", "Self-emp-not-inc",
+                  "State-gov", "Without-pay"),
+    "relationship": ("Husband", "Not-in-family", "Other-relative", "Own-child", "Unmarried", "Wife"),
+    "native_us": ("False", "True"),
+}
+_ADULT_SYNTH_RANGES: dict[str, tuple[str, float, float]] = {
+    "age": ("age", 17.0, 90.0), "education": ("education-num", 1.0, 16.0), "hours": ("hours-per-week", 1.0, 99.0)}
+
+
+def adult_synthesis_domains(bins: int = 5) -> dict[str, int]:
+    """The public schema of :func:`adult_synthesis_table`: the number of categories of each column
+    (``bins`` for the binned numeric columns, the documented category lists otherwise, 2 for
+    ``income``); pass it as ``synthesis_study(..., domains=)``. Read from no data."""
+    bins = v.check_int("bins", bins, minimum=1)
+    out = {c: bins for c in _ADULT_SYNTH_RANGES}
+    out.update({c: len(cats) for c, cats in _ADULT_SYNTH_CATEGORIES.items()})
+    out["income"] = 2
+    return out
 
 
 def adult_synthesis_table(*, path: Any = None, bins: int = 5) -> Any:
     """Adult as an integer-coded categorical frame (the paper's ACSEmployment "simple scenario"
-    stand-in): age, education-num and hours-per-week in ``bins`` equal-width bins, sex, race,
-    marital-status, workclass, relationship, native_us and the target ``income`` (1 = >50K)."""
+    stand-in): age, education-num and hours-per-week in ``bins`` equal-width bins over their public
+    ranges, sex, race, marital-status, workclass, relationship, native_us (codes of the documented
+    category lists, sorted names) and the target ``income`` (1 = >50K). Its domains are
+    :func:`adult_synthesis_domains` (public schema; a value outside it raises ValueError)."""
     import pandas as pd
 
     from dpfair_jax.data.tabular import adult_strata
 
+    bins = v.check_int("bins", bins, minimum=1)
     f = adult_strata(path=path, age_bins=bins)
-    out = pd.DataFrame({
-        "age": f["age_bucket"].astype(int),
-        "education": pd.cut(f["education-num"], bins=bins, labels=False).astype(int),
-        "hours": pd.cut(f["hours-per-week"], bins=bins, labels=False).astype(int),
-    })
-    for c in ("sex", "race", "marital-status", "workclass", "relationship", "native_us"):
-        out[c] = pd.Categorical(f[c]).codes.astype(int)
+    out = pd.DataFrame(index=f.index)
+    for name, (col, lo, hi) in _ADULT_SYNTH_RANGES.items():
+        codes = pd.cut(f[col].astype(np.float64), bins=np.linspace(lo, hi, bins + 1), labels=False,
+                       include_lowest=True)
+        if codes.isna().any():
+            raise ValueError(f"{col} has values outside its public range [{lo:g}, {hi:g}].")
+        out[name] = codes.astype(int)
+    for c, cats in _ADULT_SYNTH_CATEGORIES.items():
+        codes = pd.Categorical(f[c].astype(str), categories=list(cats)).codes.astype(int)
+        if np.any(codes < 0):
+            raise ValueError(f"{c} has values outside its documented categories {list(cats)}.")
+        out[c] = codes
     out["income"] = (f["income"].astype(str).str.contains(">")).astype(int)
-    return out
+    return out.reset_index(drop=True)
 
 
 def column_mean_parity_error(real: Any, synth: Any, strata_columns: Sequence[str],
@@ -87,25 +124,53 @@ def _selection_ratio_and_fnr_difference(y_true: Any, y_pred: Any, groups: Any) -
     return ratio, float(fnr.max() - fnr.min()) if len(fnr) else 0.0
 
 
-def _noisy_fitted_counts(syn: "StratifiedSynthesizer", train: Any, scols: Sequence[str],
-                         sid: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The noisy counts of the strata that ``syn`` fitted, in its order (its ``keys``)."""
-    import pandas as pd
+def _stratum_ids(frame: Any, scols: Sequence[str], domains: Mapping[str, int]) -> tuple[np.ndarray, int]:
+    """Mixed-radix stratum ids over the declared domains of ``scols`` (``s = sum_j x_j prod_{i<j}
+    D_i``) and their number ``prod_j D_j``: every declared combination, empty ones included."""
+    sid, radix = np.zeros(len(frame), np.int64), 1
+    for c in scols:
+        sid = sid + frame[c].to_numpy(np.int64) * radix
+        radix *= int(domains[c])
+    return sid, radix
 
-    joined = train[list(scols)].astype(str).agg("|".join, axis=1)
-    code_of = dict(zip(joined, sid))
+
+def _noisy_fitted_counts(syn: "StratifiedSynthesizer", scols: Sequence[str], domains: Mapping[str, int],
+                         counts: np.ndarray) -> np.ndarray:
+    """The noisy counts of the strata that ``syn`` fitted, in its order (its ``keys``, the string
+    codes of ``scols``, mapped to the schema's mixed-radix ids)."""
     out = []
     for key in syn.keys:
         parts = key if isinstance(key, tuple) else (key,)
-        out.append(counts[code_of["|".join(str(p) for p in parts)]])
+        sid, radix = 0, 1
+        for c, part in zip(scols, parts):
+            sid += int(part) * radix
+            radix *= int(domains[c])
+        out.append(counts[sid])
     c = np.asarray(out, np.float64)
     return c if c.sum() > 0 else np.ones_like(c)
+
+
+def _check_domains(data: Any, domains: Mapping[str, int] | None) -> dict[str, int]:
+    """The declared domains, checked: one integer >= 1 per column, every value in ``[0, D)``."""
+    if domains is None:
+        raise ValueError("domains must be declared (the public schema: the number of categories of each "
+                         "integer-coded column, e.g. adult_synthesis_domains() or the data loader's category "
+                         "lists); they are not read from the private data.")
+    missing = [c for c in data.columns if c not in domains]
+    if missing:
+        raise ValueError(f"domains has no entry for columns {missing}.")
+    out = {c: v.check_int(f"domains[{c!r}]", domains[c], minimum=1) for c in data.columns}
+    for c, d in out.items():  # input validation: reads the data, like any check of its values
+        x = data[c].to_numpy()
+        if not np.issubdtype(x.dtype, np.integer) or (len(x) and (x.min() < 0 or x.max() >= d)):
+            raise ValueError(f"column {c!r} must hold integer codes in [0, {d}) (its declared domain).")
+    return out
 
 
 def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence[str], seeds: int = 1,
                     synthesizer: str = "marginal", delta: float = 1e-9, max_rows: int | None = None,
                     trees: int = 10, seed: int = 0, target: str = "income",
-                    test_size: float = 0.2) -> Any:
+                    test_size: float = 0.2, domains: Mapping[str, int] | None = None) -> Any:
     """Vanilla vs stratified synthesis on an integer-coded frame (``synthesizer``: "marginal", the
     kit's MST-like JAX synthesizer; "mst" or "aim", smartnoise-synth's, the ``synth`` extra): per
     (epsilon, variant, seed) fit on
@@ -113,13 +178,27 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     train a random forest on the synthetic rows, and evaluate on the real test split: accuracy,
     column-mean parity error (Def. 10, strata sex x race), demographic-parity ratio and FNR
     difference of the classifier over sex x race (fairlearn's definitions, computed here so the
-    study needs no test-only dependency)."""
+    study needs no test-only dependency).
+
+    ``domains`` (required): the public schema, the number of categories of every column
+    (:func:`adult_synthesis_domains` for :func:`adult_synthesis_table`); a ValueError without it
+    or when a value lies outside ``[0, domain)`` (this input check reads the data, like any input
+    validation). The strata of a variant are every combination of its columns' declared categories
+    (mixed-radix ids, empty ones included), so the released noisy counts have the schema's length
+    on every neighbouring table. The smartnoise path ("mst", "aim") fits one model per stratum
+    with rows and cannot fit an empty one; a stratified smartnoise run with a declared stratum
+    empty in the training split is refused (ValueError; like the range check, this reads the data).
+
+    Privacy: ``synthesis_privacy(epsilon, delta)`` per (epsilon, variant, seed) under add/remove of
+    one row (the synthesizer's share of rho plus the noisy stratum counts'; parallel composition
+    over the disjoint strata)."""
     import pandas as pd
     from sklearn.ensemble import RandomForestClassifier
 
     for vname in variants:
         v.check_choice("variant", vname, tuple(VARIANT_COLUMNS))
     v.check_choice("synthesizer", synthesizer, ("marginal", "mst", "aim"))
+    dom = _check_domains(table, domains)
     rng = np.random.default_rng(seed)
     data = table if max_rows is None or len(table) <= max_rows else table.sample(max_rows, random_state=seed)
     data = data.reset_index(drop=True)
@@ -128,18 +207,18 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     test, train = data.iloc[perm[:n_test]].reset_index(drop=True), data.iloc[perm[n_test:]].reset_index(drop=True)
     feats = [c for c in data.columns if c != target]
     sens_test = test["sex"].astype(str) + "_" + test["race"].astype(str)
-    domains = [int(data[c].max()) + 1 for c in data.columns]
+    domain_list = [dom[c] for c in data.columns]
     codes = train.to_numpy(np.int32)
-    # one static number of strata for every variant (unused strata are empty and never sampled),
-    # so the marginal synthesizer compiles once for the whole study
-    strata_ids = {}
-    for vname in variants:
-        scols = VARIANT_COLUMNS[vname]
-        if scols:
-            strata_ids[vname] = pd.factorize(train[scols].astype(str).agg("|".join, axis=1), sort=True)[0]
-        else:
-            strata_ids[vname] = np.zeros(len(train), np.int64)
-    k_pad = max(int(s.max()) + 1 for s in strata_ids.values())
+    # the strata of every variant from the declared schema only; one static number of strata for
+    # every variant (the largest product; unused ids are empty and never sampled), so the marginal
+    # synthesizer compiles once for the whole study
+    strata = {vname: _stratum_ids(train, VARIANT_COLUMNS[vname], dom) for vname in variants}
+    k_pad = max(k for _, k in strata.values())
+    for vname, (sid, k_v) in strata.items():  # smartnoise fits one model per stratum with rows
+        if synthesizer != "marginal" and VARIANT_COLUMNS[vname] and np.any(np.bincount(sid, minlength=k_v) == 0):
+            raise ValueError(f"variant {vname!r}: a declared stratum of {VARIANT_COLUMNS[vname]} has no training "
+                             f"rows; the {synthesizer!r} synthesizer cannot fit an empty stratum (use "
+                             "synthesizer='marginal', or strata known to be non-empty).")
     rows = []
     for eps in epsilons:
         rho = acc.dp_to_rho(float(eps), delta)
@@ -148,8 +227,8 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
             scols = VARIANT_COLUMNS[vname]
             for sd in range(seeds):
                 key = jax.random.key(seed * 1000 + sd)
-                sid = strata_ids[vname].astype(np.int32)
-                k_v = int(sid.max()) + 1  # the variant's strata (values of the public schema)
+                sid, k_v = strata[vname]  # the variant's declared strata (public schema)
+                sid = sid.astype(np.int32)
                 # noisy stratum counts: sampling proportions and the number of synthetic rows (the
                 # exact counts, and len(train), would be released by the synthetic table)
                 counts = stratum_counts(sid, k_v, key=jax.random.fold_in(key, 2), count_rho=count_rho)
@@ -157,7 +236,7 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
                 props = np.zeros(k_pad)
                 props[:k_v] = counts if counts.sum() > 0 else 1.0
                 if synthesizer == "marginal":
-                    model = fit_marginal_synthesizer(key, codes, domains, rho_fit, s=sid, num_groups=k_pad)
+                    model = fit_marginal_synthesizer(key, codes, domain_list, rho_fit, s=sid, num_groups=k_pad)
                     sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
                     synth = pd.DataFrame(sc, columns=list(data.columns))
                 else:
@@ -168,7 +247,7 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
                     fac = smartnoise_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
                     if scols:
                         syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
-                        c_fit = _noisy_fitted_counts(syn, train, scols, strata_ids[vname], counts)
+                        c_fit = _noisy_fitted_counts(syn, scols, dom, counts)
                         synth = syn.sample(n_rows, proportions=c_fit).astype(int)
                     else:
                         synth = fac().fit(train.astype(str)).sample(n_rows).astype(int)

@@ -638,7 +638,8 @@ def run_synthesis(config: dict, ctx: Any):
         table, epsilons=config["synth_epsilons"], variants=config["synth_variants"],
         seeds=int(config["synth_seeds"]), synthesizer=config["synthesizer"],
         delta=float(config["synth_delta"]), max_rows=int(config["synth_rows"]) or None,
-        trees=int(config["classifier_trees"]), seed=int(config["seed"]))
+        trees=int(config["classifier_trees"]), seed=int(config["seed"]),
+        domains=syn.adult_synthesis_domains())  # public schema (documented categories and ranges)
     ctx.save_table(df, "synthesis")
     agg = df.groupby(["variant", "epsilon"]).mean(numeric_only=True).reset_index()
     ctx.save_table(agg, "synthesis_summary")
@@ -697,7 +698,8 @@ def _aim(table: Any, config: dict, ctx: Any) -> None:
     df = ctx.map_chunks([{"synthesizer": "aim"}], lambda chunk: syn.synthesis_study(
         table, epsilons=config["aim_epsilons"], variants=variants, seeds=int(config["synth_seeds"]),
         synthesizer="aim", delta=float(config["synth_delta"]), max_rows=int(config["aim_rows"]) or None,
-        trees=int(config["classifier_trees"]), seed=int(config["seed"])), desc="synthesis_aim")
+        trees=int(config["classifier_trees"]), seed=int(config["seed"]),
+        domains=syn.adult_synthesis_domains()), desc="synthesis_aim")
     ctx.save_table(df, "synthesis_aim")
     piv = df.groupby(["variant", "epsilon"]).parity_error.mean().unstack("variant")
     strat = [c for c in piv.columns if c != "vanilla"]
