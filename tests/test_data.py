@@ -359,7 +359,10 @@ def test_adult_strata_frame():
         assert f[c].dtype == np.float64
     for c in ("sex", "race", "age_bucket", "marital-status"):
         assert isinstance(f[c].dtype, pd.CategoricalDtype)
-    np.testing.assert_array_equal(f["age_bucket"].astype(int).to_numpy(), pd.cut(raw["age"], bins=5, labels=False).to_numpy())
+    # equal-width bins over Adult's public age range 17..90, not the data's own range
+    edges = np.linspace(17.0, 90.0, 6)
+    np.testing.assert_array_equal(f["age_bucket"].astype(int).to_numpy(),
+                                  pd.cut(raw["age"], bins=edges, labels=False, include_lowest=True).to_numpy())
     assert (f["marital-status"] == "Never-married").sum() == raw["marital-status_Never-married"].sum()
 
 

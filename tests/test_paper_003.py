@@ -295,3 +295,21 @@ def test_synthesis_claims_are_labelled_and_aim_is_optional(tmp_path, monkeypatch
     assert row["status"] in ("holds", "fails") and 0.0 <= row["measured"]["fraction"] <= 1.0
     df = pd.read_csv(tmp_path / "b" / "runs" / "paper_003" / "synthesis_aim.csv")
     assert set(df.synthesizer) == {"aim"} and set(df.variant) == {"vanilla", "sex"}
+
+
+def test_public_strata_ids_do_not_depend_on_private_rows():
+    """A private row with a combination the public half lacks changes no other row's stratum id and
+    not the number of strata (it joins the outside group); ids from all rows, as before, would."""
+    import pandas as pd
+
+    st = load_study("paper_003")
+    frame = pd.DataFrame({"sex": ["F", "M", "F", "M", "F", "M"], "race": ["a", "a", "b", "b", "a", "b"]})
+    private = np.array([False, False, False, False, True, True])
+    g, k = st.public_strata_ids(frame, ["sex", "race"], private)
+    assert k == 4 and g.tolist() == [0, 2, 1, 3, 0, 3]
+    neighbour = pd.concat([frame, pd.DataFrame({"sex": ["A"], "race": ["z"]})], ignore_index=True)
+    g2, k2 = st.public_strata_ids(neighbour, ["sex", "race"], np.r_[private, True])
+    assert k2 == k and g2[:-1].tolist() == g.tolist() and g2[-1] == k
+    none_public, k0 = st.public_strata_ids(frame, ["sex"], np.ones(6, bool))
+    assert k0 == 0 and set(none_public.tolist()) == {0}
+

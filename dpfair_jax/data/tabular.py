@@ -533,8 +533,9 @@ def adult_strata(*, path: str | os.PathLike | None = None, age_bins: int = 5) ->
     """Adult's numeric columns with categorical strata columns (stand-in for paper 003's ACS data).
 
     Columns: the measured variables ``hours-per-week``, ``education-num``, ``age`` (numeric), and
-    the strata ``sex``, ``race``, ``age_bucket`` (``age_bins`` equal-width bins, codes 0..age_bins-1,
-    as ``pd.cut(bins=5, labels=False)`` in paper 003's code), ``marital-status``, ``workclass``,
+    the strata ``sex``, ``race``, ``age_bucket`` (``age_bins`` equal-width bins over Adult's public
+    age range 17..90, codes 0..age_bins-1; paper 003's code bins the data's own range with
+    ``pd.cut(bins=5, labels=False)``, a function of the data), ``marital-status``, ``workclass``,
     ``relationship``, ``native_us`` (born in the United States) and ``income`` (">50K" or "<=50K").
     Strata are pandas ``category`` columns; one row per Adult record (45,222).
     """
@@ -546,7 +547,9 @@ def adult_strata(*, path: str | os.PathLike | None = None, age_bins: int = 5) ->
         "age": f["age"].astype(np.float64),
         "sex": f["sex"],
         "race": f["race"],
-        "age_bucket": pd.Categorical(pd.cut(f["age"], bins=age_bins, labels=False)),
+        # equal-width bins over Adult's public age range 17..90 (its documentation), not the data's
+        "age_bucket": pd.Categorical(pd.cut(f["age"].astype(np.float64), bins=np.linspace(17.0, 90.0, age_bins + 1),
+                                            labels=False, include_lowest=True)),
         "marital-status": f["marital-status"],
         "workclass": f["workclass"],
         "relationship": f["relationship"],

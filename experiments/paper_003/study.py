@@ -24,7 +24,8 @@ One registered experiment, ``paper_003``, with quick and full configs and four p
   ``max(k)`` (padding rows sit in an extra group with weight 0), so ``n``, ``k`` and ``alpha`` are
   traced.
 * **strata** (Fig. 2): Adult's hours-per-week, education-num and age, strata from every non-empty
-  subset of the configured categorical columns (the folktables ACS CSV works the same way through
+  subset of the configured categorical columns (the combinations seen in the public half,
+  :func:`public_strata_ids`; age buckets over Adult's public age range) (the folktables ACS CSV works the same way through
   ``acs_path``); global error and parity error vs number of strata, all combinations x variables
   x runs in one program (groups padded to the largest k). "Stratification can sometimes improve
   the global mean" is tested per cell with a one-sided paired t test, Bonferroni over the cells
@@ -54,6 +55,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -69,7 +71,7 @@ from dpfair_jax.studies.stratification import mixture_trial
 from . import figures
 from .config import FULL, QUICK
 
-__all__ = ["run_theory", "run_mixture", "run_strata", "run_synthesis", "run",
+__all__ = ["run_theory", "run_mixture", "run_strata", "run_synthesis", "run", "public_strata_ids",
            "coinpress_noise_std", "strata_improvement_test", "part_claims", "EXPERIMENT", "QUICK", "FULL"]
 
 #: Why each claim does not hold when it does not (recorded with the claim; the page's "Reproduction"
@@ -472,6 +474,18 @@ def _strata_frame(config):
     return adult_strata(path=config.get("adult_path"))
 
 
+def public_strata_ids(frame: Any, columns: Sequence[str], private: np.ndarray) -> tuple[np.ndarray, int]:
+    """Stratum ids ``[n]`` and their number ``k``: the value combinations of ``columns`` seen in the
+    public rows (``~private``), sorted; a row whose combination no public row has gets id ``k`` (the
+    group outside every stratum). A function of the public rows and of each row's own values only,
+    so a private record changes no other row's id and not ``k``."""
+    key = frame[list(columns)].astype(str).agg("|".join, axis=1).to_numpy()
+    names = np.unique(key[~np.asarray(private, bool)])
+    g = np.searchsorted(names, key)
+    found = (g < len(names)) & (names[np.minimum(g, max(len(names) - 1, 0))] == key) if len(names) else g < 0
+    return np.where(found, g, len(names)).astype(np.int32), int(len(names))
+
+
 def run_strata(config: dict, ctx: Any):
     import pandas as pd
 
@@ -491,9 +505,9 @@ def run_strata(config: dict, ctx: Any):
     combos = [c for r in range(1, len(cols) + 1) for c in itertools.combinations(cols, r)]
     ids, pub_w, ks = [], [], []
     for combo in combos:
-        g = frame.groupby(list(combo), observed=True, sort=True).ngroup().to_numpy().astype(np.int32)
+        g, k = public_strata_ids(frame, combo, priv)
         ids.append(g)
-        ks.append(int(g.max()) + 1)
+        ks.append(k)
     K = max(ks) + 1  # + the "public half" group
     S = np.full((len(combos), n), K - 1, np.int32)
     W = np.zeros((len(combos), K), np.float32)
