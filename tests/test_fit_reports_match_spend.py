@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from dp_accounting import dp_event as E
-from test_spend_matches_fit import Row, _cgoo_problem, _truncation_row
+from test_spend_matches_fit import Row, _cgoo_problem, _fermi_data, _truncation_row
 
 from dpfair_jax import models
 from dpfair_jax.data.dataset import make_dataset
@@ -107,11 +107,7 @@ def report_rows(report: Any, spend: Any, *, truncation: bool = True) -> list[Row
 # the SGD family, on every sampler it supports
 # ------------------------------------------------------------------------------------------------
 def _glm_data(n: int = 48, d: int = 3):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (rng.random(n) < 0.5).astype(np.int32)
-    s = (np.arange(n) % 2).astype(np.int32)
-    return make_dataset(x, y, s, num_groups=2, num_classes=2)
+    return _fermi_data(n, d)  # the spend walk's two-group logistic data, at 48 rows
 
 
 def _case_dpsgd(sampling: str) -> tuple[Any, Any]:
