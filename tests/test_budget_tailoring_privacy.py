@@ -306,7 +306,10 @@ def test_stage_entry_points_are_what_fit_runs(relation):
     one = bt.Config(relation=relation, method="equal", steps=1, box=float("inf"))
     theta, _ = bt.fit(key, data, hp, one)
     m1, _ = bt.noisy_group_release(key, data, jnp.zeros(1), jnp.ones(2) / math.sqrt(2), hp, one)
-    np.testing.assert_allclose(theta, -jnp.sum(m1, axis=1), rtol=1e-5)
+    # theta_1 = -(M_0 + M_1) cancels two O(1) group terms to O(0.01): the float32 tolerance is set on
+    # the terms' size (jit may fuse the sum differently from the eager call), not on theta's.
+    scale = float(jnp.sum(jnp.abs(m1)))
+    np.testing.assert_allclose(theta, -jnp.sum(m1, axis=1), rtol=0, atol=16 * np.finfo(np.float32).eps * scale)
 
 
 # ---------------------------------------------------------------- audits (default path)
