@@ -19,6 +19,13 @@ def _is_tracer(value: Any) -> bool:
     return isinstance(value, jax.core.Tracer)
 
 
+def is_traced(*values: Any) -> bool:
+    """Whether any leaf of ``values`` (pytrees) is a JAX tracer, i.e. the call runs under
+    ``jit``/``vmap``/``grad`` with these values abstract. The one "is it traced?" test of the kit:
+    host checks and host accounting skip traced values."""
+    return any(isinstance(leaf, jax.core.Tracer) for val in values for leaf in jax.tree_util.tree_leaves(val))
+
+
 def check_finite(name: str, value: Any) -> None:
     """Raise if ``value`` (scalar, array or pytree of arrays) contains NaN or inf."""
     for leaf in jax.tree_util.tree_leaves(value):

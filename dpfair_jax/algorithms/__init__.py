@@ -1,9 +1,11 @@
 """dpfair_jax.algorithms: the five papers' methods, each a composition of ``dpfair_jax.privacy``.
 
-Every module offers one shape, ``fit(key, data, hparams, config)``,
-``spend(config, sizes, hparams) -> PrivacySpend`` and ``calibrate(config, sizes, target) -> hparams``
-(``hparams`` a pytree that ``montecarlo.sweep(..., hparams=)`` can grid; ``config`` static), beside
-the module's own lower-level functions. Algorithms draw no noise and compute no sensitivity
+Every module offers one API, ``fit(key, data, hparams, config) -> FitResult``,
+``spend(config, sizes, hparams) -> PrivacySpend`` and
+``calibrate(config, sizes, target, *, hparams=None) -> hparams`` (``hparams`` a frozen dataclass
+registered as a pytree, :func:`hparams_pytree`, that ``montecarlo.sweep(..., hparams=)`` can grid;
+``config`` static, including the program's shape), beside the module's lower-level building
+blocks (which record no spend of their own). Algorithms draw no noise and compute no sensitivity
 themselves (a test scans for it).
 
 ====================  =========  ==========================================================
@@ -25,6 +27,7 @@ pfld_epoch            004        the same, plus a per-epoch noisy violation rele
 ====================  =========  ==========================================================
 """
 
+from ._trio import FitResult, hparams_pytree
 from . import (  # noqa: F401
     budget_tailoring,
     dpsgd,
@@ -40,6 +43,8 @@ from . import (  # noqa: F401
 )
 
 __all__ = [
+    "FitResult",
+    "hparams_pytree",
     "budget_tailoring",
     "dpsgd",
     "fermi",

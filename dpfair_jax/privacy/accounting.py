@@ -33,6 +33,7 @@ from fractions import Fraction
 from typing import Any
 
 import dp_accounting
+import jax
 import numpy as np
 from dp_accounting import dp_event as _ev
 from scipy import optimize, special
@@ -955,6 +956,7 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
+@jax.tree_util.register_static  # a pytree without leaves: fit results carry it through jit/vmap
 @dataclasses.dataclass(frozen=True)
 class PrivacySpend:
     """What one run spends: (epsilon, delta), optionally rho and the ``DpEvent``, and its meaning.
