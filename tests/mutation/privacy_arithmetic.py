@@ -45,7 +45,11 @@ BEGIN = "<!-- begin: table written by tests/mutation/privacy_arithmetic.py -->"
 CATEGORIES = ("sensitivity", "count", "rate", "conversion", "selection", "noisy_count", "clipping")
 
 REL = "dpfair_jax/privacy/relations.py"
-ACC = "dpfair_jax/privacy/accounting.py"
+EVT = "dpfair_jax/privacy/events.py"
+MEM = "dpfair_jax/privacy/membership.py"
+ZCDP = "dpfair_jax/privacy/zcdp.py"
+GAUS = "dpfair_jax/privacy/gaussian.py"
+REC = "dpfair_jax/privacy/records.py"
 SMP = "dpfair_jax/privacy/sampling.py"
 SEL = "dpfair_jax/privacy/selection.py"
 CLIP = "dpfair_jax/privacy/clipping.py"
@@ -187,25 +191,25 @@ MUTATIONS: tuple[Mutation, ...] = (
       "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = math.sqrt(2.0)",
       T_MIT_NOISE),
     # ======================================================================== composed counts
-    M("count", "accounting.dpsgd_event: steps - 1 composed", ACC,
+    M("count", "accounting.dpsgd_event: steps - 1 composed", EVT,
       "return dp_accounting.SelfComposedDpEvent(step, steps)",
       "return dp_accounting.SelfComposedDpEvent(step, max(1, steps - 1))",
       _acc("test_event_structure")),
-    M("count", "accounting.shuffled_participations: one epoch fewer", ACC,
+    M("count", "accounting.shuffled_participations: one epoch fewer", MEM,
       "return math.ceil(steps / spe)", "return max(1, math.ceil(steps / spe) - 1)",
       T_DPF, T_ACC),
-    M("count", "accounting.participation_distribution (Poisson): steps - 1 trials", ACC,
+    M("count", "accounting.participation_distribution (Poisson): steps - 1 trials", MEM,
       "logp = stats.binom.logpmf(ks, steps, float(sample_rate))",
       "logp = stats.binom.logpmf(ks, max(1, steps - 1), float(sample_rate))",
       _acc("test_membership_visible_delta_matches_dp_accounting_pld")),
-    M("count", "accounting.effective_noise_multiplier: the largest multiplier, not the composition", ACC,
+    M("count", "accounting.effective_noise_multiplier: the largest multiplier, not the composition", EVT,
       "return float(np.sum(z**-2.0) ** -0.5)", "return float(np.max(z))",
       _acc("test_several_mechanisms_equal_effective_gaussian")),
-    M("count", "accounting: PLD simplification drops the self-composition count", ACC,
+    M("count", "accounting: PLD simplification drops the self-composition count", EVT,
       "return None if z is None else (0.0 if z == 0 else z / math.sqrt(event.count))",
       "return None if z is None else (0.0 if z == 0 else z)",
       T_PA, T_ACC),
-    M("count", "accounting.ZcdpLedger.total: counts of repeated charges dropped", ACC,
+    M("count", "accounting.ZcdpLedger.total: counts of repeated charges dropped", REC,
       "return self._broadcast(_fsum([r * c for _, r, c in self._history]))",
       "return self._broadcast(_fsum([r for _, r, c in self._history]))",
       _acc("test_ledger")),
@@ -274,25 +278,25 @@ MUTATIONS: tuple[Mutation, ...] = (
       "q = batch_size / n", "q = batch_size / (n + 1)",
       T_MIT),
     # ======================================================================== conversions
-    M("conversion", "accounting zCDP -> DP: Bun-Steinke 2 sqrt(rho L) -> sqrt(rho L)", ACC,
+    M("conversion", "accounting zCDP -> DP: Bun-Steinke 2 sqrt(rho L) -> sqrt(rho L)", ZCDP,
       "bs = rho + 2.0 * math.sqrt(rho * L)", "bs = rho + math.sqrt(rho * L)",
       _acc("test_zcdp_closed_forms")),
-    M("conversion", "accounting zCDP -> DP: CKS log(alpha) term doubled", ACC,
+    M("conversion", "accounting zCDP -> DP: CKS log(alpha) term doubled", ZCDP,
       "val = a * rho + (log_inv_delta + am1 * np.log1p(-1.0 / a) - np.log(a)) / am1",
       "val = a * rho + (log_inv_delta + am1 * np.log1p(-1.0 / a) - 2.0 * np.log(a)) / am1",
       _acc("test_cks_matches_dp_accounting_rdp_of_zcdp_event")),
-    M("conversion", "accounting.pure_dp_to_rho: eps^2/2 -> eps^2/4", ACC,
+    M("conversion", "accounting.pure_dp_to_rho: eps^2/2 -> eps^2/4", ZCDP,
       "return float(epsilon) ** 2 / 2.0", "return float(epsilon) ** 2 / 4.0",
       _acc("test_zcdp_closed_forms")),
-    M("conversion", "accounting.gaussian_rho: D^2/(2 s^2) -> D^2/(4 s^2)", ACC,
+    M("conversion", "accounting.gaussian_rho: D^2/(2 s^2) -> D^2/(4 s^2)", ZCDP,
       "return float(sensitivity) ** 2 / (2.0 * float(sigma) ** 2)",
       "return float(sensitivity) ** 2 / (4.0 * float(sigma) ** 2)",
       _acc("test_zcdp_closed_forms")),
-    M("conversion", "accounting.dp_to_rho (Bun-Steinke): L + eps -> L + 2 eps", ACC,
+    M("conversion", "accounting.dp_to_rho (Bun-Steinke): L + eps -> L + 2 eps", ZCDP,
       "rho_bs = (math.sqrt(L + eps) - math.sqrt(L)) ** 2",
       "rho_bs = (math.sqrt(L + 2.0 * eps) - math.sqrt(L)) ** 2",
       _acc("test_zcdp_closed_forms", "test_dp_to_rho_round_trip")),
-    M("conversion", "accounting Balle-Wang delta: second term's e^eps doubled", ACC,
+    M("conversion", "accounting Balle-Wang delta: second term's e^eps doubled", GAUS,
       "lb = float(epsilon + special.log_ndtr(-a - b))",
       "lb = float(epsilon + math.log(2.0) + special.log_ndtr(-a - b))",
       _acc("test_analytic_gaussian"), T_OP),
@@ -325,7 +329,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       'return 1.0 / config.count_noise_multiplier if config.group_frequencies == "noisy" else 0.0',
       "return 0.0",
       F_ROUND, F_SA, F_FREQ),
-    M("noisy_count", "accounting membership-visible: the fixed release (counts) dropped", ACC,
+    M("noisy_count", "accounting membership-visible: the fixed release (counts) dropped", MEM,
       "mu = np.sqrt(ks * float(mu_step) ** 2 + float(extra_mu) ** 2)",
       "mu = np.sqrt(ks * float(mu_step) ** 2)",
       _acc("test_membership_visible_full_participation_is_the_composed_gaussian")),
@@ -382,13 +386,14 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return jnp.sqrt(jnp.asarray(norm_sqs[0]))",
       _ids("test_privacy_arithmetic.py", "test_total_norms_combine_every_layer"), T_GHOST),
     M("clipping", "bounding.norm_clip_divisor: clipped to 2C", BND,
-      "return jnp.maximum(1.0, norms / clip_norm)", "return jnp.maximum(1.0, norms / (2.0 * clip_norm))",
+      "return jnp.maximum(1.0, norms / safe_clip_norm(clip_norm, size, dt))",
+      "return jnp.maximum(1.0, norms / (2.0 * safe_clip_norm(clip_norm, size, dt)))",
       T_BND, T_OP),
     M("clipping", "bounding.clip_to_interval: upper bound doubled", BND,
       "return jnp.clip(values, lower, upper)", "return jnp.clip(values, lower, 2.0 * upper)",
       T_BND),
     M("clipping", "mitigation (separate clipping): penalty part left unclipped", MIT,
-      "cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip) * mask",
+      "cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip, _clip.example_size(pen)) * mask",
       "cfp = mask",
       _ids("test_mitigation.py", "test_noiseless_update_is_within_its_sensitivity_under_large_penalties"), T_MIT_NOISE),
 )
