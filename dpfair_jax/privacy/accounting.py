@@ -2,9 +2,9 @@
 
 The one import point of the kit's accounting; the code lives in one module per concern:
 :mod:`~dpfair_jax.privacy.events` (DP-SGD events, accountants, calibration),
-:mod:`~dpfair_jax.privacy.membership` (membership-visible and shuffled Gaussians),
-:mod:`~dpfair_jax.privacy.zcdp` (zCDP algebra), :mod:`~dpfair_jax.privacy.gaussian` (exact Gaussian
-calibration) and :mod:`~dpfair_jax.privacy.records` (:class:`PrivacySpend`, :class:`ZcdpLedger`).
+:mod:`~dpfair_jax.privacy.membership` (membership-visible Gaussians),
+:mod:`~dpfair_jax.privacy.zcdp` (zCDP algebra, :class:`ZcdpLedger`), :mod:`~dpfair_jax.privacy.gaussian` (exact Gaussian
+calibration) and :mod:`~dpfair_jax.privacy.records` (:class:`PrivacySpend`).
 
 Everything here runs on the host in float64 before any device code is traced (DESIGN.md,
 "host accounting, device noise"). The outputs are plain Python floats (noise multipliers,
@@ -39,6 +39,8 @@ from dpfair_jax.privacy.events import (
     dpsgd_event,
     effective_noise_multiplier,
     epsilon_of_event,
+    shuffled_event,
+    shuffled_participations,
     step_up_until,
 )
 from dpfair_jax.privacy.gaussian import (
@@ -52,10 +54,8 @@ from dpfair_jax.privacy.membership import (
     membership_visible_delta,
     membership_visible_epsilon,
     participation_distribution,
-    shuffled_event,
-    shuffled_participations,
 )
-from dpfair_jax.privacy.records import ACCOUNTANTS, RELATIONS, SAMPLINGS, UNITS, PrivacySpend, ZcdpLedger
+from dpfair_jax.privacy.records import ACCOUNTANTS, RELATIONS, SAMPLINGS, UNITS, PrivacySpend
 from dpfair_jax.privacy.zcdp import (
     ZCDP_METHODS,  # noqa: F401
     compose_rho,
@@ -63,6 +63,7 @@ from dpfair_jax.privacy.zcdp import (
     gaussian_rho,
     gaussian_sigma_for_rho,
     pure_dp_to_rho,
+    ZcdpLedger,
     zcdp_to_dp,
 )
 

@@ -1,19 +1,16 @@
-"""Membership-visible subsampled and shuffled Gaussians, accounted exactly as a binomial mixture of
-composed Gaussians (shuffled epochs: at most ``ceil(steps / steps_per_epoch)`` composed Gaussians per
-record). Host-side, float64 (re-exported by :mod:`dpfair_jax.privacy.accounting`).
+"""Membership-visible subsampled Gaussians, accounted exactly as a binomial mixture of composed
+Gaussians over the number of steps a record takes part in (:func:`participation_distribution`).
+Host-side, float64 (re-exported by :mod:`dpfair_jax.privacy.accounting`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
-import dp_accounting
 import numpy as np
 from scipy import optimize, special
 
 from dpfair_jax import _validation as V
-from dpfair_jax.privacy.events import _check_relative_noise
 
 
 
@@ -147,46 +144,3 @@ def calibrate_membership_visible(
     while d(mu) > delta:
         mu *= 1.0 - 1e-9
     return float(mu)
-
-
-def shuffled_participations(steps: int, steps_per_epoch: int) -> int:
-    """``ceil(steps / steps_per_epoch)``: the most batches one record joins in a run of shuffled
-    epochs (one permutation per epoch cut into disjoint batches; a partial last epoch counts)."""
-    steps = V.check_int("steps", steps, minimum=1)
-    spe = V.check_int("steps_per_epoch", steps_per_epoch, minimum=1)
-    return math.ceil(steps / spe)
-
-
-def shuffled_event(
-    noise_multiplier: float, steps: int, steps_per_epoch: int, *, relative_noise: Sequence[float] = (1.0,)
-) -> dp_accounting.DpEvent:
-    """``DpEvent`` of a run of shuffled epochs, without amplification by shuffling.
-
-    One record joins at most ``k = ceil(steps / steps_per_epoch)`` batches (a data-independent
-    permutation per epoch), and in the other steps its value does not enter the release. Given the
-    permutations the run is therefore an adaptive composition of at most ``k`` Gaussians (one step's
-    Gaussians per entry of ``relative_noise``, multiplier ``noise_multiplier * r_j``), and a
-    mixture over permutations is no less private than its worst component, so
-    ``SelfComposedDpEvent(step, k)`` bounds the run. Shuffling is *not* accounted as sampling
-    without replacement: that amplification is not proven for shuffled epochs (an adversary who
-    can tell which batch holds the record, e.g. through the other records' gradients, sees all
-    ``k`` Gaussians in full). The exact epsilon of this event is
-    ``membership_visible_epsilon(mu_step, delta, participation_distribution(steps, "shuffle",
-    steps_per_epoch=...))`` with ``mu_step = 1 / effective_noise_multiplier(...)``.
-
-    Privacy: ``noise_multiplier`` is relative to the clipped sum's sensitivity under the run's
-    relation (replace-one: ``2 C``, so pass ``z / 2`` for noise std ``z C``). The event has no
-    sampling, so :func:`epsilon_of_event` reads it with its default relation, under which a
-    Gaussian's multiplier is relative to the whole shift (right for this convention); do not pass
-    ``relation="replace_one"``: dp-accounting's PLD then reads the multiplier relative to half the
-    shift (replace = remove + add) and doubles it.
-    """
-    V.check_noise_multiplier(noise_multiplier)
-    rel = _check_relative_noise(relative_noise)
-    k = shuffled_participations(steps, steps_per_epoch)
-    z = float(noise_multiplier)
-    if z == 0.0:
-        return dp_accounting.NonPrivateDpEvent()
-    gaussians = [dp_accounting.GaussianDpEvent(z * r) for r in rel]
-    inner = gaussians[0] if len(gaussians) == 1 else dp_accounting.ComposedDpEvent(gaussians)
-    return dp_accounting.SelfComposedDpEvent(inner, k)

@@ -49,7 +49,6 @@ EVT = "dpfair_jax/privacy/events.py"
 MEM = "dpfair_jax/privacy/membership.py"
 ZCDP = "dpfair_jax/privacy/zcdp.py"
 GAUS = "dpfair_jax/privacy/gaussian.py"
-REC = "dpfair_jax/privacy/records.py"
 SMP = "dpfair_jax/privacy/sampling.py"
 SEL = "dpfair_jax/privacy/selection.py"
 CLIP = "dpfair_jax/privacy/clipping.py"
@@ -195,7 +194,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return dp_accounting.SelfComposedDpEvent(step, steps)",
       "return dp_accounting.SelfComposedDpEvent(step, max(1, steps - 1))",
       _acc("test_event_structure")),
-    M("count", "accounting.shuffled_participations: one epoch fewer", MEM,
+    M("count", "accounting.shuffled_participations: one epoch fewer", EVT,
       "return math.ceil(steps / spe)", "return max(1, math.ceil(steps / spe) - 1)",
       T_DPF, T_ACC),
     M("count", "accounting.participation_distribution (Poisson): steps - 1 trials", MEM,
@@ -209,7 +208,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return None if z is None else (0.0 if z == 0 else z / math.sqrt(event.count))",
       "return None if z is None else (0.0 if z == 0 else z)",
       T_PA, T_ACC),
-    M("count", "accounting.ZcdpLedger.total: counts of repeated charges dropped", REC,
+    M("count", "accounting.ZcdpLedger.total: counts of repeated charges dropped", ZCDP,
       "return self._broadcast(_fsum([r * c for _, r, c in self._history]))",
       "return self._broadcast(_fsum([r for _, r, c in self._history]))",
       _acc("test_ledger")),
