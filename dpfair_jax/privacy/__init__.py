@@ -6,7 +6,9 @@ compose these and draw no noise themselves. The public names of the submodules a
 
 - ``relations``: neighbouring relations and sensitivities per relation;
 - ``mechanisms``: noise: raw draws, sensitivity-aware adders, Gaussian/Laplace/exponential mechanisms, histograms;
-- ``accounting``: DpEvents, accountants, calibration, zCDP conversions, PrivacySpend and ledgers;
+- ``accounting``: the one import point of accounting, over ``events`` (DpEvents, accountants,
+  calibration), ``membership`` (membership-visible Gaussians), ``zcdp`` (zCDP algebra and the ZcdpLedger),
+  ``gaussian`` (exact Gaussian calibration) and ``records`` (PrivacySpend);
 - ``aggregation``: private sums and means, group-weighted aggregation;
 - ``clipping``: per-example gradients, the one clipped-gradient dispatcher, clippers;
 - ``bounding``: clipping values whose norms the caller has;
@@ -20,6 +22,11 @@ from . import (  # noqa: F401
     relations,
     mechanisms,
     accounting,
+    events,
+    membership,
+    zcdp,
+    gaussian,
+    records,
     aggregation,
     clipping,
     bounding,

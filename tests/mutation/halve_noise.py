@@ -40,7 +40,10 @@ NS = "tests/test_noise_scales.py"
 M = Mutation
 MECH = "dpfair_jax/privacy/mechanisms.py"
 AGG = "dpfair_jax/privacy/aggregation.py"
-ACC = "dpfair_jax/privacy/accounting.py"
+EVT = "dpfair_jax/privacy/events.py"
+MEM = "dpfair_jax/privacy/membership.py"
+ZCDP = "dpfair_jax/privacy/zcdp.py"
+GAUS = "dpfair_jax/privacy/gaussian.py"
 PF = "dpfair_jax/algorithms/fermi_theory.py"
 SGDA = "dpfair_jax/algorithms/sgda.py"
 FERMI = "dpfair_jax/algorithms/fermi/algorithm.py"
@@ -114,22 +117,22 @@ MUTATIONS: tuple[Mutation, ...] = (
       "stds = jnp.asarray(noise_multipliers, jnp.float32)",
       (f"{NS}::test_group_weighted_private_mean_scale",)),
     # ---------------------------------------------------------------- accounting (calibration)
-    M("accounting.gaussian_sigma_for_rho", ACC,
+    M("accounting.gaussian_sigma_for_rho", ZCDP,
       "return float(sensitivity) / math.sqrt(2.0 * float(rho))",
       "return 0.5 * float(sensitivity) / math.sqrt(2.0 * float(rho))",
       ("tests/test_accounting.py::test_zcdp_closed_forms",)),
-    M("accounting.analytic_gaussian_sigma", ACC,
-      "return float(math.exp(u))",
-      "return 0.5 * float(math.exp(u))",
+    M("accounting.analytic_gaussian_sigma", GAUS,
+      "return _step_out(math.exp(u), lambda s: _delta_meets(s, eps, sens, dlt))",
+      "return 0.5 * _step_out(math.exp(u), lambda s: _delta_meets(s, eps, sens, dlt))",
       ("tests/test_accounting.py::test_analytic_gaussian",)),
-    M("accounting.classical_gaussian_sigma", ACC,
+    M("accounting.classical_gaussian_sigma", GAUS,
       "return math.sqrt(2.0 * math.log(1.25 / delta)) * float(sensitivity) / float(epsilon)",
       "return 0.5 * math.sqrt(2.0 * math.log(1.25 / delta)) * float(sensitivity) / float(epsilon)",
       (f"{NS}::test_classical_gaussian_sigma_closed_form",)),
-    M("accounting.calibrate_noise_multiplier", ACC,
+    M("accounting.calibrate_noise_multiplier", EVT,
       "return float(z)", "return 0.5 * float(z)",
       ("tests/test_accounting.py::test_calibration_round_trip",)),
-    M("accounting.calibrate_membership_visible (shift doubled = noise halved)", ACC,
+    M("accounting.calibrate_membership_visible (shift doubled = noise halved)", MEM,
       "return float(mu)", "return 2.0 * float(mu)",
       ("tests/test_accounting.py::test_membership_visible_full_participation_is_the_composed_gaussian",)),
     M("fermi_theory.dpfermi_noise (Theorem 3.3 stds)", PF,
