@@ -560,20 +560,11 @@ def adult_strata(*, path: str | os.PathLike | None = None, age_bins: int = 5) ->
 
 
 PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
-_PARKINSONS_CANDIDATES = ("../shared/data/parkinsons_updrs.csv", "shared/data/parkinsons_updrs.csv")
 
 
 def default_parkinsons_path() -> str | None:
-    """Where experiments look for the Parkinsons CSV when no ``path`` is configured.
-
-    ``$DPFAIR_PARKINSONS_CSV`` first, then a ``shared/data/parkinsons_updrs.csv`` beside or inside
-    the working directory (the layout of this project's checkouts). ``None`` when none exists:
-    callers skip with a reason. ``load("parkinsons")`` itself never guesses: it needs ``path``.
+    """Where experiments look for the Parkinsons CSV when no ``path`` is configured: the user's
+    ``$DPFAIR_PARKINSONS_CSV``, else ``None`` (callers skip with a reason). No location is guessed;
+    ``load("parkinsons")`` itself needs ``path``.
     """
-    env = os.environ.get(PARKINSONS_ENV)
-    if env:
-        return env
-    for candidate in _PARKINSONS_CANDIDATES:
-        if os.path.exists(candidate):
-            return os.path.abspath(candidate)
-    return None
+    return os.environ.get(PARKINSONS_ENV) or None
