@@ -1,3 +1,5 @@
+# Slightly over 500 lines: RunContext's resumable sweep and the run loop; what a run records, its
+# provenance and its lock are in this package's other modules.
 """``RunContext``: what an experiment's ``run(config, ctx)`` writes through, and ``run_experiment``.
 
 The context owns one run directory (see :mod:`dpfair_jax.runner.store`) and offers:
@@ -219,6 +221,9 @@ class RunContext(RunRecords):
         concatenates the chunk frames in the order of ``chunks`` with a fresh ``RangeIndex``, so an
         interrupted-then-resumed sweep returns the same table as an uninterrupted one. A tqdm bar
         shows progress on a terminal; otherwise each finished chunk logs one line with the time left.
+
+        Long (~90 lines of code): reading back, dealing, computing and saving chunks share the
+        chunk bookkeeping and the progress bar; the multi-process exchange is :meth:`_compute_round`.
         """
         import pandas as pd
         from tqdm.auto import tqdm
