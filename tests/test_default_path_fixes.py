@@ -136,10 +136,10 @@ def test_output_perturbation_requires_public_radius_before_compute(monkeypatch):
 def test_paper_001_output_perturbation_noise_uses_the_configured_radius():
     """The experiment's noise scale comes from the config's public radius (5), not from the data:
     on rows of norm at most 0.5 the sensitivity and noise std are still those of radius 5."""
-    from _studies import load_study
-    from dpfair_jax.data import load_dataset
+    from _studies import load_study, load_study_module
 
     P = load_study("paper_001")
+    load_dataset = load_study_module("paper_001", "datasets").load_dataset
     (train, _), _ = load_dataset("synthetic", synthetic={"n": 120, "d": 3})
     small = train.replace(x=train.x * (0.5 / float(np.linalg.norm(np.asarray(train.x), axis=1).max())))
     cfg = dict(P.EXPERIMENTS[0].configs["quick"], epsilons=[1.0], num_draws=20, probes=2)

@@ -10,7 +10,7 @@ import pytest
 from dpfair_jax.algorithms import budget_tailoring as bt
 from dpfair_jax.studies import allocation as A
 
-from _studies import load_study
+from _studies import load_study, load_study_module
 
 p = load_study("paper_000")
 
@@ -183,7 +183,7 @@ def test_kgroup_calibration_reproduces_the_dpnose_column():
     """The calibrated design reproduces the paper's DPNoSE column: groups 2-5 exactly, group 1 at the
     paper's shift; the pooled fit recomputed independently (brute-force Monte Carlo of the clipped
     gradient) agrees; geometric middle sizes would move the fit far from group 1."""
-    from dpfair_jax.studies import kgroup_design as KD
+    KD = load_study_module("paper_000", "kgroup_design")
 
     col = np.mean([p.PAPER_DPNOSE[r] for r in sorted(p.PAPER_DPNOSE)], axis=0)
     cal = KD.calibrate_middle_size(col, 10000, 500)

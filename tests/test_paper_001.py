@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from dpfair_jax.data import load_dataset
 from dpfair_jax.runner import registry, run_experiment
 
-from _studies import load_study
+from _studies import load_study, load_study_module
 
 P = load_study("paper_001")
+load_dataset = load_study_module("paper_001", "datasets").load_dataset
 
 
 def _run(name, tmp_path, **over):
@@ -45,7 +45,7 @@ def test_missing_data_skips_every_claim(tmp_path, monkeypatch):
     (formerly one placeholder row named '<experiment>_skipped'); a path that is given but missing
     is bad input, refused before the run."""
     monkeypatch.delenv(P.PARKINSONS_ENV, raising=False)
-    monkeypatch.chdir(tmp_path)  # no ../shared/data/parkinsons_updrs.csv from here
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="missing.csv' does not exist"):
         _run("lens_dpsgd", tmp_path, dataset="parkinsons", path=str(tmp_path / "missing.csv"))
     for name in ("lens_mitigation", "lens_dpsgd"):

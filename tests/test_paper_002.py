@@ -9,9 +9,10 @@ import pytest
 from dpfair_jax import studies as S
 from dpfair_jax.runner import registry
 
-from _studies import load_study
+from _studies import load_study, load_study_module
 
 P = load_study("paper_002")
+SC = load_study_module("paper_002", "scaling")
 
 
 def test_registered_with_quick_and_full():
@@ -244,7 +245,6 @@ def test_alg1_exact_law_matches_the_sampler():
     import jax
 
     from dpfair_jax.algorithms import reductions as R
-    from dpfair_jax.studies import scaling as SC
 
     inst = SC.multitask_instance(3, 21)
     G = R.penalty_weight(0.1, 3, inst.problem.f.lipschitz)
@@ -269,7 +269,6 @@ def test_lopt_exact_failure_matches_the_oracle():
     import jax
 
     from dpfair_jax.algorithms import reductions as R
-    from dpfair_jax.studies import scaling as SC
 
     inst = SC.multitask_instance(2, 41)
     w = np.array([0.7, 2.0])
@@ -286,7 +285,6 @@ def test_lopt_exact_failure_matches_the_oracle():
 
 
 def test_smallest_n_and_exponent_fit():
-    from dpfair_jax.studies import scaling as SC
 
     n = np.array([1.0, 10.0, 100.0, 1000.0])
     assert SC.smallest_n(n, [False, True, False, True]) == 1000.0  # must hold from there on
@@ -307,7 +305,6 @@ def test_alg2_analysis_uses_thm55_parameters_and_union_bound():
     """alg2_analysis_n0: T and tau are Thm 5.5's (written out by hand), and at the returned n0 both
     weights' oracle failure probabilities are at most (1 - level)/T, just below n0 not."""
     from dpfair_jax.algorithms import reductions as R
-    from dpfair_jax.studies import scaling as SC
 
     inst = SC.multitask_instance(2, 201)
     alpha = 0.2

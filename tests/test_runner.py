@@ -18,6 +18,7 @@ import pytest
 
 from dpfair_jax.privacy import accounting
 from dpfair_jax.runner import context, plots, registry, store
+from dpfair_jax.runner.context import provenance
 from dpfair_jax.runner.context import RunContext, run_experiment
 from dpfair_jax.runner.registry import Experiment
 
@@ -809,17 +810,17 @@ def test_log_lines_go_above_a_visible_bar(tmp_path, monkeypatch):
 def test_sources_digest_follows_python_sources_only(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "README.md").write_text("text\n")
-    first = context._sources_digest(str(tmp_path))
+    first = provenance._sources_digest(str(tmp_path))
     (tmp_path / "README.md").write_text("other text\n")
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "a.cpython.pyc").write_bytes(b"\0")
-    assert context._sources_digest(str(tmp_path)) == first
+    assert provenance._sources_digest(str(tmp_path)) == first
     (tmp_path / "a.py").write_text("x = 1  # edited\n")
-    assert context._sources_digest(str(tmp_path)) != first
+    assert provenance._sources_digest(str(tmp_path)) != first
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.py").write_text("")
-    assert context._sources_digest(str(tmp_path)) != first
+    assert provenance._sources_digest(str(tmp_path)) != first
 
 
 def test_editing_the_study_or_the_library_recomputes_chunks(tmp_path, monkeypatch, capsys):
@@ -851,9 +852,9 @@ def test_editing_the_study_or_the_library_recomputes_chunks(tmp_path, monkeypatc
         edited, err = run()
         assert edited == first
         assert "belong to another config or code version" in err
-        monkeypatch.setattr(context, "_PACKAGE_DIGEST", {})  # a new process after an edit of dpfair_jax
-        real = context._sources_digest
-        monkeypatch.setattr(context, "_sources_digest", lambda root: real(root) + ("-edited" if root.endswith(
+        monkeypatch.setattr(provenance, "_PACKAGE_DIGEST", {})  # a new process after an edit of dpfair_jax
+        real = provenance._sources_digest
+        monkeypatch.setattr(provenance, "_sources_digest", lambda root: real(root) + ("-edited" if root.endswith(
             "dpfair_jax") else ""))
         lib, _ = run()
         assert lib == first

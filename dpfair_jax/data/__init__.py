@@ -5,7 +5,6 @@
 - ``synthetic``: generators of papers 000, 001 and 003 (pure functions of a key).
 - ``tabular``: ``load(name, ...) -> (train, test)``, ``available()``, ``describe``, ``load_frame``,
   ``adult_strata`` (the real datasets, read offline).
-- ``catalog``: ``load_dataset(name, ...)``, the named data sets with the papers' group attribute.
 - ``preprocessing``: splits, one-hot encoding, (per-group) standardization, row-norm bounding,
   group-size subsampling.
 """
@@ -22,7 +21,6 @@ from dpfair_jax.data.preprocessing import (
 )
 from dpfair_jax.data.synthetic import gaussian_mixture, ols_mixture, two_group_classification
 from dpfair_jax.data.tabular import adult_strata, available, describe, load, load_frame
-from dpfair_jax.data.catalog import load_dataset
 
 __all__ = [
     "Dataset",
@@ -33,7 +31,6 @@ __all__ = [
     "synthetic",
     "tabular",
     "load",
-    "load_dataset",
     "load_frame",
     "available",
     "describe",

@@ -1,3 +1,5 @@
+# Kept as one module (~570 lines): the six dataset specs and the one pipeline that reads them share the
+# private spec types (_Spec, _Groups, _Target); a split would make those public.
 """Real tabular datasets with the papers' preprocessing, read offline.
 
 Adult, UCI credit-card default (Taiwan), Law school, German credit and COMPAS are read from the
@@ -439,6 +441,9 @@ def load(
     Privacy: this is public preprocessing, as in the papers. The split, the z-scoring statistics
     and the Parkinsons median are computed from the data without noise; a study that treats them
     as private must standardize with public constants (``standardize=False``) instead.
+
+    Long (~80 lines of code): every argument is checked before the CSV is read, then the papers'
+    steps follow in order (groups, one-hot, split, z-score, datasets), a few lines each.
     """
     spec = _spec(name)
     if target is None:
@@ -560,20 +565,11 @@ def adult_strata(*, path: str | os.PathLike | None = None, age_bins: int = 5) ->
 
 
 PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
-_PARKINSONS_CANDIDATES = ("../shared/data/parkinsons_updrs.csv", "shared/data/parkinsons_updrs.csv")
 
 
 def default_parkinsons_path() -> str | None:
-    """Where experiments look for the Parkinsons CSV when no ``path`` is configured.
-
-    ``$DPFAIR_PARKINSONS_CSV`` first, then a ``shared/data/parkinsons_updrs.csv`` beside or inside
-    the working directory (the layout of this project's checkouts). ``None`` when none exists:
-    callers skip with a reason. ``load("parkinsons")`` itself never guesses: it needs ``path``.
+    """Where experiments look for the Parkinsons CSV when no ``path`` is configured: the user's
+    ``$DPFAIR_PARKINSONS_CSV``, else ``None`` (callers skip with a reason). No location is guessed;
+    ``load("parkinsons")`` itself needs ``path``.
     """
-    env = os.environ.get(PARKINSONS_ENV)
-    if env:
-        return env
-    for candidate in _PARKINSONS_CANDIDATES:
-        if os.path.exists(candidate):
-            return os.path.abspath(candidate)
-    return None
+    return os.environ.get(PARKINSONS_ENV) or None

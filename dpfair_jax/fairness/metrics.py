@@ -1,3 +1,5 @@
+# Kept as one module (~640 lines): every public metric is built on the same private host-side checks
+# and jitted cores at the top; a split would make those public.
 """Fairness and group-utility metrics, jit-able, for any number of groups and classes.
 
 Conventions shared by every function here:

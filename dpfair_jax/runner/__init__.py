@@ -4,8 +4,12 @@ Public names (imported lazily, so ``import dpfair_jax.runner`` stays cheap and J
 
 - ``Experiment``, ``register``, ``unregister``, ``get``, ``all_experiments``, ``discover``,
   ``Discovery``, ``find_experiments_dir``, ``study_folders``, ``load_study``, ``resolve_config``
-  (:mod:`.registry`);
-- ``RunContext``, ``RunResult``, ``run_experiment`` (:mod:`.context`);
+  (:mod:`.registry`, which re-exports them from its parts: ``registry.experiment``, the spec and the
+  registry; ``registry.config_checks``, the checks of config values; ``registry.discovery``, the
+  study folders);
+- ``RunContext``, ``RunResult``, ``run_experiment`` (:mod:`.context`; what a run records, claims and
+  privacy, in ``context.records``; its code version, versions and devices in ``context.provenance``;
+  the run directory's lock in ``context.lock``);
 - ``build_report`` (:mod:`.report`; degenerate training runs in :mod:`.degenerate`); the results
   store in :mod:`.store`; figure helpers in :mod:`.plots`; the one verdict rule for claims
   (interval against the paper's effect, with the minimum detectable effect) in :mod:`.verdict`.

@@ -1,3 +1,5 @@
+# Kept as one module (~560 lines): the formatting, row and study-page helpers are private to the one
+# report builder, whose sections they write.
 """The Markdown report: ``<root>/report/REPORT.md`` from every run under ``<root>/runs/``.
 
 Order: what the runs' size means (the quick size is a smoke check at small size; full sizes and
@@ -335,6 +337,9 @@ def build_report(
     """Write ``<root>/report/REPORT.md`` (root defaults as in :func:`store.results_root`); return its path.
 
     ``import_errors`` (module -> one-line error, from ``registry.discover``) are listed too.
+
+    Long (~100 lines): one pass that writes the report's sections in order, a few lines each, over
+    the same collected runs, rows and page links.
     """
     root = store.results_root(root)
     report_dir = root / "report"

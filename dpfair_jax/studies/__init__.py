@@ -6,10 +6,8 @@ here:
 
 - :mod:`.allocation` (paper 000): ``two_group_trial``, ``two_group_study``, ``method_configs``,
   ``hyperparams_from``, ``trial_chunk_size``, ``PRIVATE_METHODS``, ``SETTINGS``;
-- :mod:`.kgroup_design` (paper 000): ``calibrate_middle_size``, ``pooled_fit``, ``clipped_gradient_mean``;
-- :mod:`.grids` (paper 002): ``candidate_grid``, ``halfplane_grid``, ``clipped_square_losses``;
+- :mod:`.grids` (paper 002 and its notebook): ``candidate_grid``, ``halfplane_grid``, ``clipped_square_losses``;
 - :mod:`.bgl` (paper 002): ``public_private_split``, ``bgl_problem``;
-- :mod:`.scaling` (paper 002): exact output laws of Algorithm 1 and the private LOPT oracle, sample complexities;
 - :mod:`.stratification` (paper 003): ``mixture_trial``;
 - :mod:`.aim` (paper 003): ``aim_factory``, ``aim_available`` (smartnoise-synth's AIM, optional);
 - :mod:`.tradeoff` (paper 004): ``tradeoff_study``, ``equal_error_table``, ``baseline_name``,
@@ -17,15 +15,15 @@ here:
 - :mod:`.synthesis` (paper 003): ``synthesis_study``, ``adult_synthesis_table``,
   ``column_mean_parity_error`` (its algorithm: :mod:`dpfair_jax.algorithms.synthesis`).
 
-The named data sets of paper 001 are :func:`dpfair_jax.data.load_dataset`.
+Code that only one paper's study uses lives in that study's folder (e.g. ``experiments/paper_002/scaling.py``,
+``experiments/paper_000/kgroup_design.py``; paper 001's named data sets,
+``experiments/paper_001/datasets.py``, on :func:`dpfair_jax.data.load`).
 """
 
 from __future__ import annotations
 
 from dpfair_jax.studies.synthesis import synthesis_study
 from dpfair_jax.studies import allocation, bgl, grids, stratification, tradeoff
-from dpfair_jax.studies import scaling  # paper 002: exact success laws and sample complexities
-from dpfair_jax.studies import kgroup_design  # paper 000: the K = 5 design calibrated to the paper's tables
 from dpfair_jax.studies import aim  # paper 003: smartnoise-synth's AIM (the synth extra), optional
 from dpfair_jax.studies.allocation import (
     PRIVATE_METHODS,
@@ -55,12 +53,10 @@ __all__ = [
     "grids",
     "halfplane_grid",
     "hyperparams_from",
-    "kgroup_design",
     "method_configs",
     "mixture_trial",
     "plot_tradeoff",
     "public_private_split",
-    "scaling",
     "stratification",
     "synthesis_study",
     "tradeoff",

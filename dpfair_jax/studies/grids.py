@@ -8,6 +8,9 @@ These helpers build such grids and the bounded per-example losses that keep each
 Privacy: the grids depend on public parameters only; :func:`clipped_square_losses` evaluates the
 candidates on the rows it is given (pass the private split's rows only to the mechanisms, whose
 spend covers them). No noise is drawn here.
+
+Kept in the package, not in ``experiments/paper_002/``: the paper-002 notebook reuses these grids,
+and what notebooks reuse lives in the library (``experiments/README.md``).
 """
 
 from __future__ import annotations

@@ -397,9 +397,9 @@ def kgroup_design(config: dict) -> dict:
     """The K = 5 design of Tables 1-3: the paper's extremes (``kgroup_designs[0]``: 10,000 and 500,
     the tables' "20x" caption) with ``kgroup_middle``: ``"calibrated"`` (the common middle size and
     the slopes that reproduce the paper's DPNoSE column, mean over its three tables;
-    :func:`dpfair_jax.studies.kgroup_design.calibrate_middle_size`) or ``"geometric"`` (the former
+    :func:`.kgroup_design.calibrate_middle_size`) or ``"geometric"`` (the former
     choice: geometric sizes, :func:`kgroup_slopes`)."""
-    from dpfair_jax.studies.kgroup_design import calibrate_middle_size
+    from .kgroup_design import calibrate_middle_size
 
     largest, smallest = (int(v) for v in config["kgroup_designs"][0])
     if config.get("kgroup_middle", "calibrated") == "geometric":

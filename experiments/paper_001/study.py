@@ -39,11 +39,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.data import load_dataset
 from dpfair_jax.runner import Experiment, register
 
 from . import figures
 from .config import CONFIGS
+from .datasets import load_dataset
 
 __all__ = ["run_output_perturbation", "run_dpsgd", "run_fig9", "fig9_path", "run_mitigation", "fig9_claim",
            "CLAIMS", "EXPERIMENTS"]

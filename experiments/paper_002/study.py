@@ -175,7 +175,7 @@ def bgl_study(x, y, s, num_groups: int, cfg: dict, seed: int, log=print, *, publ
     df = pd.DataFrame(rows)
     # Algorithm 1's exact output law at every epsilon (its claims read these, not the Monte Carlo rows)
     from dpfair_jax.analysis import sample_complexity as S
-    from dpfair_jax.studies import scaling as SC
+    from . import scaling as SC
 
     probs = SC.alg1_probs(L, prob, G, n, eps)  # [E, M]
     sens = float(R.h_sensitivity(prob, n, G))
@@ -526,8 +526,8 @@ EXPONENT_TOL = 0.1
 def scaling_table(config: dict[str, Any]) -> pd.DataFrame:
     """One row per ``(K, alpha)``: Algorithm 1's exact ``n0`` (smallest ``n`` with success probability
     >= ``level``), its explicit sufficient ``n`` (Thm 3.6 + Cor. 4.2) and the ``n`` Algorithm 2's
-    analysis needs at Thm 5.5's round count with the oracle's exact law (:mod:`dpfair_jax.studies.scaling`)."""
-    from dpfair_jax.studies import scaling as SC
+    analysis needs at Thm 5.5's round count with the oracle's exact law (:mod:`.scaling`)."""
+    from . import scaling as SC
 
     n_grid = np.geomspace(float(config["n_range"][0]), float(config["n_range"][1]), int(config["n_points"]))
     eps, delta, level = float(config["epsilon"]), float(config["delta"]), float(config["level"])
@@ -547,7 +547,7 @@ def scaling_table(config: dict[str, Any]) -> pd.DataFrame:
 
 def run_scaling(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     """Sample-complexity exponents of Thm 5.2 and Cor. 5.11 on the K-coordinate family (exact laws)."""
-    from dpfair_jax.studies import scaling as SC
+    from . import scaling as SC
 
     df = ctx.map_chunks([{"part": "scaling"}], lambda chunk: scaling_table(config), desc="scaling")
     ctx.save_table(df, "sample_complexity")
@@ -673,7 +673,7 @@ def run_eo(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
 
     from dpfair_jax import data as D
     from dpfair_jax.algorithms import reductions as R
-    from dpfair_jax.studies import scaling as SC
+    from . import scaling as SC
 
     name = config["dataset"]
     try:

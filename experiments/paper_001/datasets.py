@@ -1,5 +1,7 @@
-"""Named datasets with the papers' group attribute and preprocessing: ``load_dataset(name, ...)``.
+"""Paper 001's named data sets with its group attributes and preprocessing: ``load_dataset(name, ...)``.
 
+The one way to load a real data set is :func:`dpfair_jax.data.load`; this wrapper (paper 001's
+choices, used by its study only) calls it with the paper's groups and normalization.
 ``"synthetic"`` is paper 001's two-group classification (``synthetic.two_group_classification``,
 two groups with different norms and margins, split in half); a tabular loader name
 (``"adult"``, ``"credit"``, ``"german"``, ``"parkinsons"``) is read with the group attribute the

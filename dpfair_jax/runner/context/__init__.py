@@ -1,3 +1,5 @@
+# Slightly over 500 lines: RunContext's resumable sweep and the run loop; what a run records, its
+# provenance and its lock are in this package's other modules.
 """``RunContext``: what an experiment's ``run(config, ctx)`` writes through, and ``run_experiment``.
 
 The context owns one run directory (see :mod:`dpfair_jax.runner.store`) and offers:
@@ -29,19 +31,16 @@ directory (chunks, tables, figures, claims, privacy, meta). Chunk identities do 
 process count, so a run interrupted with N processes resumes with any other count. A ``compute``
 must not use collectives over all processes (e.g. a ``trial_mesh()`` of every process's devices):
 the other processes are computing other chunks.
+
+Parts, re-exported here: ``records`` (claims and privacy records), ``provenance`` (code version,
+package versions, devices, compile mode) and ``lock`` (the run directory's lock).
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import hashlib
-import importlib.metadata
-import json
-import math
 import os
 import platform
-import re
 import shutil
 import sys
 import time
@@ -52,104 +51,30 @@ from typing import Any
 
 from dpfair_jax import launch
 from dpfair_jax.runner import store
-from dpfair_jax.runner.registry import Experiment, normalize_paper, resolve_config, study_folder
+from dpfair_jax.runner.context.lock import RunLock, _clear_outputs
+from dpfair_jax.runner.context.provenance import (  # noqa: F401 - re-exported: importable from here as before
+    FAST_COMPILE_FLAG,
+    _compile_tracker,
+    _cpu_seconds,
+    _utcnow,
+    code_version,
+    compile_mode,
+    device_info,
+    package_versions,
+)
+from dpfair_jax.runner.context.records import (  # noqa: F401 - re-exported: importable from here as before
+    CLAIM_KINDS,
+    CLAIM_STATUSES,
+    FORMULA_FAILURE,
+    RELATIONS,
+    RunRecords,
+    _check_name,
+    comparison,
+)
+from dpfair_jax.runner.registry import Experiment, resolve_config, study_folder
 
 __all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "code_version",
            "comparison", "CLAIM_KINDS", "CLAIM_STATUSES"]
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-#: Relations a privacy record may name (see docs/INTERFACES.md, ``PrivacySpend.relation``).
-RELATIONS = ("add_remove", "replace_one", "replace_one_within_group")
-
-#: Kinds of rows in ``claims.json``: measured claims and deterministic formula-consistency checks.
-CLAIM_KINDS = ("claim", "formula")
-
-#: Statuses of rows in ``claims.json``: the claim holds; it fails (for the paper's reason, with an
-#: interval); the run is too small to see the paper's effect (``underpowered``: its interval contains
-#: 0 and its minimum detectable effect exceeds the paper's, see :mod:`dpfair_jax.runner.verdict`); it
-#: cannot be tested here (e.g. it rests on a method the kit has no port of); the kit's
-#: implementation is a reconstruction the paper does not fully specify (its verdict is no evidence
-#: for or against the paper); or this run could not check it (a grid cell or optional data set absent).
-CLAIM_STATUSES = ("holds", "fails", "underpowered", "untestable", "reconstruction", "skipped")
-
-#: The reason recorded for a failing formula check that gives none: what such a failure means.
-FORMULA_FAILURE = ("a closed form or ledger of the kit disagrees with its independent evaluation: a coding "
-                   "error in the kit, not a finding about the paper")
-
-
-def comparison(value: Any, reference: Any, *, ci: Sequence[float] | None = None, level: float = 0.95,
-               diff: Any = None, names: Sequence[str] | None = None) -> dict[str, Any]:
-    """A ``measured`` value comparing ``value`` with ``reference``: ``{"value", "vs", "diff", "ci",
-    "level", "names"}``. ``diff`` defaults to ``value - reference``; ``ci`` is the ``level``
-    interval of the difference. The report prints it as ``0.124 vs 0.130 (diff -0.006, 95% CI
-    [-0.010, -0.002])``."""
-    out: dict[str, Any] = {"value": value, "vs": reference}
-    if diff is None:
-        try:
-            diff = float(value) - float(reference)
-        except (TypeError, ValueError):
-            diff = None
-    if diff is not None:
-        out["diff"] = diff
-    if ci is not None:
-        lo, hi = (float(v) for v in ci)
-        if not lo <= hi:
-            raise ValueError(f"comparison: ci must be (low, high) with low <= high, got {tuple(ci)!r}.")
-        out["ci"] = [lo, hi]
-        out["level"] = float(level)
-    if names is not None:
-        out["names"] = [str(n) for n in names]
-    return out
-
-
-def _tree_digest(h: Any, root: Path, pattern: str) -> None:
-    for path in sorted(root.rglob(pattern)):
-        rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or any(part.startswith(".") for part in rel.parts):
-            continue
-        h.update(rel.as_posix().encode("utf-8") + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-
-
-def _sources_digest(root: str) -> str:
-    h = hashlib.sha256()
-    _tree_digest(h, Path(root), "*.py")
-    return h.hexdigest()
-
-
-_PACKAGE_DIGEST: dict[str, str] = {}
-
-
-def code_version(exp: Experiment | None = None) -> dict[str, str | None]:
-    """SHA-256 of the ``dpfair_jax`` package's ``*.py`` sources and of ``exp``'s study folder's
-    (for an experiment not loaded from a folder: its module file when it has one, else ``None``).
-    The package digest is taken once per process (the sources this process imported); the study's
-    when a run's context is made."""
-    import dpfair_jax
-
-    root = str(Path(dpfair_jax.__file__).resolve().parent)
-    if root not in _PACKAGE_DIGEST:
-        _PACKAGE_DIGEST[root] = _sources_digest(root)
-    package = _PACKAGE_DIGEST[root]
-    study = None
-    if exp is not None:
-        from dpfair_jax.runner.registry import study_folder
-
-        folder = study_folder(exp)
-        if folder is not None:
-            study = _sources_digest(str(Path(folder).resolve()))
-        else:
-            module = sys.modules.get(exp.module or "")
-            file = getattr(module, "__file__", None)
-            if file and Path(file).is_file():
-                study = hashlib.sha256(Path(file).read_bytes()).hexdigest()
-    return {"package": package, "study": study}
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _duration(seconds: float) -> str:
@@ -196,47 +121,7 @@ def _through_bar(bar: Any):
         warnings.showwarning = saved
 
 
-def _utcnow() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def package_versions() -> dict[str, str | None]:
-    """Installed versions of the packages results depend on (None when absent)."""
-    out: dict[str, str | None] = {}
-    for dist in ("dpfair_jax", "jax", "jaxlib", "numpy", "dp-accounting", "flax", "optax", "scipy", "pandas"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
-def device_info() -> dict[str, Any]:
-    """JAX backend, device kind and count (imports JAX)."""
-    try:
-        import jax
-
-        devices = jax.devices()
-        return {
-            "backend": jax.default_backend(),
-            "device_kind": devices[0].device_kind if devices else None,
-            "device_count": len(devices),
-            "process_count": jax.process_count(),
-        }
-    except Exception as err:  # noqa: BLE001 - meta must not fail a run
-        return {"backend": None, "device_kind": None, "device_count": 0, "error": repr(err)}
-
-
-def _check_name(kind: str, name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name) or name.startswith("."):
-        raise ValueError(
-            f"{kind} name {name!r} must be a non-empty string of letters, digits, '_', '-', '.' "
-            "(it names a file)."
-        )
-    return name
-
-
-class RunContext:
+class RunContext(RunRecords):
     """Per-run services for an experiment (see module docstring).
 
     Attributes:
@@ -336,6 +221,9 @@ class RunContext:
         concatenates the chunk frames in the order of ``chunks`` with a fresh ``RangeIndex``, so an
         interrupted-then-resumed sweep returns the same table as an uninterrupted one. A tqdm bar
         shows progress on a terminal; otherwise each finished chunk logs one line with the time left.
+
+        Long (~90 lines of code): reading back, dealing, computing and saving chunks share the
+        chunk bookkeeping and the progress bar; the multi-process exchange is :meth:`_compute_round`.
         """
         import pandas as pd
         from tqdm.auto import tqdm
@@ -502,211 +390,6 @@ class RunContext:
             self.figures.append(name)
         return path
 
-    def add_claim(
-        self,
-        id: str,  # noqa: A002 - the claims.json key
-        statement: str,
-        measured: Any,
-        target: Any,
-        passed: Any,
-        paper: str | None = None,
-        *,
-        kind: str = "claim",
-        status: str | None = None,
-        reason: str | None = None,
-    ) -> dict[str, Any]:
-        """Record a check in ``claims.json`` (rewritten at once).
-
-        ``measured`` and ``target`` are numbers, strings or small JSON-able structures (NaN is
-        written as null; :meth:`comparison` builds a value-vs-reference record with an interval);
-        ``passed`` (whether ``measured`` meets ``target``) is coerced to a bool (NaN: False).
-        ``paper`` defaults to the experiment's. Ids must be unique within a run (over both kinds).
-
-        ``kind``: ``"claim"`` (a statement measured by simulation or on data, one a wrong paper or
-        a wrong implementation could fail) or ``"formula"`` (a deterministic consistency check of a
-        closed form against an independent evaluation; :meth:`add_check`).
-
-        ``status`` (:data:`CLAIM_STATUSES`): by default "holds" when ``passed``, else "fails".
-        Give "untestable" (the claim cannot be tested here, e.g. it rests on a method the kit has no
-        port of) or "reconstruction" (the kit's method is a reconstruction the paper does not fully
-        specify) to label the row for what it is, whatever ``passed`` says. ``reason``: why the
-        claim does not hold (the paper's reason, with its interval), or why it is untestable or a
-        reconstruction; it may be given whatever the outcome and is kept on every row that does not
-        hold. A claim that fails, or is labelled, without a reason raises ``ValueError`` naming
-        it. The row's ``passed`` is true only for "holds"; ``target_met`` keeps the outcome of the
-        measurement (``None`` for a skipped row).
-        """
-        return self._add_row(id, statement, measured, target, passed, paper, kind=kind, reason=reason,
-                             status=status)
-
-    @staticmethod
-    def comparison(value: Any, reference: Any, *, ci: Sequence[float] | None = None, level: float = 0.95,
-                   diff: Any = None, names: Sequence[str] | None = None) -> dict[str, Any]:
-        """:func:`comparison`: a ``measured`` value ``{"value", "vs", "diff", "ci", "level"}``."""
-        return comparison(value, reference, ci=ci, level=level, diff=diff, names=names)
-
-    def add_verdict(
-        self,
-        id: str,  # noqa: A002 - the claims.json key
-        statement: str,
-        verdict: Any,
-        paper: str | None = None,
-        *,
-        reason: str | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Record a claim decided by :mod:`dpfair_jax.runner.verdict` (the one rule for every claim):
-        ``measured`` is the verdict's record (effect, interval, detectable effect, the paper's effect
-        and where it comes from), ``target`` the paper's effect, and the status the verdict's
-        ("holds", "fails" or "underpowered"). ``reason`` is prepended to the verdict's own reason
-        (e.g. which readings or settings it concerns). ``extra``: further JSON-able entries of
-        ``measured`` (e.g. the replicates the claim would need); they cannot replace the verdict's."""
-        from dpfair_jax.runner.verdict import Verdict
-
-        if not isinstance(verdict, Verdict):
-            raise ValueError(f"claim {id!r}: verdict must be a runner.verdict.Verdict, got {type(verdict).__name__}.")
-        parts = [t.strip() for t in (reason, verdict.reason, verdict.note) if isinstance(t, str) and t.strip()]
-        measured = verdict.as_measured()
-        if extra:
-            clash = sorted(set(extra) & set(measured))
-            if clash:
-                raise ValueError(f"claim {id!r}: extra cannot replace the verdict's entries {clash}.")
-            measured.update(extra)
-        return self._add_row(id, statement, measured, verdict.paper.as_dict(), verdict.passed, paper,
-                             kind="claim", reason="; ".join(parts) or None, status=verdict.status,
-                             keep_reason=True)
-
-    def add_check(
-        self,
-        id: str,  # noqa: A002 - the claims.json key
-        statement: str,
-        measured: Any,
-        target: Any,
-        passed: Any,
-        paper: str | None = None,
-        *,
-        reason: str | None = None,
-    ) -> dict[str, Any]:
-        """Record a formula-consistency check (``kind="formula"``): a closed form or ledger of the
-        kit against an independent evaluation (a hand-written formula, SciPy, another library).
-        These are true unless a formula is mis-coded; the report lists them apart from claims. A
-        failing check without a ``reason`` gets :data:`FORMULA_FAILURE`."""
-        return self._add_row(id, statement, measured, target, passed, paper, kind="formula", reason=reason)
-
-    def skip_claim(
-        self,
-        id: str,  # noqa: A002 - the claims.json key
-        statement: str,
-        reason: str,
-        *,
-        target: Any = None,
-        paper: str | None = None,
-        kind: str = "claim",
-    ) -> dict[str, Any]:
-        """Record a claim that this run could not check (its grid cell, data set or part is
-        absent): ``passed`` False, ``status`` "skipped", ``measured`` null and ``reason`` saying
-        why. A claim that depends on a cell is reported this way, never left out."""
-        if not isinstance(reason, str) or not reason.strip():
-            raise ValueError(f"claim {id!r}: a skipped claim needs a non-empty reason.")
-        return self._add_row(id, statement, None, target, False, paper, kind=kind, reason=reason,
-                             status="skipped")
-
-    def _add_row(self, id: Any, statement: Any, measured: Any, target: Any, passed: Any,  # noqa: A002
-                 paper: str | None, *, kind: str, reason: str | None,
-                 status: str | None = None, keep_reason: bool = False) -> dict[str, Any]:
-        if not isinstance(id, str) or not id.strip():
-            raise ValueError("claim id must be a non-empty string, e.g. 'p000_dpse_beats_dpnose'.")
-        if any(c["id"] == id for c in self.claims):
-            raise ValueError(f"claim id {id!r} was already added in this run; use a distinct id.")
-        if not isinstance(statement, str) or not statement.strip():
-            raise ValueError(f"claim {id!r}: statement must be a non-empty string.")
-        if kind not in CLAIM_KINDS:
-            raise ValueError(f"claim {id!r}: kind must be one of {', '.join(CLAIM_KINDS)}, got {kind!r}.")
-        if reason is not None and not isinstance(reason, str):
-            raise ValueError(f"claim {id!r}: reason must be a string or None, got {type(reason).__name__}.")
-        if status is not None and status not in CLAIM_STATUSES:
-            raise ValueError(f"claim {id!r}: status must be one of {', '.join(CLAIM_STATUSES)}, got {status!r}.")
-        paper = self.paper if paper is None else normalize_paper(paper, f"claim {id!r} paper")
-        try:
-            ok = bool(passed)
-        except Exception:  # noqa: BLE001 - e.g. a multi-element array
-            raise ValueError(f"claim {id!r}: passed must be a single boolean, got {passed!r}.") from None
-        if isinstance(passed, float) and math.isnan(passed):
-            ok = False
-        if status is None:
-            status = "holds" if ok else "fails"
-        elif status == "holds" and not ok:
-            raise ValueError(f"claim {id!r}: status 'holds' with passed=False; a claim holds only when its "
-                             "measurement meets the target.")
-        elif status == "fails" and ok:
-            raise ValueError(f"claim {id!r}: status 'fails' with passed=True; give status='untestable' or "
-                             "'reconstruction' (with a reason) to label a row whose measurement meets its target.")
-        reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-        if status != "holds" and reason is None:
-            if kind == "formula" and status == "fails":
-                reason = FORMULA_FAILURE
-            else:
-                what = ("fails (measured " + _short(store.to_jsonable(measured)) + ", target "
-                        + _short(store.to_jsonable(target)) + ")") if status == "fails" else f"is {status!r}"
-                raise ValueError(
-                    f"claim {id!r} {what} but gives no reason: pass reason='...' saying why (the paper's reason, "
-                    "with its interval), or status='untestable'/'reconstruction' with a reason.")
-        claim = {
-            "id": id,
-            "paper": paper,
-            "statement": statement,
-            "measured": store.to_jsonable(measured),
-            "target": store.to_jsonable(target),
-            "passed": status == "holds",
-            "kind": kind,
-            "status": status,
-            "reason": None if status == "holds" and not keep_reason else reason,
-            "target_met": None if status == "skipped" else ok,
-        }
-        self.claims.append(claim)
-        if self.writes:
-            store.atomic_write_json(self.workdir / "claims.json", self.claims)
-        return claim
-
-    def record_privacy(self, name: str, spend: Any, *, not_covered: str | None = None) -> dict[str, Any]:
-        """Record what the run spent under ``name`` in ``privacy.json``.
-
-        ``spend`` is a ``PrivacySpend`` (anything with ``to_dict()``) or a dict with at least
-        ``relation`` ("add_remove", "replace_one" or "replace_one_within_group": one record replaced
-        by another of the same group, group sizes fixed), ``unit`` (the privacy unit, one of
-        ``privacy.accounting.UNITS``: "example", "sensitive_attribute", ...) and one of
-        ``epsilon``/``rho``.
-        ``not_covered`` names what the study computed from private data outside the spend (e.g.
-        standardization statistics); it is appended to the record's ``notes`` and kept under
-        ``not_covered``.
-        """
-        _check_name("privacy record", name)
-        record = store.to_jsonable(spend)
-        if isinstance(record, dict) and not_covered:
-            record = dict(record, not_covered=str(not_covered))
-            record["notes"] = "; ".join(x for x in (record.get("notes") or "", f"NOT covered: {not_covered}") if x)
-        if not isinstance(record, dict):
-            raise ValueError(
-                f"record_privacy({name!r}, ...) needs a PrivacySpend or a dict, got {type(spend).__name__}."
-            )
-        relation = record.get("relation")
-        if relation not in RELATIONS:
-            raise ValueError(
-                f"record_privacy({name!r}): 'relation' must be one of {', '.join(RELATIONS)} "
-                f"(the neighbouring relation), got {relation!r}."
-            )
-        if record.get("epsilon") is None and record.get("rho") is None:
-            raise ValueError(f"record_privacy({name!r}): give 'epsilon' (with 'delta') or 'rho'.")
-        from dpfair_jax.privacy.accounting import UNITS
-
-        if record.get("unit") not in UNITS:
-            raise ValueError(f"record_privacy({name!r}): 'unit' must be one of {', '.join(UNITS)} (what one "
-                             f"neighbouring change adds, removes or replaces), got {record.get('unit')!r}.")
-        self.privacy[name] = record
-        if self.writes:
-            store.atomic_write_json(self.workdir / "privacy.json", self.privacy)
-        return record
-
     def prune_chunks(self) -> int:
         """Delete saved chunks this run did not use (stale configs); return how many. Called
         by :func:`run_experiment` after a complete run only."""
@@ -745,109 +428,6 @@ class RunResult:
 
     def __repr__(self) -> str:
         return f"RunResult(name={self.name!r}, status={self.status!r}, claims={len(self.claims)})"
-
-
-_OUTPUTS = ("claims.json", "privacy.json", "meta.json", "manifest.json", "error.txt")
-
-
-def _clear_outputs(directory: Path) -> None:
-    """Remove a previous run's outputs but keep ``chunks/`` (the resume cache)."""
-    for entry in directory.iterdir() if directory.exists() else ():
-        if entry.name in ("chunks", ".lock"):
-            continue
-        if entry.is_dir():
-            shutil.rmtree(entry)
-        elif entry.suffix in (".csv", ".pkl", ".parquet") or entry.name in _OUTPUTS or entry.name == "config.json":
-            entry.unlink()
-
-
-class RunLock:
-    """``<run_dir>/.lock`` (host and pid) held while a run writes there.
-
-    A second run of the same experiment into the same results root is refused with a
-    ``ValueError``; a lock left by a killed process on this host (its pid is gone) is taken over.
-    """
-
-    def __init__(self, directory: Path):
-        self.path = directory / ".lock"
-        self.token = f"{platform.node()} {os.getpid()}"
-
-    def _stale(self) -> bool:
-        try:
-            host, pid = self.path.read_text().split()
-        except (OSError, ValueError):
-            return True
-        if host != platform.node():
-            return False
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except (PermissionError, ValueError):
-            return False
-        return False
-
-    def __enter__(self) -> "RunLock":
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                if self._stale():
-                    self.path.unlink(missing_ok=True)
-                    continue
-                raise ValueError(
-                    f"{self.path.parent} is in use by another run ({self.path.read_text().strip()}); "
-                    f"wait for it, or delete {self.path} if that process is gone."
-                ) from None
-            with os.fdopen(fd, "w") as fh:
-                fh.write(self.token)
-            return self
-        raise ValueError(f"could not take the run lock {self.path}; delete it and retry.")
-
-    def __exit__(self, *exc: Any) -> None:
-        self.path.unlink(missing_ok=True)
-
-
-def _cpu_seconds() -> float:
-    """User + system CPU seconds of this process so far (all threads)."""
-    t = os.times()
-    return t.user + t.system
-
-
-#: JAX's flag that turns off XLA's expensive backend (LLVM) optimizations.
-FAST_COMPILE_FLAG = "jax_disable_most_optimizations"
-
-
-@contextlib.contextmanager
-def compile_mode(fast: bool) -> Any:
-    """Compile with XLA's expensive backend optimizations off (``fast``) or on inside the block.
-
-    Quick runs are smoke checks whose time is mostly compilation (programs that run for
-    milliseconds to seconds), so :func:`run_experiment` runs them with ``fast``: without the LLVM
-    optimization passes a program compiles about a third faster and runs slower (up to ~3x for
-    arithmetic-heavy samplers: a study wraps such parts in :meth:`RunContext.optimized_build`).
-    The HLO passes (fusion, simplification) still run, so results equal the optimized build's up to
-    float rounding. Full-size runs keep the optimized build. The setting is part of JAX's compile
-    options, so the persistent cache keeps the two builds apart; the previous value is restored.
-    """
-    import jax
-
-    old = jax.config.read(FAST_COMPILE_FLAG)
-    jax.config.update(FAST_COMPILE_FLAG, bool(fast))
-    try:
-        yield
-    finally:
-        jax.config.update(FAST_COMPILE_FLAG, old)
-
-
-def _compile_tracker() -> contextlib.AbstractContextManager:
-    """:func:`dpfair_jax.compile_cache.track_compiles` (XLA compiles and persistent-cache hits of the
-    run), or a null context yielding None where JAX cannot be imported."""
-    try:
-        from dpfair_jax import compile_cache
-    except ImportError:  # pragma: no cover - JAX is a dependency
-        return contextlib.nullcontext(None)
-    return compile_cache.track_compiles()
 
 
 def run_experiment(
