@@ -239,6 +239,8 @@ def scan(root: Path = ROOT, exempt: dict = EXEMPT) -> list[Finding]:
 _FOUND = scan()
 
 
+# strict xfail while the algorithm slices move these sites into privacy/; the marker goes when the
+# list is empty (a strict xfail that passes fails, so it cannot be forgotten)
 @pytest.mark.xfail(strict=True, reason="hand-written privacy arithmetic outside dpfair_jax.privacy "
                    "(to be moved there):\n" + "\n".join(map(str, _FOUND)))
 def test_privacy_arithmetic_lives_in_privacy():
