@@ -341,3 +341,9 @@ def test_an_exemption_names_path_function_and_rule(tmp_path):
     (tmp_path / "dpfair_jax/algorithms/x.py").write_text(src)
     found = scan(tmp_path, exempt={("dpfair_jax/algorithms/x.py", "init_w", "draw"): "start"})
     assert [(f.function, f.line) for f in found] == [("other", 5)]
+
+
+if __name__ == "__main__":  # python tests/test_privacy_ownership.py [REPOSITORY_ROOT]
+    import sys
+
+    print("\n".join(map(str, scan(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT))))
