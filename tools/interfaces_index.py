@@ -52,16 +52,18 @@ MODULES = (
 )
 
 
-GROUPS = (
-    ("Data, privacy, fairness, models", ("dpfair_jax.data", "dpfair_jax.privacy", "dpfair_jax.fairness",
-                                         "dpfair_jax.models")),
-    ("Algorithms", tuple(m for m in MODULES if m.startswith("dpfair_jax.algorithms."))),
-    ("Analysis", tuple(m for m in MODULES if m.startswith("dpfair_jax.analysis."))),
-    ("Studies, audit and infrastructure", ("dpfair_jax.studies", "dpfair_jax.audit", "dpfair_jax.runner",
-                                           "dpfair_jax.montecarlo", "dpfair_jax.launch",
-                                           "dpfair_jax.serialization", "dpfair_jax.compile_cache")),
-)
-assert sorted(m for _, ms in GROUPS for m in ms) == sorted(MODULES), "every module in one group"
+_GROUP_OF = {"data": "Data, privacy, fairness, models", "privacy": "Data, privacy, fairness, models",
+             "fairness": "Data, privacy, fairness, models", "models": "Data, privacy, fairness, models",
+             "algorithms": "Algorithms", "analysis": "Analysis"}
+_OTHERS = "Studies, audit and infrastructure"
+
+
+def _groups() -> list[tuple[str, list[str]]]:
+    """:data:`MODULES` by layer (a module's package after ``dpfair_jax.``), in their listed order."""
+    groups: dict[str, list[str]] = {title: [] for title in (*dict.fromkeys(_GROUP_OF.values()), _OTHERS)}
+    for name in MODULES:
+        groups[_GROUP_OF.get(name.split(".")[1], _OTHERS)].append(name)
+    return [(title, names) for title, names in groups.items() if names]
 
 
 _ABBREVIATIONS = ("i.i.d", "e.g", "i.e", "Sec", "App", "Fig", "Figs", "Eq", "eq", "eqs", "Thm", "Def",
@@ -97,7 +99,7 @@ def index() -> str:
              "Every name each public module exports (`__all__`): submodules and constants listed, classes",
              "and functions (`name()`) one per line with their docstring's first sentence. Signatures and",
              "details are in the docstrings (`help(dpfair_jax.x.name)`).", ""]
-    for title, modules in GROUPS:
+    for title, modules in _groups():
         lines += [f"### {title}", ""]
         for name in modules:
             mod = importlib.import_module(name)
