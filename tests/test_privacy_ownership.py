@@ -336,7 +336,8 @@ def test_each_rule_catches_its_form(rule, tmp_path):
 
 def test_an_exemption_names_path_function_and_rule(tmp_path):
     """An exemption covers only its own function and rule."""
-    src = "import jax\ndef init_w(k):\n    return jax.random.normal(k)\ndef other(k):\n    return jax.random.normal(k)\n"
+    src = ("import jax\ndef init_w(k):\n    return jax.random.normal(k)\n"
+           "def other(k):\n    return jax.random.normal(k)\n")
     (tmp_path / "dpfair_jax/algorithms").mkdir(parents=True)
     (tmp_path / "dpfair_jax/algorithms/x.py").write_text(src)
     found = scan(tmp_path, exempt={("dpfair_jax/algorithms/x.py", "init_w", "draw"): "start"})

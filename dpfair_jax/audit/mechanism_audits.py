@@ -32,8 +32,8 @@ Every module is a :class:`~dpfair_jax.audit.games.GameModule`: it exports ``FAMI
 bugs per family), ``SUITE_TRIALS`` (quick and full trials per world), ``BUILDERS`` (``builder(*,
 bug=None, **kw) -> (mechanism_fn(key, flag) -> scalar, info)``, ``info`` with ``claimed_epsilon``,
 ``delta``, ``relation``; :func:`game` reads it as an :class:`~dpfair_jax.audit.games.AuditGame`)
-and ``ALGORITHMS`` (the algorithm module each family audits, ``None`` for a primitive). A family whose statistic has
-a known Gaussian law names its bound in ``info["bound"]`` and its module offers
+and ``ALGORITHMS`` (the algorithm module each family audits, ``None`` for a primitive). A family
+whose statistic has a known Gaussian law names its bound in ``info["bound"]`` and its module offers
 ``parametric_bound(info, with_canary, without, confidence)`` (:mod:`~dpfair_jax.audit.parametric`);
 the others use Clopper-Pearson threshold bounds
 (:func:`~dpfair_jax.audit.lower_bounds.epsilon_lower_bound_from_scores`).
@@ -84,8 +84,8 @@ __all__ = [
     "mechanism_audit_suite",
 ]
 
-_MODULES: tuple[GameModule, ...] = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games, reductions_games,
-            pfld_games, sgda_games, synthesis_games, primitive_games)
+_MODULES: tuple[GameModule, ...] = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games,
+                                    reductions_games, pfld_games, sgda_games, synthesis_games, primitive_games)
 FAMILY_MODULES: dict[str, GameModule] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
 # algorithms of dpfair_jax.algorithms.__all__ without a game here, each with a one-line reason
 NO_GAME: dict[str, str] = {}
