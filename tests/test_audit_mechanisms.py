@@ -77,6 +77,7 @@ def test_every_algorithm_has_a_game_or_a_reason():
     assert MA.PRIMITIVE_FAMILIES == ("group_weighted",)
 
 
+@pytest.mark.slow
 def test_game_claims_are_the_algorithms_spend():
     """A family's claim is its game's spend (the algorithm's spend of the nominal hparams), for the
     bug-free variant and for every planted bug that changes only the run."""
@@ -92,6 +93,7 @@ def test_game_claims_are_the_algorithms_spend():
             assert MA.build(fam, bug)[1]["claimed_epsilon"] == ref
 
 
+@pytest.mark.slow
 def test_fermi_default_configuration_audit():
     """DP-FERMI as a user runs it (all features, Poisson q = 1/2, noisy frequencies, ghost path,
     C != 1): the claim holds and every planted bug, noise x 1/2 included, is caught."""
@@ -100,6 +102,7 @@ def test_fermi_default_configuration_audit():
     assert rows[0]["relation"] == "add_remove" and rows[0]["selection"] == "parametric_subsampled_gaussian"
 
 
+@pytest.mark.slow
 def test_fermi_sensitive_attribute_audit_catches_the_subsampled_accounting():
     """The sensitive-attribute unit: the public task gradient reveals batch membership, so the
     earlier Poisson-subsampled record (planted bug) is below what the run demonstrably spends, and
@@ -112,6 +115,7 @@ def test_fermi_sensitive_attribute_audit_catches_the_subsampled_accounting():
     assert sub["claimed_epsilon"] < sub["epsilon_lower_bound"] <= none["claimed_epsilon"]
 
 
+@pytest.mark.slow
 def test_fermi_games_statistics_have_the_designed_law():
     """The parametric bounds rest on the statistic's law: N(0, z^2) without the canary and a
     q-mixture with shift 1 with it (fermi); a visible indicator at rate q (fermi_sensitive)."""

@@ -116,6 +116,7 @@ def test_claims_are_the_modules_spend():
     assert info["steps"] == 2 and info["bound"] == "binomial_gaussian" and info["sample_rate"] == 0.5
 
 
+@pytest.mark.slow
 def test_binomial_gaussian_curve_matches_references():
     # one step: the Poisson-subsampled Gaussian's PLD (dp-accounting)
     for mu, q in ((1.0, 0.5), (2.0, 0.2)):

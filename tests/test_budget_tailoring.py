@@ -114,6 +114,7 @@ def test_noise_per_group_has_the_implied_std(fairness):
         assert np.all(np.abs(np.asarray(m2).std(axis=0) - want_l) < 4 * want_l / np.sqrt(2 * reps))
 
 
+@pytest.mark.slow
 def test_replace_one_doubles_gradient_noise_and_pooled_uses_whole_budget():
     se = jnp.array([0.6, 0.8])
     g1, l1 = bt.group_noise_stds(se, 1.0, 10, 2.0, fairness=True, relation="add_remove")
@@ -361,6 +362,7 @@ def _direct_sums64(x, y, s, w, k, clip, theta):
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10_000), clip=st.floats(0.1, 10.0), k=st.integers(1, 4),
        slope=st.floats(-20.0, 20.0))
+@pytest.mark.slow
 def test_clipped_sum_table_equals_direct_sums(seed, clip, k, slope):
     """The tabulated piecewise sums equal a float64 sum over the examples at any theta (inside
     and outside the data's breakpoints), with masked rows, x = 0 rows and ties. Tolerance: float32
@@ -407,6 +409,7 @@ def test_table_runs_equal_direct_runs(fairness):
         assert bool(jnp.all(da.fraction_clipped > 0.01))  # clipping is active
 
 
+@pytest.mark.slow
 def test_prepare_table_needs_scalar_ols_and_matching_clip():
     data = _two_groups(d=2)
     with pytest.raises(ValueError, match="one feature"):

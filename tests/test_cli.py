@@ -65,6 +65,7 @@ def test_report_without_runs_fails_cleanly(tmp_path, capsys):
     assert "no runs under" in _one_line_error(capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_run_kit_quick_subprocess(tmp_path):
     proc = _run_cli("run", "kit_accounting", "--quick", *SMALL_KIT, env_out=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -38,6 +38,7 @@ def per_example_trees(draw):
 
 @settings(max_examples=15, deadline=None)
 @given(per_example_trees())
+@pytest.mark.slow
 def test_clip_per_example_bounds_norms(args):
     tree, c = args
     clipped, norms = clip.clip_per_example(tree, c)

@@ -66,6 +66,7 @@ def test_every_path_equals_a_per_example_reference(name):
             np.testing.assert_allclose(np.asarray(got), want, rtol=RTOL, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_ghost_paths_read_activations_from_the_models_forward():
     """Replace a model's forward by a spy: the dispatcher calls it (no forward pass of its own)."""
     x, y, _ = _data()
@@ -103,7 +104,7 @@ def test_sensitivity_per_relation_and_under_jit():
     assert C.clipped_grad_sum(model, params, (x, y), clip_norm=np.inf).sensitivity() == np.inf
 
 
-@pytest.mark.parametrize("name", ["logistic", "mlp_tanh", "cnn"])
+@pytest.mark.parametrize("name", ["logistic", "mlp_tanh", pytest.param("cnn", marks=pytest.mark.slow)])
 def test_clip_norm_inf_is_the_unclipped_sum(name):
     factory, _, labels, shape = CASES[name]
     model = factory()

@@ -21,7 +21,7 @@ from dpfair_jax.audit.games import audit_mechanism, run_game
 from dpfair_jax.privacy.accounting import analytic_gaussian_delta
 
 
-@pytest.mark.parametrize("mod", [G, PG])
+@pytest.mark.parametrize("mod", [pytest.param(G, marks=pytest.mark.slow), PG])
 def test_registry_is_consistent(mod):
     assert set(mod.FAMILY_BUGS) == set(mod.BUILDERS) == set(mod.SUITE_TRIALS["quick"]) \
         == set(mod.SUITE_TRIALS["full"]) == set(mod.ALGORITHMS)
@@ -140,7 +140,8 @@ CHEAP = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(CHEAP))
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f in ("dpsgd", "dpsgd_replace") else f
+                                    for f in sorted(CHEAP)])
 def test_audit_rows_at_a_cheap_size(family):
     """All listed variants of the family in one compiled program (as the suite runs them): the
     default's bound stays at or below its claim, each planted bug's is above it."""

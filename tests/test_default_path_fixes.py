@@ -133,6 +133,7 @@ def test_output_perturbation_requires_public_radius_before_compute(monkeypatch):
     assert res.sensitivity == pytest.approx(2 * math.sqrt(r**2 + 1) / 20, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_paper_001_output_perturbation_noise_uses_the_configured_radius():
     """The experiment's noise scale comes from the config's public radius (5), not from the data:
     on rows of norm at most 0.5 the sensitivity and noise std are still those of radius 5."""

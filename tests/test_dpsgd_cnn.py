@@ -53,6 +53,7 @@ def test_resolve_per_example_for_cnns():
         _cnn(compute_dtype=jnp.int8)
 
 
+@pytest.mark.slow
 def test_cnn_ghost_default_path_equals_vmap():
     x, y = _images()
     model = _cnn()
@@ -70,6 +71,7 @@ def test_cnn_ghost_default_path_equals_vmap():
     assert not np.allclose(np.asarray(p_auto["head"]["kernel"]), np.asarray(params["head"]["kernel"]))
 
 
+@pytest.mark.slow
 def test_bf16_cnn_trains_in_float32_with_bf16_close_norms():
     n = 16
     x, y = _images(n=n, seed=1)

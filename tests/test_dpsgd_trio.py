@@ -23,8 +23,10 @@ def _data(n=120, d=4, seed=0):
     return x, y
 
 
-@pytest.mark.parametrize("sampling,accountant", [("poisson", "rdp"), ("poisson", "pld"),
-                                                 ("fixed_size", "rdp"), ("shuffle", "rdp")])
+@pytest.mark.parametrize("sampling,accountant", [("poisson", "rdp"),
+                                                 pytest.param("poisson", "pld", marks=pytest.mark.slow),
+                                                 pytest.param("fixed_size", "rdp", marks=pytest.mark.slow),
+                                                 ("shuffle", "rdp")])
 def test_spend_of_calibrate_hits_the_target(sampling, accountant):
     cfg = D.DPSGDConfig(model=M.logistic(), sampling=sampling, accountant=accountant, delta=1e-5)
     base = D.DPSGDHparams(batch_size=50, steps=40, clip_norm=0.7, learning_rate=0.3)
@@ -110,6 +112,7 @@ class _Net(nnx.Module):
         return self.out(jnp.tanh(self.hidden(x)))
 
 
+@pytest.mark.slow
 def test_users_nnx_module_and_pure_apply_train_like_the_kit_mlp():
     """The same network as models.mlp((5,)): an nnx module (vmap path) and a pure apply (vmap path)
     reach the kit MLP's parameters (ghost path) from the same start, key and batches."""

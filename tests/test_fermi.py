@@ -190,6 +190,7 @@ def test_noise_free_steps_on_the_default_noisy_frequencies_match_numpy():
     _fit_against_numpy(ds, cfg, 1.0, 2.0, P)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fairness", ["dp", "eo"])
 def test_ascent_alone_reaches_w_star_dp_and_eo(fairness):
     """With theta frozen and exact public frequencies, full-batch ascent with step 1 on the
@@ -271,6 +272,7 @@ def test_all_features_noise_std(sampling, factor):
     _check_std(dw, lam * z_w * c_w * factor / m)
 
 
+@pytest.mark.slow
 def test_one_compiled_sweep_equals_single_runs():
     ds = _data(n=100, k=3, l=3, seed=4)  # multi-class target, three groups
     cfg = F.FermiConfig(model=M.multinomial_logistic(3), num_groups=3, num_classes=3, steps=15,
@@ -474,6 +476,7 @@ def test_noisy_group_frequencies_are_charged_and_exclusive():
               p_s=jnp.full((2, 2), 0.5))
 
 
+@pytest.mark.slow
 def test_noisy_frequencies_change_the_run_and_public_ones_do_not():
     """The default run uses noisy frequencies (differs from the exact-public run with the same key),
     and its histogram noise has the std written out by hand: z sqrt(2) under the substitution
@@ -526,6 +529,7 @@ def test_linear_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
         assert float(outs[0][2]) == pytest.approx(float(outs[1][2])) and float(outs[0][2]) > 0
 
 
+@pytest.mark.slow
 def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
     rng = np.random.default_rng(1)
     n = 48

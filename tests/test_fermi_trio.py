@@ -45,7 +45,8 @@ FERMI_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(FERMI_CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "all_features+fixed_size" else c
+                                  for c in FERMI_CASES])
 @pytest.mark.parametrize("eps", [0.5, 3.0])
 def test_fermi_and_pfld_calibrate_hit_the_target(case, eps):
     cfg = _fermi_config(**FERMI_CASES[case])
@@ -122,7 +123,8 @@ def _sgda_reference_epsilon(cfg: S.SGDAConfig, n: int, zt: float, zw: float) -> 
     return acc.get_epsilon(cfg.delta)
 
 
-@pytest.mark.parametrize("case", list(SGDA_CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.startswith("fixed_size,") else c
+                                  for c in SGDA_CASES])
 def test_sgda_spend_and_calibrate(case):
     kw = dict(SGDA_CASES[case])
     cfg = S.SGDAConfig(steps=kw.pop("steps", 30), batch_size=50, **kw)
@@ -144,6 +146,7 @@ def test_sgda_spend_and_calibrate(case):
         assert sp.delta == cfg.delta
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling, factor", [("poisson", 1.0), ("fixed_size", 2.0)])
 def test_sgda_fit_adds_the_noise_its_spend_accounts(sampling, factor):
     """Zero gradients: theta_T = -(lr / m) sum_t N(0, (z C factor)^2 I). The measured std over
@@ -165,6 +168,7 @@ def test_sgda_fit_adds_the_noise_its_spend_accounts(sampling, factor):
     assert abs(z_run / z_event - 1.0) < 4.0 / math.sqrt(2 * dim), (z_run, z_event)
 
 
+@pytest.mark.slow
 def test_hparams_are_pytrees_and_fields_are_checked():
     grid = F.FermiHparams(lam=jnp.asarray([0.0, 1.0]), noise_theta=jnp.asarray([1.0, 2.0]))
     assert len(jax.tree_util.tree_leaves(grid)) == 8

@@ -20,7 +20,7 @@ def _vmap_grads(loss, params, *batch):
     return jax.vmap(jax.grad(loss), in_axes=(None,) + (0,) * len(batch))(params, *batch)
 
 
-@pytest.mark.parametrize("method", ["gram", "direct"])
+@pytest.mark.parametrize("method", [pytest.param("gram", marks=pytest.mark.slow), "direct"])
 def test_dense_sequence_norms_match_vmap(method):
     k = jax.random.split(jax.random.key(0), 4)
     B, T, di, do = 5, 7, 6, 4
@@ -80,6 +80,7 @@ def test_embedding_norms_with_repeated_tokens():
     np.testing.assert_allclose(np.asarray(got1), np.sum(np.asarray(r[:, 0], np.float64) ** 2, 1), rtol=RTOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,strides,padding", [("gram", (1, 1), "SAME"), ("direct", (2, 2), "VALID")])
 def test_conv2d_norms_match_vmap(method, strides, padding):
     k = jax.random.split(jax.random.key(3), 4)
@@ -159,6 +160,7 @@ def test_jit_vmap_and_bad_inputs():
         ghost.embedding_weighted_grad(jnp.zeros((2, 3), int), g, jnp.ones(2), 0)
 
 
+@pytest.mark.slow
 def test_kit_cnn_ghost_clipping_matches_vmap():
     from dpfair_jax import models as M
     from dpfair_jax.algorithms.dpsgd import output_loss_for
@@ -195,7 +197,7 @@ def test_conv2d_patches_equal_lax_patches(ks, strides, padding):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(ref.reshape(3, -1, ref.shape[-1])))
 
 
-@pytest.mark.parametrize("method", ["auto", "direct", "gram"])
+@pytest.mark.parametrize("method", [pytest.param("auto", marks=pytest.mark.slow), "direct", "gram"])
 def test_kit_cnn_ghost_wide_layers_match_vmap(method):
     """8 input channels to the second conv: the shifted-view per-example product (direct) and the
     Gram identity; sums through cnn_weighted_grad in the params' structure."""
@@ -223,7 +225,7 @@ def test_kit_cnn_ghost_wide_layers_match_vmap(method):
         np.testing.assert_allclose(np.asarray(got_leaf), ref_leaf, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("kshape", [(3, 3, 3, 4), (2, 3, 3, 2)])
+@pytest.mark.parametrize("kshape", [pytest.param((3, 3, 3, 4), marks=pytest.mark.slow), (2, 3, 3, 2)])
 def test_conv2d_same_custom_gradient_equals_autodiff(kshape):
     x = jax.random.normal(jax.random.key(5), (4, 7, 6, 3))
     k = jax.random.normal(jax.random.key(6), kshape)

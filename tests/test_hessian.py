@@ -73,7 +73,7 @@ def test_per_example_traces_and_uncertainty(logistic_problem):
     np.testing.assert_allclose(np.asarray(H.prediction_uncertainty(probs)), [0.0, 2 / 3], atol=1e-6)
 
 
-@pytest.mark.parametrize("out,activation", [(3, "tanh"), (1, "tanh"),  # (1, tanh): paper 001's model
+@pytest.mark.parametrize("out,activation", [pytest.param(3, "tanh", marks=pytest.mark.slow), (1, "tanh"),  # (1, tanh): paper 001's model
                                             pytest.param(3, "sigmoid", marks=pytest.mark.slow)])
 def test_appendix_d_closed_forms_match_autodiff(out, activation):
     d, hdim, n = 4, 6, 12

@@ -108,6 +108,7 @@ def test_coinpress_final_step_variance_and_radius():
     _rel_var_check(np.asarray(out.estimate)[:, 0] - float(jnp.mean(x)), sigma2 ** 2, 2.0)
 
 
+@pytest.mark.slow
 def test_coinpress_accuracy_unit_gaussian_and_multivariate():
     key = jax.random.key(3)
     x = jax.random.normal(key, (10000,))

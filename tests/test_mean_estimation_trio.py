@@ -60,6 +60,7 @@ def test_fit_records_the_spend(config):
     assert out.means.estimate.shape == (2,) and np.all(np.isfinite(out.means.estimate))
 
 
+@pytest.mark.slow
 def test_fit_is_the_stratified_estimator_bitwise():
     """fit dispatches to the existing estimators with the config's count budget: same numbers."""
     x, s = _data()

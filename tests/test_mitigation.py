@@ -27,6 +27,7 @@ def setup():
 KW = dict(clip_norm=0.1, noise_multiplier=5.0, learning_rate=0.05, batch_size=16, steps=12)
 
 
+@pytest.mark.slow
 def test_zero_gammas_equal_dpsgd_bit_for_bit(setup):
     data, model, params = setup
     key = jax.random.key(42)
@@ -278,6 +279,7 @@ def test_spend_of_calibrate_hits_the_target(gammas):
         assert hp.noise_multiplier == pytest.approx(d_hp.noise_multiplier, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_fit_records_its_spend_and_equals_train(setup):
     data, model, params = setup
     cfg = mitigation.MitigationConfig(model=model, delta=1e-6)

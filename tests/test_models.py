@@ -129,6 +129,7 @@ def test_per_example_gradient_mlp_batch_of_one_agrees():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_cnn_forward_small_batch_flat_and_image():
     model = M.cnn(3, channels=(2, 3), image_shape=(8, 8, 2))
     params = model.init(KEY)

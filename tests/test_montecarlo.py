@@ -159,6 +159,7 @@ _SUBPROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_four_host_devices_equal_one(tmp_path: Path):
     out = tmp_path / "four.npz"
     env = dict(os.environ)

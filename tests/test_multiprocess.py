@@ -148,6 +148,7 @@ def _wait_for(path: Path, timeout: float) -> None:
 
 
 @needs_gloo
+@pytest.mark.slow
 def test_launcher_stops_all_when_one_process_exits(tmp_path: Path):
     proc, _ = _start_blocking(tmp_path, "exit")
     try:
@@ -162,6 +163,7 @@ def test_launcher_stops_all_when_one_process_exits(tmp_path: Path):
 
 
 @needs_gloo
+@pytest.mark.slow
 def test_launcher_stops_all_when_one_process_is_killed(tmp_path: Path):
     proc, _ = _start_blocking(tmp_path, "sleep")
     try:
@@ -183,6 +185,7 @@ def test_launcher_stops_all_when_one_process_is_killed(tmp_path: Path):
 
 
 @needs_gloo
+@pytest.mark.slow
 def test_unreachable_coordinator_errors_within_timeout():
     env = dict(os.environ, JAX_PLATFORMS="cpu", **{
         launch.ENV_COORDINATOR: f"127.0.0.1:{launch.free_port()}",  # nobody listens there
@@ -333,6 +336,7 @@ def two_process_run(study: Path, tmp_path_factory) -> Path:
 
 
 @needs_gloo
+@pytest.mark.slow
 def test_study_two_processes_written_once_by_process_0(two_process_run: Path):
     run = two_process_run / "p0" / "results" / "runs" / "mp_study"
     for name in _OUTPUTS:
@@ -354,6 +358,7 @@ def _children_pids(folder: Path, timeout: float = 90) -> dict[int, int]:
 
 
 @needs_gloo
+@pytest.mark.slow
 def test_study_killed_process_ends_both_and_resumes_with_one(study: Path, two_process_run: Path, tmp_path: Path):
     out = tmp_path / "results"
     chunk_dir = out / "runs" / "mp_study" / "chunks"

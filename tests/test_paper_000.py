@@ -18,6 +18,7 @@ SETTINGS = dict(p.QUICK, steps=8)
 SIZES = (120, 12)
 
 
+@pytest.mark.slow
 def test_many_trial_program_equals_single_trials():
     """One program over trials x scenarios x budgets equals each trial run on its own (spot check).
 
@@ -45,6 +46,7 @@ def test_many_trial_program_equals_single_trials():
     assert not np.allclose(out["mspe"][0, 0, 0], out["mspe"][1, 0, 0])
 
 
+@pytest.mark.slow
 def test_trial_methods_equal_direct_fits():
     """Inside a trial, each method's result equals a direct budget_tailoring fit on the same
     data and noise draws, and population MSPE matches its closed form."""
@@ -69,6 +71,7 @@ def test_trial_methods_equal_direct_fits():
             np.testing.assert_allclose(res["mspe"][r, m], want, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_fit_many_equals_fit_arrays_per_method():
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(90, 1)), jnp.float32)
@@ -110,6 +113,7 @@ def test_kgroup_design():
     assert sl[0] == 0.0 and np.all(sl[1:] >= 4.0)
 
 
+@pytest.mark.slow
 def test_quick_experiment_runs_and_records_claims(tmp_path):
     from dpfair_jax.runner import run_experiment
 

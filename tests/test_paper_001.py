@@ -29,6 +29,7 @@ def test_registered():
         assert e.configs["full"].get("batch_size", 32) == 32
 
 
+@pytest.mark.slow
 def test_output_perturbation_tiny(tmp_path):
     _, d, claims, privacy = _run("lens_output_perturbation", tmp_path, datasets=["synthetic"],
                                  epsilons=[1.0, 5.0], num_draws=200, probes=20, synthetic={"n": 300, "d": 3})
@@ -84,6 +85,7 @@ def test_dpsgd_and_mitigation_tiny(tmp_path):
     assert rec["epsilon"] >= privacy["dpsgd_baseline"]["epsilon"]
 
 
+@pytest.mark.slow
 def test_fig9_tiny(tmp_path):
     """Fig 9 path: both normalizations at every checkpoint with standard errors and paired differences;
     the claim is untestable while the private loss still falls, and otherwise states its interval."""
@@ -115,6 +117,7 @@ def test_fig9_tiny(tmp_path):
     assert rec["delta"] == pytest.approx(1e-5 + trunc, rel=1e-12) and rec["delta"] >= want.delta
 
 
+@pytest.mark.slow
 def test_mitigation_full_data_statistics_and_separate_clipping():
     """The options the Fig 12 study uses: statistics from the full data every k steps (held in
     between; with gamma = 0 the run is DP-SGD bit for bit) and charged as ceil(steps / k) full-data

@@ -139,6 +139,7 @@ def test_missing_data_reports_skipped_rows(tmp_path, monkeypatch):
                                                          "p002_eo_adult_frank_wolfe": "skipped"}
 
 
+@pytest.mark.slow
 def test_tiny_synthetic_run_end_to_end(tmp_path):
     from dpfair_jax.runner import run_experiment
 
@@ -178,6 +179,7 @@ def test_public_private_split_depends_on_n_only():
         S.public_private_split(10, 1.0, seed=0)
 
 
+@pytest.mark.slow
 def test_bgl_thresholds_come_from_the_public_split_only():
     """Replacing private records until the private worst group flips leaves eta and the worst group
     unchanged (old code: bgl_study derived them from the private split, and had no public split)."""
@@ -325,6 +327,7 @@ def test_alg2_analysis_uses_thm55_parameters_and_union_bound():
     assert out["oracle_epsilon"] == pytest.approx(b.oracle_epsilon)
 
 
+@pytest.mark.slow
 def test_scaling_study_small(tmp_path):
     from dpfair_jax.runner import run_experiment
 

@@ -35,6 +35,7 @@ def test_theorem9_closed_form_values():
     assert vals[-1] == pytest.approx(float(th.worst_case_log_sizes(N_ACS, 6)), abs=0.01)
 
 
+@pytest.mark.slow
 def test_theorem9_identity_monte_carlo():
     """E sum log(n g_i) = k(psi(alpha) - psi(k alpha) + log n) within 3 SE for the paper's (k, alpha):
     g ~ Dir(alpha 1_k) drawn in log space (normalized log-Gamma variates), every (k, alpha) in one
@@ -102,6 +103,7 @@ def test_fit_symmetric_dirichlet_alpha():
         th.prop8_bound(100, 2, 1.0, 1.5, 1.0)
 
 
+@pytest.mark.slow
 def test_experiment_quick_smoke(tmp_path):
     from dpfair_jax.runner import context, registry
 
@@ -245,6 +247,7 @@ def test_missing_strata_data_is_skipped(tmp_path, monkeypatch):
     assert by["thm9_identity"]["status"] == "skipped"  # a part left out is skipped too
 
 
+@pytest.mark.slow
 def test_synthesis_claims_are_labelled_and_aim_is_optional(tmp_path, monkeypatch):
     """Fig. 5: the JAX synthesizer's claims are reconstructions named MST-like, GEM is untestable, and
     AIM runs through smartnoise-synth only where it is installed (skipped with the reason otherwise;

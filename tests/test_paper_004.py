@@ -184,6 +184,7 @@ def _toy(n=200, seed=0):
     return make_dataset(x, y, s)
 
 
+@pytest.mark.slow
 def test_tradeoff_study_grid_and_shared_lambda_zero_baseline():
     train, test = _toy(), _toy(seed=1)
     hp = {"lr_theta": 0.1, "lr_w": 0.2, "clip_theta": 1.0, "clip_w": 2.0, "radius": 2.0}

@@ -332,6 +332,7 @@ def test_validation_errors_name_the_argument():
         R.gini_constraint(0.1, 3, variant="paper")
 
 
+@pytest.mark.slow
 def test_private_cgoo_regression_nonprivate_limit_and_budget_grid():
     rng = np.random.default_rng(7)
     n = 500

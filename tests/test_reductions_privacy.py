@@ -116,6 +116,7 @@ CGOO_TRIALS = 8000
 CGOO_VARIANTS = ((None, "tight"), (None, "threshold"), ("sensitivity", "tight"), ("private_thresholds", "threshold"))
 
 
+@pytest.mark.slow
 def test_private_cgoo_sampled_audit_every_variant():
     """The default on both canaries and both planted bugs, all in one compiled program: the
     default's bound stays at or below the ledger's epsilon (far below: < 0.5), each bug's is above."""

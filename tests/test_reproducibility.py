@@ -106,6 +106,7 @@ _FOUR = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_four_host_devices_equal_one_device(tmp_path):
     """An audit game and DP-SGD trials sharded over 4 forced host devices agree with one device
     (same per-device chunk shape) to float32 rounding."""

@@ -823,6 +823,7 @@ def test_sources_digest_follows_python_sources_only(tmp_path):
     assert provenance._sources_digest(str(tmp_path)) != first
 
 
+@pytest.mark.slow
 def test_editing_the_study_or_the_library_recomputes_chunks(tmp_path, monkeypatch, capsys):
     """Chunk identities include the code version: a copied study folder, run, edited and rerun
     recomputes every chunk (and says why); an unchanged rerun reuses them; an edit of the

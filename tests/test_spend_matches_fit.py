@@ -24,12 +24,10 @@ Statistical checks use fixed keys and tolerances of 5 standard errors of the est
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import math
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -969,92 +967,3 @@ def test_spend_matches_fit(case, monkeypatch):
     rows = CASES[case](monkeypatch)
     bad = [r for r in rows if not r.ok()]
     assert not bad, f"{case}: the spend does not describe the run:\n" + "\n".join(r.line() for r in rows)
-
-
-# ------------------------------------------------------------------------------------------------
-# noise draws belong in dpfair_jax.privacy
-# ------------------------------------------------------------------------------------------------
-_NOISE_DRAWS = {"normal", "laplace"}
-# draws that are not noise added to a release: the initial ascent variable of DP-FERMI's
-# w_init="randn" (the authors' code's start, data-independent)
-_NOT_NOISE = {("dpfair_jax/algorithms/fermi/algorithm.py", "init_w")}
-
-
-def _direct_noise_draws() -> list[str]:
-    """``path:line (function)`` of every call to ``jax.random.normal`` / ``jax.random.laplace``
-    (under any import alias) in ``dpfair_jax/algorithms`` and ``dpfair_jax/analysis``."""
-    found = []
-    for folder in ("dpfair_jax/algorithms", "dpfair_jax/analysis"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            tree = ast.parse(path.read_text())
-            random_names = {"jax.random"}  # dotted names bound to the jax.random module
-            direct = set()  # names bound to jax.random.normal / laplace themselves
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    for a in node.names:
-                        if a.name == "jax.random" and a.asname:
-                            random_names.add(a.asname)
-                elif isinstance(node, ast.ImportFrom):
-                    for a in node.names:
-                        if node.module == "jax" and a.name == "random":
-                            random_names.add(a.asname or "random")
-                        if node.module == "jax.random" and a.name in _NOISE_DRAWS:
-                            direct.add(a.asname or a.name)
-
-            def dotted(n):
-                if isinstance(n, ast.Name):
-                    return n.id
-                if isinstance(n, ast.Attribute):
-                    base = dotted(n.value)
-                    return None if base is None else f"{base}.{n.attr}"
-                return None
-
-            funcs = {}
-            for node in ast.walk(tree):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    for sub in ast.walk(node):
-                        funcs.setdefault(id(sub), node.name)
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Call):
-                    continue
-                name = dotted(node.func)
-                if name is None:
-                    continue
-                head, _, last = name.rpartition(".")
-                hit = (last in _NOISE_DRAWS and head in random_names) or (not head and name in direct)
-                fn = funcs.get(id(node), "<module>")
-                if hit and (rel, fn) not in _NOT_NOISE:
-                    found.append(f"{rel}:{node.lineno} ({fn}: {name})")
-    return sorted(found)
-
-
-_DRAWS = _direct_noise_draws()
-
-
-@pytest.mark.xfail(bool(_DRAWS), strict=True,
-                   reason="direct noise draws outside dpfair_jax.privacy (to be moved there): "
-                   + "; ".join(_DRAWS))
-def test_no_direct_noise_draws_outside_privacy():
-    """Sensitivities, clipping and noise belong in ``dpfair_jax.privacy``: algorithms and analysis
-    code must draw their noise through it (``privacy.mechanisms``/``aggregation``), so that one
-    place states each noise scale and its privacy. Strict xfail while the list is not empty."""
-    assert _DRAWS == []
-
-
-def test_noise_draw_scan_sees_every_alias(tmp_path, monkeypatch):
-    """The scan above finds draws under the import forms the code base uses (a scan that finds
-    nothing would make the test above pass vacuously)."""
-    src = (
-        "import jax\nimport jax.random as jr\nfrom jax import random\nfrom jax.random import laplace as lap\n"
-        "def f(k):\n    a = jax.random.normal(k, (2,))\n    b = jr.laplace(k)\n    c = random.normal(k)\n"
-        "    d = lap(k)\n    e = jax.random.uniform(k)\n    return a, b, c, d, e\n"
-    )
-    pkg = tmp_path / "dpfair_jax" / "algorithms"
-    pkg.mkdir(parents=True)
-    (pkg / "fake.py").write_text(src)
-    (tmp_path / "dpfair_jax" / "analysis").mkdir()
-    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
-    assert [d.split(" ")[0] for d in _direct_noise_draws()] == [
-        "dpfair_jax/algorithms/fake.py:6", "dpfair_jax/algorithms/fake.py:7",
-        "dpfair_jax/algorithms/fake.py:8", "dpfair_jax/algorithms/fake.py:9"]

@@ -123,6 +123,7 @@ def test_mst_stratified_smoke():  # pragma: no cover - needs the extra
     assert len(wrap.sample(200, proportions=[0.5, 0.5])) == 200
 
 
+@pytest.mark.slow
 def test_synthesis_study_small_table():
     rng = np.random.default_rng(3)
     n = 1500

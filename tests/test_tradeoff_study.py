@@ -37,6 +37,7 @@ def study():
     return T.tradeoff_frontier_study(_frame(), **KW)
 
 
+@pytest.mark.slow
 def test_table_and_spends(study):
     t = study.table
     assert len(t) == 4 * 2 * 2  # 4 methods (DP-SGD at lambda 0 only) x 2 epsilons x 2 replicates, one lambda
@@ -60,6 +61,7 @@ def test_table_and_spends(study):
     assert all("example-level" in ax.get_title() for ax in fig.axes if ax.get_title())
 
 
+@pytest.mark.slow
 def test_selection_spend_is_the_accounted_selection_of_each_method(study):
     """The recorded spend is the random-stopping bound over one run's event, and that run event is
     the one each algorithm's own accountant states (DP-FERMI's privacy(), PF-LD's spend())."""
@@ -94,6 +96,7 @@ def _fake_program(kind, cfg, model, num_classes, n_val):
     return prog
 
 
+@pytest.mark.slow
 def test_selection_picks_the_best_scored_run(monkeypatch):
     """Wiring of the selection (training replaced by a known score): the non-private arg-max picks
     the best grid point in every row; random stopping picks the best of the K candidates it drew

@@ -1,7 +1,8 @@
 """Generate (or check) the "Public names" index at the end of docs/INTERFACES.md.
 
-The index lists, per facade and per public module, every name of its ``__all__`` with the first
-line of its docstring, so the contracts document cannot drift from the code:
+The index lists, per facade and per public module, every name of its ``__all__`` (classes and
+functions with the first sentence of their docstring), so the contracts document cannot drift from
+the code:
 ``tests/test_interfaces_doc.py`` fails when the index differs from what this script generates.
 
     python tools/interfaces_index.py          # print the index
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -50,33 +52,66 @@ MODULES = (
 )
 
 
-def _summary(obj: object) -> str:
-    if inspect.ismodule(obj):
-        kind = "module"
-    elif inspect.isclass(obj):
-        kind = "class"
-    elif callable(obj):
-        kind = "function"
-    else:
-        return "constant"
-    doc = inspect.getdoc(obj) or ""
-    first = doc.strip().split("\n")[0].strip() if doc else ""
-    if len(first) > 110:
-        first = first[:107].rstrip() + "..."
-    return f"{kind}: {first}" if first else kind
+_GROUP_OF = {"data": "Data, privacy, fairness, models", "privacy": "Data, privacy, fairness, models",
+             "fairness": "Data, privacy, fairness, models", "models": "Data, privacy, fairness, models",
+             "algorithms": "Algorithms", "analysis": "Analysis"}
+_OTHERS = "Studies, audit and infrastructure"
+
+
+def _groups() -> list[tuple[str, list[str]]]:
+    """:data:`MODULES` by layer (a module's package after ``dpfair_jax.``), in their listed order."""
+    groups: dict[str, list[str]] = {title: [] for title in (*dict.fromkeys(_GROUP_OF.values()), _OTHERS)}
+    for name in MODULES:
+        groups[_GROUP_OF.get(name.split(".")[1], _OTHERS)].append(name)
+    return [(title, names) for title, names in groups.items() if names]
+
+
+_ABBREVIATIONS = ("i.i.d", "e.g", "i.e", "Sec", "App", "Fig", "Figs", "Eq", "eq", "eqs", "Thm", "Def",
+                  "Alg", "cf", "vs", "al", "resp", "approx", "Prop", "Lemma", "Cor", "No")
+
+
+def _first_sentence(obj: object) -> str:
+    """The first sentence of ``obj``'s own docstring (not one inherited from a base class), at most
+    ~90 characters, with reST roles reduced to their text."""
+    doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else getattr(obj, "__doc__", None)
+    if not isinstance(doc, str) or not doc.strip():
+        return ""
+    text = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    for role in (":func:", ":class:", ":mod:", ":data:", ":meth:", ":attr:"):
+        text = text.replace(role, "")
+    for m in re.finditer(r"\.\s", text):  # the first full stop that ends a sentence
+        if not text[: m.start()].endswith(_ABBREVIATIONS):
+            text = text[: m.start() + 1]
+            break
+    return text if len(text) <= 90 else text[:87].rstrip() + "..."
+
+
+def _entry(name: str, obj: object) -> str:
+    label = f"`{name}()`" if callable(obj) and not inspect.isclass(obj) else f"`{name}`"
+    summary = _first_sentence(obj)
+    return (f"- {label}: {summary}" if summary else f"- {label}").replace("|", "\\|")
 
 
 def index() -> str:
+    """One heading per public module; its submodules and constants on one line each, then one line
+    per class (`Name`) and function (`name()`) with its docstring's first sentence."""
     lines = [MARKER, "", "## Public names (index)", "",
-             "Every name each public module exports (`__all__`), with its docstring's first line.", ""]
-    for name in MODULES:
-        mod = importlib.import_module(name)
-        names = list(getattr(mod, "__all__", []))
-        lines.append(f"### `{name}`")
-        lines.append("")
-        for n in names:
-            lines.append(f"- `{n}`: {_summary(getattr(mod, n))}".replace("|", "\\|"))
-        lines.append("")
+             "Every name each public module exports (`__all__`): submodules and constants listed, classes",
+             "and functions (`name()`) one per line with their docstring's first sentence. Signatures and",
+             "details are in the docstrings (`help(dpfair_jax.x.name)`).", ""]
+    for title, modules in _groups():
+        lines += [f"### {title}", ""]
+        for name in modules:
+            mod = importlib.import_module(name)
+            objs = [(n, getattr(mod, n)) for n in getattr(mod, "__all__", [])]
+            subs = [n for n, o in objs if inspect.ismodule(o)]
+            consts = [n for n, o in objs if not inspect.ismodule(o) and not callable(o)]
+            lines.append(f"**`{name}`**" + (f" (submodules: {', '.join(f'`{n}`' for n in subs)})" if subs else ""))
+            lines.append("")
+            if consts:
+                lines.append("- constants: " + ", ".join(f"`{n}`" for n in consts))
+            lines += [_entry(n, o) for n, o in objs if callable(o) and not inspect.ismodule(o)]
+            lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 

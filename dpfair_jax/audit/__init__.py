@@ -3,7 +3,8 @@
 * :mod:`~dpfair_jax.audit.lower_bounds`: epsilon lower bounds from attack outcomes
   (Clopper-Pearson, threshold selection by split or Bonferroni, one-run auditing of Steinke,
   Nasr and Jagielski 2023).
-* :mod:`~dpfair_jax.audit.games`: distinguishing games as one compiled program and audit rows.
+* :mod:`~dpfair_jax.audit.games`: distinguishing games as one compiled program and audit rows;
+  the game protocol typed (:class:`AuditGame`, :class:`GameModule`, :class:`GameBuilder`).
 * :mod:`~dpfair_jax.audit.sum_audits`: Gaussian and Laplace mechanisms on a clipped sum with a
   canary, with planted bugs that the audits must catch.
 * :mod:`~dpfair_jax.audit.fit_spend`: :class:`FitSpendGame`, a game on an algorithm's public
@@ -23,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from dpfair_jax.audit.fit_spend import FitSpendGame, plant
-from dpfair_jax.audit.games import AUDIT_COLUMNS, GameResult, audit_mechanism, run_game
+from dpfair_jax.audit.games import (
+    AUDIT_COLUMNS,
+    AuditGame,
+    GameBuilder,
+    GameModule,
+    GameResult,
+    audit_mechanism,
+    run_game,
+)
 from dpfair_jax.audit.lower_bounds import (
     ScoreBound,
     clopper_pearson,
@@ -44,10 +53,13 @@ from dpfair_jax.audit.sum_audits import BUGS, audit_clipped_sum, audit_suite, cl
 
 __all__ = [
     "AUDIT_COLUMNS",
+    "AuditGame",
     "BUGS",
     "FAMILIES",
     "FAMILY_BUGS",
     "FitSpendGame",
+    "GameBuilder",
+    "GameModule",
     "GameResult",
     "ScoreBound",
     "audit_clipped_sum",

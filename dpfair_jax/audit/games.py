@@ -6,13 +6,20 @@ worlds are one jitted program: ``vmap`` over the two worlds inside each trial, a
 evaluated by :func:`dpfair_jax.montecarlo.run_trials` (``vmap`` over trial keys, chunked with
 ``lax.map(batch_size=)``, sharded over a mesh if given). The statistics then go to
 :mod:`dpfair_jax.audit.lower_bounds` on the host.
+
+The protocol, typed: a game module (:class:`GameModule`, one per paper's algorithms, registered in
+:mod:`dpfair_jax.audit.mechanism_audits`) offers one :class:`GameBuilder` per family; a builder
+returns ``(mechanism_fn, info)``, read as an :class:`AuditGame` (the mechanism on the two
+neighbouring data sets and the claim it is audited against).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -21,8 +28,15 @@ import numpy as np
 from dpfair_jax import _validation as V
 from dpfair_jax import montecarlo
 from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_scores
+from dpfair_jax.privacy import relations as R
 
-__all__ = ["GameResult", "run_game", "audit_mechanism", "check_family_bug", "AUDIT_COLUMNS"]
+__all__ = ["AuditGame", "GameBuilder", "GameModule", "MechanismFn", "GameResult", "run_game", "audit_mechanism",
+           "check_family_bug", "AUDIT_COLUMNS"]
+
+MechanismFn = Callable[[jax.Array, jax.Array], jax.Array]
+"""``mechanism_fn(key, dataset_flag) -> scalar statistic``: one run of the mechanism on ``D0``
+(``flag = 0``, without the canary) or ``D1`` (``flag = 1``, with it), selected with array
+operations on the traced flag; a higher statistic means "canary in"."""
 
 AUDIT_COLUMNS = (
     "mechanism",
@@ -34,6 +48,71 @@ AUDIT_COLUMNS = (
     "trials",
     "passed",
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditGame:
+    """A distinguishing game as a builder returns it: the mechanism and the claim it is audited against.
+
+    ``mechanism_fn``: :data:`MechanismFn` (the neighbouring pair ``D0``/``D1`` lives inside it);
+    ``claimed_epsilon`` / ``delta``: the claim (for an algorithm, its ``spend`` at the nominal
+    arguments; a planted bug changes the run, never the claim); ``relation``: the neighbouring
+    relation the pair encodes (``privacy.relations``); ``bound``: the name of the parametric bound
+    the game module's ``parametric_bound`` computes, or ``None`` for the Clopper-Pearson threshold
+    bound (:func:`~dpfair_jax.audit.lower_bounds.epsilon_lower_bound_from_scores`); ``info``:
+    the builder's whole ``info`` dict (what ``parametric_bound`` reads).
+    """
+
+    mechanism_fn: MechanismFn
+    claimed_epsilon: float
+    delta: float
+    relation: str
+    bound: str | None = None
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not callable(self.mechanism_fn):
+            raise ValueError("mechanism_fn must be callable as mechanism_fn(key, dataset_flag).")
+        if not (math.isfinite(self.claimed_epsilon) and self.claimed_epsilon > 0):
+            raise ValueError(f"claimed_epsilon must be finite and > 0, got {self.claimed_epsilon!r}.")
+        if not 0.0 <= self.delta < 1.0:
+            raise ValueError(f"delta must lie in [0, 1), got {self.delta!r}.")
+        R.as_relation(self.relation)
+        if self.bound is not None and not (isinstance(self.bound, str) and self.bound):
+            raise ValueError(f"bound must be None or a parametric bound's name, got {self.bound!r}.")
+
+    @classmethod
+    def from_built(cls, built: tuple[MechanismFn, Mapping[str, Any]]) -> AuditGame:
+        """The game of a builder's ``(mechanism_fn, info)``; ``info`` must name ``claimed_epsilon``,
+        ``delta`` and ``relation`` (and may name ``bound``)."""
+        fn, info = built
+        missing = {"claimed_epsilon", "delta", "relation"} - set(info)
+        if missing:
+            raise ValueError(f"a game's info must name {sorted(missing)}.")
+        return cls(fn, float(info["claimed_epsilon"]), float(info["delta"]), info["relation"],
+                   info.get("bound"), dict(info))
+
+
+class GameBuilder(Protocol):
+    """``builder(*, bug=None, **kwargs) -> (mechanism_fn, info)``: one family's game, bug-free or with
+    a planted ``bug`` of the module's ``FAMILY_BUGS[family]`` (:meth:`AuditGame.from_built` reads it)."""
+
+    def __call__(self, *, bug: str | None = None, **kwargs: Any) -> tuple[MechanismFn, dict[str, Any]]: ...
+
+
+@runtime_checkable
+class GameModule(Protocol):
+    """What a game module registers, keyed by family name (the same keys in every mapping):
+    ``FAMILY_BUGS`` (planted bugs), ``SUITE_TRIALS`` (``{"quick": {family: trials per world},
+    "full": {...}}``), ``BUILDERS`` (:class:`GameBuilder`) and ``ALGORITHMS`` (the audited module
+    of ``dpfair_jax.algorithms``, ``None`` for a privacy primitive). A module with a family whose
+    ``info`` names a ``bound`` also offers ``parametric_bound(info, with_canary, without,
+    confidence)`` (:mod:`dpfair_jax.audit.parametric`)."""
+
+    FAMILY_BUGS: Mapping[str, tuple[str, ...]]
+    SUITE_TRIALS: Mapping[str, Mapping[str, int]]
+    BUILDERS: Mapping[str, GameBuilder]
+    ALGORITHMS: Mapping[str, str | None]
 
 
 def check_family_bug(family_bugs: dict[str, tuple[str, ...]], family: str, bug: str | None) -> None:
@@ -62,7 +141,7 @@ def _trial_fn(mechanism_fn: Callable[[jax.Array, jax.Array], jax.Array]) -> Call
 
 
 def run_game(
-    mechanism_fn: Callable[[jax.Array, jax.Array], jax.Array],
+    mechanism_fn: MechanismFn,
     key: jax.Array,
     num_trials: int,
     *,
@@ -85,7 +164,7 @@ def run_game(
 
 
 def audit_mechanism(
-    mechanism_fn: Callable[[jax.Array, jax.Array], jax.Array],
+    mechanism_fn: MechanismFn,
     key: jax.Array,
     *,
     mechanism: str,

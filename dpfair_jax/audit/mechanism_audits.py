@@ -28,11 +28,12 @@ The scenarios (data pair, statistic, hparams) live in one module per paper's alg
   ``synthesis`` (papers 004 and 003);
 * :mod:`~dpfair_jax.audit.primitive_games`: ``group_weighted`` (a privacy primitive).
 
-Every module exports ``FAMILY_BUGS`` (planted bugs per family), ``SUITE_TRIALS`` (quick and full
-trials per world), ``BUILDERS`` (``builder(*, bug=None, **kw) -> (mechanism_fn(key, flag) ->
-scalar, info)``, ``info`` with ``claimed_epsilon``, ``delta``, ``relation``) and ``ALGORITHMS``
-(the algorithm module each family audits, ``None`` for a primitive). A family whose statistic has
-a known Gaussian law names its bound in ``info["bound"]`` and its module offers
+Every module is a :class:`~dpfair_jax.audit.games.GameModule`: it exports ``FAMILY_BUGS`` (planted
+bugs per family), ``SUITE_TRIALS`` (quick and full trials per world), ``BUILDERS`` (``builder(*,
+bug=None, **kw) -> (mechanism_fn(key, flag) -> scalar, info)``, ``info`` with ``claimed_epsilon``,
+``delta``, ``relation``; :func:`game` reads it as an :class:`~dpfair_jax.audit.games.AuditGame`)
+and ``ALGORITHMS`` (the algorithm module each family audits, ``None`` for a primitive). A family
+whose statistic has a known Gaussian law names its bound in ``info["bound"]`` and its module offers
 ``parametric_bound(info, with_canary, without, confidence)`` (:mod:`~dpfair_jax.audit.parametric`);
 the others use Clopper-Pearson threshold bounds
 (:func:`~dpfair_jax.audit.lower_bounds.epsilon_lower_bound_from_scores`).
@@ -66,7 +67,7 @@ from dpfair_jax.audit import (
     sgda_games,
     synthesis_games,
 )
-from dpfair_jax.audit.games import audit_mechanism, check_family_bug
+from dpfair_jax.audit.games import AuditGame, GameModule, audit_mechanism, check_family_bug
 
 __all__ = [
     "ALGORITHM_GAMES",
@@ -77,14 +78,15 @@ __all__ = [
     "FAMILY_MODULES",
     "SUITE_TRIALS",
     "build",
+    "game",
     "audit_family",
     "audit_family_variants",
     "mechanism_audit_suite",
 ]
 
-_MODULES = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games, reductions_games,
-            pfld_games, sgda_games, synthesis_games, primitive_games)
-FAMILY_MODULES: dict[str, Any] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
+_MODULES: tuple[GameModule, ...] = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games,
+                                    reductions_games, pfld_games, sgda_games, synthesis_games, primitive_games)
+FAMILY_MODULES: dict[str, GameModule] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
 # algorithms of dpfair_jax.algorithms.__all__ without a game here, each with a one-line reason
 NO_GAME: dict[str, str] = {}
 ALGORITHM_GAMES: dict[str, tuple[str, ...]] = {
@@ -110,6 +112,11 @@ def build(family: str, bug: str | None = None, **kwargs: Any):
     return FAMILY_MODULES[family].BUILDERS[family](bug=bug, **kwargs)
 
 
+def game(family: str, bug: str | None = None, **kwargs: Any) -> AuditGame:
+    """One family's game (:func:`build`) as an :class:`~dpfair_jax.audit.games.AuditGame`."""
+    return AuditGame.from_built(build(family, bug, **kwargs))
+
+
 def _variants_trial(fns: tuple) -> Callable[[jax.Array], jax.Array]:
     """One trial of every variant and both worlds: ``[num_variants, 2]`` statistics."""
 
@@ -122,15 +129,15 @@ def _variants_trial(fns: tuple) -> Callable[[jax.Array], jax.Array]:
     return trial
 
 
-def _bound(family: str, info: dict[str, Any], with_canary: np.ndarray, without: np.ndarray,
+def _bound(family: str, g: AuditGame, with_canary: np.ndarray, without: np.ndarray,
            confidence: float) -> tuple[float, float, str]:
     """``(lower bound, threshold, selection)`` for one variant's statistics."""
     from dpfair_jax.audit.lower_bounds import epsilon_lower_bound_from_scores
 
-    if "bound" in info:
-        b = FAMILY_MODULES[family].parametric_bound(info, with_canary, without, confidence)
+    if g.bound is not None:
+        b = FAMILY_MODULES[family].parametric_bound(g.info, with_canary, without, confidence)
         return float(b.epsilon_lower_bound), float(b.mu_low), b.selection
-    b = epsilon_lower_bound_from_scores(with_canary, without, info["delta"], confidence)
+    b = epsilon_lower_bound_from_scores(with_canary, without, g.info["delta"], confidence)
     return float(b.epsilon_lower_bound), float(b.threshold), b.selection
 
 
@@ -165,20 +172,20 @@ def audit_family_variants(
     c = V.as_float("confidence", confidence)
     if not 0.0 < c < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}.")
-    built = [build(family, b, **mechanism_kwargs) for b in bugs]
-    trial = _variants_trial(tuple(fn for fn, _ in built))
+    games = [game(family, b, **mechanism_kwargs) for b in bugs]
+    trial = _variants_trial(tuple(g.mechanism_fn for g in games))
     chunk = min(chunk_size, num_trials) if chunk_size else None
     out = np.asarray(montecarlo.run_trials(trial, key, num_trials, chunk_size=chunk, mesh=mesh),
                      dtype=np.float64)  # [T, V, 2]
     rows = []
-    for j, (b, (_, info)) in enumerate(zip(bugs, built)):
-        lb, thr, sel = _bound(family, info, out[:, j, 1], out[:, j, 0], c)
-        eps = float(info["claimed_epsilon"])
+    for j, (b, g) in enumerate(zip(bugs, games)):
+        lb, thr, sel = _bound(family, g, out[:, j, 1], out[:, j, 0], c)
+        eps = g.claimed_epsilon
         rows.append({
             "mechanism": family, "planted_bug": b or "none", "claimed_epsilon": eps,
-            "delta": float(info["delta"]), "epsilon_lower_bound": lb, "confidence": c,
+            "delta": g.delta, "epsilon_lower_bound": lb, "confidence": c,
             "trials": num_trials, "passed": bool(lb > eps if b else lb <= eps),
-            "threshold": thr, "selection": sel, "relation": info["relation"],
+            "threshold": thr, "selection": sel, "relation": g.relation,
         })
     return rows
 
@@ -198,16 +205,16 @@ def audit_family(
     V.check_choice("family", family, FAMILIES)
     _check_bug(family, bug)
     num_trials = V.check_int("num_trials", num_trials, minimum=4)
-    fn, info = build(family, bug, **mechanism_kwargs)
-    if "bound" in info:
+    g = game(family, bug, **mechanism_kwargs)
+    if g.bound is not None:
         return audit_family_variants(key, family, (bug,), num_trials=num_trials, confidence=confidence,
                                      chunk_size=chunk_size, **mechanism_kwargs)[0]
     row = audit_mechanism(
-        fn, key, mechanism=family, claimed_epsilon=info["claimed_epsilon"], delta=info["delta"],
+        g.mechanism_fn, key, mechanism=family, claimed_epsilon=g.claimed_epsilon, delta=g.delta,
         num_trials=num_trials, planted_bug=bug, confidence=confidence,
         chunk_size=min(chunk_size, num_trials) if chunk_size else None,
     )
-    row["relation"] = info["relation"]
+    row["relation"] = g.relation
     return row
 
 
