@@ -60,12 +60,12 @@ def test_registry_covers_every_family_with_builders_bugs_and_sizes():
 
 
 def test_every_algorithm_has_a_game_or_a_reason():
-    """The registry is keyed by dpfair_jax.algorithms.__all__: each algorithm has at least one
+    """The registry is keyed by dpfair_jax.algorithms.ALGORITHMS: each algorithm has at least one
     family (a FitSpendGame on its fit/spend) or a one-line reason in NO_GAME, never both; every
     family audits an algorithm or is a listed privacy primitive."""
     from dpfair_jax import algorithms
 
-    assert set(MA.ALGORITHM_GAMES) | set(MA.NO_GAME) == set(algorithms.__all__)
+    assert set(MA.ALGORITHM_GAMES) | set(MA.NO_GAME) == set(algorithms.ALGORITHMS)
     assert not set(MA.ALGORITHM_GAMES) & set(MA.NO_GAME)
     for alg, fams in MA.ALGORITHM_GAMES.items():
         assert fams, alg

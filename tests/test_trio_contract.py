@@ -25,7 +25,7 @@ from dpfair_jax.privacy.accounting import PrivacySpend
 
 from _trio_cases import CASES
 
-MODULES = [name for name in A.__all__ if inspect.ismodule(getattr(A, name))]
+MODULES = list(A.ALGORITHMS)
 LEGACY = ("train", "privacy", "calibrate_noise", "synthesis_privacy", "gaussian_privacy", "laplace_privacy",
           "stratified_privacy")
 

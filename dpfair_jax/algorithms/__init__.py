@@ -42,9 +42,8 @@ from . import (  # noqa: F401
     synthesis,
 )
 
-__all__ = [
-    "FitResult",
-    "hparams_pytree",
+#: the algorithm modules (each offers the trio)
+ALGORITHMS: tuple[str, ...] = (
     "budget_tailoring",
     "dpsgd",
     "fermi",
@@ -56,4 +55,6 @@ __all__ = [
     "reductions",
     "sgda",
     "synthesis",
-]
+)
+
+__all__ = ["ALGORITHMS", "FitResult", "hparams_pytree", *ALGORITHMS]

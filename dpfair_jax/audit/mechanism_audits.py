@@ -4,7 +4,7 @@ Every game is a :class:`~dpfair_jax.audit.fit_spend.FitSpendGame`: the mechanism
 algorithm's ``fit(key, data, hparams, config)`` on its default configuration and the claim is its
 ``spend(config, sizes, hparams)``; a planted bug changes what ``fit`` runs with, never the claim
 (or, for an earlier record, is a claim-side variant). The registry is keyed by algorithm module
-(:data:`ALGORITHM_GAMES`, one entry per name of ``dpfair_jax.algorithms.__all__``); an algorithm
+(:data:`ALGORITHM_GAMES`, one entry per name of ``dpfair_jax.algorithms.ALGORITHMS``); an algorithm
 without a game is listed in :data:`NO_GAME` with the reason. Games of privacy primitives that no
 algorithm wraps (group-weighted aggregation) live in :mod:`~dpfair_jax.audit.primitive_games`,
 beside :mod:`~dpfair_jax.audit.sum_audits`, and are listed in :data:`PRIMITIVE_FAMILIES`.
@@ -87,11 +87,11 @@ __all__ = [
 _MODULES: tuple[GameModule, ...] = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games,
                                     reductions_games, pfld_games, sgda_games, synthesis_games, primitive_games)
 FAMILY_MODULES: dict[str, GameModule] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
-# algorithms of dpfair_jax.algorithms.__all__ without a game here, each with a one-line reason
+# algorithms of dpfair_jax.algorithms.ALGORITHMS without a game here, each with a one-line reason
 NO_GAME: dict[str, str] = {}
 ALGORITHM_GAMES: dict[str, tuple[str, ...]] = {
     alg: tuple(f for f, mod in FAMILY_MODULES.items() if mod.ALGORITHMS[f] == alg)
-    for alg in _algorithms.__all__ if alg not in NO_GAME
+    for alg in _algorithms.ALGORITHMS if alg not in NO_GAME
 }
 PRIMITIVE_FAMILIES: tuple[str, ...] = tuple(f for f, mod in FAMILY_MODULES.items() if mod.ALGORITHMS[f] is None)
 FAMILY_BUGS: dict[str, tuple[str, ...]] = {fam: tuple(mod.FAMILY_BUGS[fam]) for fam, mod in FAMILY_MODULES.items()}
