@@ -166,3 +166,15 @@ def test_every_study_config_satisfies_its_constraints():
         for size in exp.configs:
             config = registry.resolve_config(exp, size)
             registry.check_config(exp, config, prefix=f"{exp.name} ({size}) ")
+
+
+def test_parkinsons_csv_variable_naming_no_file_fails_the_run(tmp_path, capsys, monkeypatch):
+    """Absent-by-default data skips with a reason; a ``$DPFAIR_PARKINSONS_CSV`` that names no file is
+    the user's mistake: the run fails (exit 1) with an error naming the variable and the path."""
+    from dpfair_jax.data import tabular
+
+    monkeypatch.undo()
+    monkeypatch.setenv(tabular.PARKINSONS_ENV, "/no/such/parkinsons_updrs.data")
+    assert cli.main(["run", "fermi_parkinsons_dp", "--quick", "--out", str(tmp_path)]) == 1
+    line = _error_line(capsys)
+    assert "$DPFAIR_PARKINSONS_CSV='/no/such/parkinsons_updrs.data' names no file" in line, line
