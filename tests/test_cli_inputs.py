@@ -73,6 +73,7 @@ def test_bad_set_value_exits_2_naming_the_key(name, item, fragments, tmp_path, c
 
 
 @pytest.mark.parametrize("item", ["replicates=-3", "pilot_replicates=1", "epochs=0", "lr_grid=[-0.1]",
+                                  "runs_mean=0.5", "fermi_radius_grid=[0.0]",
                                   "path=\"/no/such/file.csv\""])
 def test_range_checked_before_any_data_loads(item, tmp_path, capsys, monkeypatch):
     """The range check comes before the data loader and the run: the loaders are replaced by ones
@@ -151,7 +152,7 @@ def test_defaults_by_key_name_and_declared_constraints():
     ("exact_epsilon_range", "a number > 0 (inf allowed)"), ("penalty_clip_norm", "a number > 0 (inf allowed)"),
     ("stats_bound_x", "a number > 0"), ("level", "a number in (0, 1)"), ("rho_split", "a number in (0, 1)"),
     ("max_last_interval_share", "a number in [0, 1]"), ("noise_var", "a number >= 0"),
-    ("converge_tol", "a number > 0"),
+    ("converge_tol", "a number > 0"), ("runs_mean", "a number >= 1"), ("runs_shape", "a number >= 0 (inf allowed)"),
 ])
 def test_default_constraint_names(key, rule):
     assert registry.default_constraint(key).describe() == rule

@@ -86,7 +86,7 @@ _COUNT_TOKENS = frozenset({
 #: Tokens of learning rates and other positive scales.
 _POSITIVE_TOKENS = frozenset({
     "lr", "rate", "radius", "sigma", "sigmas", "sd", "sds", "std", "temperature", "eta", "reg", "smoothing",
-    "bound", "alpha", "alphas", "ratios", "ratio", "scale", "r", "tol", "box", "shape",
+    "bound", "alpha", "alphas", "ratios", "ratio", "scale", "r", "tol", "box",
 })
 #: Tokens of privacy budgets: > 0, infinity (no privacy) allowed.
 _BUDGET_TOKENS = frozenset({"epsilon", "epsilons", "eps", "rho", "rhos"})
@@ -108,7 +108,8 @@ def default_constraint(key: str) -> Constraint | None:
     ``learning_rate``), radii, standard deviations, temperatures: > 0; ``epsilon(s)``/``rho(s)``:
     > 0 with infinity allowed; clip norms (``clip*``): > 0 with infinity allowed; ``lams``,
     slacks, ``gamma(s)``, noise multipliers and variances: >= 0; replicates, repeats, bootstrap
-    draws, grid points: whole numbers > 0; tolerances, boxes, shapes: > 0; a confidence ``level``
+    draws, grid points: whole numbers > 0; tolerances, boxes: > 0; ``runs_mean`` (the mean number of
+    tuning runs): >= 1, ``runs_shape``: >= 0, infinity allowed; a confidence ``level``
     and a ``*split``: in (0, 1); ``*share``: in [0, 1]; ``*_grid``/``*_range``: the stem's
     constraint (``lr_w_grid`` as ``lr_w``); keys naming an epsilon, a clip, a learning rate, a
     radius or a bound anywhere (``penalty_clip_norm``, ``stats_bound_x``): as those.
@@ -140,6 +141,8 @@ def default_constraint(key: str) -> Constraint | None:
         return _nonnegative()
     if last == "rows":  # row limits: 0 (or None) keeps every row
         return _nonnegative(integer=True)
+    if tokens[0] == "runs" and last in ("mean", "shape"):  # the random-stopping law of the tuning runs
+        return Constraint(low=1) if last == "mean" else _nonnegative(allow_inf=True)
     if last in _OPEN_UNIT_TOKENS:
         return Constraint(0, 1, low_open=True, high_open=True)
     if last == "share":
