@@ -179,3 +179,20 @@ def test_parkinsons_csv_variable_naming_no_file_fails_the_run(tmp_path, capsys, 
     assert cli.main(["run", "fermi_parkinsons_dp", "--quick", "--out", str(tmp_path)]) == 1
     line = _error_line(capsys)
     assert "$DPFAIR_PARKINSONS_CSV='/no/such/parkinsons_updrs.data' names no file" in line, line
+
+
+def test_run_experiment_range_checks_before_loading(tmp_path, monkeypatch):
+    """The programmatic path checks the overrides first too: no loader call, no run folder."""
+    from dpfair_jax.data import tabular
+
+    monkeypatch.undo()
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("data loaded before the config was range-checked")
+
+    monkeypatch.setattr(tabular, "load", loaded)
+    registry.discover()
+    with pytest.raises(ValueError, match=r"--set replicates=-3: replicates must be a whole number > 0, got -3"):
+        context.run_experiment(registry.get("fermi_adult_dp"), size="quick", overrides={"replicates": -3},
+                               root=tmp_path)
+    assert not (tmp_path / "runs").exists()

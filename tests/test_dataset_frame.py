@@ -204,3 +204,15 @@ def test_encoder_public_categories_groups_and_scale():
         FrameEncoder.fit(train, target="income", group="sex", scale={"age": (0.0, 0.0)})
     with pytest.raises(ValueError, match="not features"):
         FrameEncoder.fit(train, target="income", group="sex", categories={"height": ["a"]})
+
+
+def test_encoder_matches_numeric_groups_across_dtypes():
+    """Groups fitted on an integer column are found in a test frame that stores them as floats."""
+    from dpfair_jax.data import FrameEncoder
+
+    train = pd.DataFrame({"x": np.arange(8.0), "g": [0, 1] * 4, "y": [0, 1, 1, 0] * 2})
+    enc = FrameEncoder.fit(train, target="y", group="g")
+    test = train.assign(g=train["g"].astype(float)[::-1].to_numpy())
+    np.testing.assert_array_equal(np.asarray(enc.transform(test).s), test["g"].to_numpy().astype(int))
+    with pytest.raises(ValueError, match=r"group column 'g' has value\(s\) \['2.0'\]"):
+        enc.transform(train.assign(g=2.0), min_group_size=0)

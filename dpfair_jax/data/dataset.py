@@ -364,10 +364,13 @@ def _check_missing(frame, columns) -> None:
 
 
 def _lookup(values, table: tuple, what: str) -> np.ndarray:
-    """Index of each value in ``table`` (matched as strings); an unseen value is an error."""
-    keys = np.asarray([str(u) for u in table], dtype=object)
+    """Index of each value in ``table`` (numbers matched as numbers, e.g. ``1`` and ``1.0``, other
+    values as strings); an unseen value is an error."""
+    numeric = _is_numeric(values) and all(isinstance(u, (int, float, np.number)) for u in table)
+    as_key = (lambda u: repr(float(u))) if numeric else str
+    keys = np.asarray([as_key(u) for u in table], dtype=object)
     order = np.argsort(keys)
-    text = values.astype(str).to_numpy(dtype=object)
+    text = np.asarray([as_key(u) for u in values.to_numpy()], dtype=object)
     pos = np.clip(np.searchsorted(keys[order], text), 0, len(keys) - 1)
     found = keys[order][pos] == text
     if not np.all(found):
