@@ -160,8 +160,8 @@ def _value_names(values: list) -> tuple[str, ...]:
 
 
 def _category_limit(n: int, max_categories: int, max_category_fraction: float) -> int:
-    """Most distinct values a one-hot encoded column may have: ``max_categories``, and for frames
-    of more than 20 rows at most ``max_category_fraction`` of the rows (ID-like columns)."""
+    """Most distinct values a one-hot encoded column may have: ``max_categories``, and at most
+    ``max(10, max_category_fraction * n)`` (ID-like columns; small frames keep 10)."""
     return min(int(max_categories), max(10, int(max_category_fraction * n)))
 
 
@@ -181,8 +181,8 @@ class FrameEncoder:
 
     Column checks in ``fit`` (errors name the column and the fix):
 
-    - a non-numeric feature with more distinct values than ``max_categories`` (default 50) or, on
-      frames of more than 20 rows, than ``max_category_fraction`` (0.5) of the rows is refused: an
+    - a non-numeric feature with more distinct values than ``max_categories`` (default 50) or than
+      ``max(10, max_category_fraction * rows)`` (fraction 0.5) is refused: an
       ID column (1828 distinct strings in 1830 rows) would become 1828 one-hot columns. Drop it
       (``features=[...]``), bin or merge its rare values, or list it in ``high_cardinality`` to
       encode it anyway.
