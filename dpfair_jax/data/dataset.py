@@ -281,7 +281,8 @@ class FrameEncoder:
                             f"(limit {limit}: max_categories={max_categories}, "
                             f"max_category_fraction={max_category_fraction}); one-hot encoding would add "
                             f"{k} columns. Drop it (features=[...] without it), bin or merge its rare "
-                            f"values, or pass high_cardinality=[{col!r}] to encode it anyway.")
+                            f"values, or pass high_cardinality=[{col!r}] to dataset_from_frame or "
+                            "FrameEncoder.fit to encode it anyway.")
                     cats[col] = tuple(_sorted_values(values.astype(str)))
                 names.extend(f"{col}={c}" for c in cats[col])
                 continue
@@ -396,7 +397,8 @@ def _group_values(values, col: str, groups: list | None, max_groups: int) -> lis
     if k > max_groups:
         raise ValueError(
             f"group column {col!r} has {k} distinct values (max_groups={max_groups}); each would be a "
-            f"group. Merge rare values or bin it (pd.cut), or pass max_groups={k} to keep them all.")
+            f"group. Merge rare values or bin it (pd.cut), or pass max_groups={k} to dataset_from_frame or "
+            "FrameEncoder.fit to keep them all.")
     out = _sorted_values(values)
     if pd.api.types.is_float_dtype(values):
         out = [float(u) for u in out]
