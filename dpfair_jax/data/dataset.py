@@ -257,6 +257,7 @@ class FrameEncoder:
         if target in features or group in features:
             raise ValueError("the target and the group column must not be listed as features.")
         categories, scale = dict(categories or {}), dict(scale or {})
+        high_cardinality = (high_cardinality,) if isinstance(high_cardinality, str) else tuple(high_cardinality)
         for what, names in (("categories", categories), ("scale", scale), ("high_cardinality", high_cardinality)):
             stray = [c for c in names if c not in features]
             if stray:
