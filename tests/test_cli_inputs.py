@@ -56,6 +56,10 @@ CASES = [
     ("reductions_adult_eo", "fermi={\"epochs\": 0}", ["fermi.epochs must be a whole number > 0"]),
     ("lens_dpsgd", "path=\"/no/adult.csv\"", ["does not exist"]),
     ("lens_dpsgd", "noise_multiplier=-1", ["noise_multiplier must be a number >= 0"]),
+    ("fermi_adult_dp", "replicates=-3", ["--set replicates=-3", "replicates must be a whole number > 0, got -3"]),
+    ("fermi_parkinsons_dp", "replicates=0", ["replicates must be a whole number > 0"]),
+    ("fermi_adult_dp", "replicates=2.5", ["replicates must be a whole number"]),
+    ("fermi_parkinsons_dp", "path=\"/no/such/parkinsons.csv\"", ["path", "'/no/such/parkinsons.csv' does not exist"]),
 ]
 
 
@@ -65,6 +69,27 @@ def test_bad_set_value_exits_2_naming_the_key(name, item, fragments, tmp_path, c
     line = _error_line(capsys)
     for fragment in fragments:
         assert fragment in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("item", ["replicates=-3", "pilot_replicates=1", "epochs=0", "lr_grid=[-0.1]",
+                                  "runs_mean=0.5", "fermi_radius_grid=[0.0]",
+                                  "path=\"/no/such/file.csv\""])
+def test_range_checked_before_any_data_loads(item, tmp_path, capsys, monkeypatch):
+    """The range check comes before the data loader and the run: the loaders are replaced by ones
+    that fail the test, and ``run_experiment`` is left real (only the loaders guard it here)."""
+    from dpfair_jax.data import tabular
+
+    monkeypatch.undo()  # the real run_experiment: nothing but the range check may stop it
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("data loaded before the config was range-checked")
+
+    monkeypatch.setattr(tabular, "load", loaded)
+    monkeypatch.setattr(tabular, "load_frame", loaded)
+    assert cli.main(["run", "fermi_adult_dp", "--quick", "--set", item, "--out", str(tmp_path)]) == 2
+    line = _error_line(capsys)
+    assert f"--set {item.split('=')[0]}=" in line, line
     assert not (tmp_path / "runs").exists()
 
 
@@ -121,7 +146,13 @@ def test_defaults_by_key_name_and_declared_constraints():
     ("n_train", "a whole number > 0"), ("learning_rate", "a number > 0"), ("real_lr", "a number > 0"),
     ("thm1_min_epsilon", "a number > 0 (inf allowed)"), ("clip_norms", "a number > 0 (inf allowed)"),
     ("synth_delta", "a number in [0, 1)"), ("batch_frac", "a number in (0, 1]"), ("lams", "a number >= 0"),
-    ("split_seed", "a whole number >= 0"),
+    ("split_seed", "a whole number >= 0"), ("replicates", "a whole number > 0"),
+    ("exact_epsilon_points", "a whole number > 0"), ("bootstrap", "a whole number > 0"),
+    ("fermi_lr_w_grid", "a number > 0"), ("pfld_box_grid", "a number > 0"),
+    ("exact_epsilon_range", "a number > 0 (inf allowed)"), ("penalty_clip_norm", "a number > 0 (inf allowed)"),
+    ("stats_bound_x", "a number > 0"), ("level", "a number in (0, 1)"), ("rho_split", "a number in (0, 1)"),
+    ("max_last_interval_share", "a number in [0, 1]"), ("noise_var", "a number >= 0"),
+    ("converge_tol", "a number > 0"), ("runs_mean", "a number >= 1"), ("runs_shape", "a number >= 0 (inf allowed)"),
 ])
 def test_default_constraint_names(key, rule):
     assert registry.default_constraint(key).describe() == rule
@@ -136,3 +167,32 @@ def test_every_study_config_satisfies_its_constraints():
         for size in exp.configs:
             config = registry.resolve_config(exp, size)
             registry.check_config(exp, config, prefix=f"{exp.name} ({size}) ")
+
+
+def test_parkinsons_csv_variable_naming_no_file_fails_the_run(tmp_path, capsys, monkeypatch):
+    """Absent-by-default data skips with a reason; a ``$DPFAIR_PARKINSONS_CSV`` that names no file is
+    the user's mistake: the run fails (exit 1) with an error naming the variable and the path."""
+    from dpfair_jax.data import tabular
+
+    monkeypatch.undo()
+    monkeypatch.setenv(tabular.PARKINSONS_ENV, "/no/such/parkinsons_updrs.data")
+    assert cli.main(["run", "fermi_parkinsons_dp", "--quick", "--out", str(tmp_path)]) == 1
+    line = _error_line(capsys)
+    assert "$DPFAIR_PARKINSONS_CSV='/no/such/parkinsons_updrs.data' names no file" in line, line
+
+
+def test_run_experiment_range_checks_before_loading(tmp_path, monkeypatch):
+    """The programmatic path checks the overrides first too: no loader call, no run folder."""
+    from dpfair_jax.data import tabular
+
+    monkeypatch.undo()
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("data loaded before the config was range-checked")
+
+    monkeypatch.setattr(tabular, "load", loaded)
+    registry.discover()
+    with pytest.raises(ValueError, match=r"--set replicates=-3: replicates must be a whole number > 0, got -3"):
+        context.run_experiment(registry.get("fermi_adult_dp"), size="quick", overrides={"replicates": -3},
+                               root=tmp_path)
+    assert not (tmp_path / "runs").exists()

@@ -383,7 +383,10 @@ def test_keep_group_columns_describe_and_frame():
     (dict(name="adult", groups="gender"), ValueError, "groups for 'adult'.*'sex', 'race'"),
     (dict(name="credit", target="income"), ValueError, "target for 'credit'.*'default', 'limit_bal'"),
     (dict(name="parkinsons"), ValueError, "pass path="),
-    (dict(name="parkinsons", path="/nonexistent/parkinsons.csv"), FileNotFoundError, "point path="),
+    (dict(name="parkinsons", path="/nonexistent/parkinsons.csv"), FileNotFoundError,
+     "path='/nonexistent/parkinsons.csv' given for dataset 'parkinsons' does not exist"),
+    (dict(name="adult", path="/nonexistent/adult.csv"), FileNotFoundError, "'/nonexistent/adult.csv'.*does not exist"),
+    (dict(name="compas", path="/"), FileNotFoundError, "is a folder, not a file"),
     (dict(name="adult", test_size=1.5), ValueError, "test_size"),
     (dict(name="adult", standardize="robust"), ValueError, "standardize"),
 ])
@@ -450,5 +453,22 @@ def test_default_parkinsons_path(tmp_path, monkeypatch):
     assert tabular.default_parkinsons_path() is None
     monkeypatch.setenv(tabular.PARKINSONS_ENV, "")
     assert tabular.default_parkinsons_path() is None
+    csv = tmp_path / "parkinsons_updrs.csv"
+    csv.write_text("x\n")
+    monkeypatch.setenv(tabular.PARKINSONS_ENV, str(csv))
+    assert tabular.default_parkinsons_path() == str(csv)
+    # a variable that names no file is an error naming it, not absent data skipped with exit 0
     monkeypatch.setenv(tabular.PARKINSONS_ENV, "/somewhere/else.csv")
-    assert tabular.default_parkinsons_path() == "/somewhere/else.csv"
+    with pytest.raises(FileNotFoundError, match=r"\$DPFAIR_PARKINSONS_CSV='/somewhere/else.csv' names no file"):
+        tabular.default_parkinsons_path()
+
+
+@pytest.mark.parametrize("loader", ["load_frame", "adult_strata"])
+def test_every_loader_refuses_a_missing_path(loader):
+    """Every reader given a path that does not exist raises naming it (never skipped as absent)."""
+    from dpfair_jax.data import tabular
+
+    fn = getattr(tabular, loader)
+    args = ("parkinsons",) if loader == "load_frame" else ()
+    with pytest.raises(FileNotFoundError, match="'/no/such/file.csv'"):
+        fn(*args, path="/no/such/file.csv")

