@@ -255,6 +255,7 @@ def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
     v.check_shape("x", x, ndim=2)
     n = v.check_same_length(x=x, y=y)
     v.check_finite("x", x)
+    v.check_finite("y", y)
     if config.loss == "logistic":
         v.check_labels(y, 2)
     if not is_traced(hparams.radius):

@@ -221,6 +221,7 @@ def fit(key: Array, data: GridData, hparams: Any, config: Any) -> FitResult:
 
     Privacy: as :func:`spend` states, under replace-one for a public ``config.problem``.
     """
+    V.check_threefry_key(key)
     _check_config(config)
     n = _check_data(data, config)
     _check_hparams(hparams, config)
