@@ -39,7 +39,7 @@ from dpfair_jax.privacy.precision import full_precision
 from dpfair_jax.privacy.sampling import SamplingReport
 
 from .._trio import FitResult, hparams_pytree, is_traced
-from .cgoo import Algorithm2Budget, algorithm2_budget, algorithm2_ledger, private_cgoo
+from .cgoo import Algorithm2Budget, algorithm2_budget, algorithm2_ledger
 from .cgoo import _private_cgoo
 from .oracles import _exponential_sampling
 from .problem import CGOO, _check_loss_matrix, loss_sensitivity
