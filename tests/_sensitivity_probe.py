@@ -210,20 +210,6 @@ def install(monkeypatch, rec: Recorder) -> None:
                       return_probs=return_probs)
         return rec.emit(rel, out)
 
-    # an exponential mechanism that forms its logits itself (the private LOPT oracle): adapter
-    from dpfair_jax.algorithms.reductions import oracles as _orc
-
-    orig_lopt = _orc._lopt_em_logits
-
-    def lopt_em_logits(losses, weights, epsilon, loss_sens):
-        w = np.asarray(weights, np.float64)
-        score = np.asarray(losses, np.float64) @ (w / max(np.linalg.norm(w), 1e-30))
-        rel = Release("exponential_mechanism", _site(), score, np.asarray(epsilon, np.float64), "linf",
-                      sensitivity=np.asarray(loss_sens, np.float64), shape=score.shape)
-        return rec.emit(rel, orig_lopt(losses, weights, epsilon, loss_sens))
-
-    monkeypatch.setattr(_orc, "_lopt_em_logits", lopt_em_logits)
-
     def gaussian_noise(key, shape, std, dtype=jnp.float32):
         return NoiseProbe(rec, "gaussian_noise", _site(), shape, std, dtype, "l2")
 

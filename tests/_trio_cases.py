@@ -93,25 +93,53 @@ def case_mean_estimation() -> TrioCase:
 
 
 def case_output_perturbation() -> TrioCase:
-    raise NotImplementedError("output_perturbation: fill in with the trio")
+    from dpfair_jax.algorithms import output_perturbation as OP
+
+    from dpfair_jax.data.preprocessing import bound_row_norms
+
+    data = _two_group_logistic()
+    data = data.replace(x=bound_row_norms(data.x, 1.0))  # rows within the default public radius 1
+    config = OP.OutputPerturbationConfig(delta=DELTA)
+    return TrioCase("output_perturbation", data, config, data.n, (1.0, DELTA))
 
 
 
 
 def case_synthesis() -> TrioCase:
-    raise NotImplementedError("synthesis: fill in with the trio")
+    from dpfair_jax.algorithms import synthesis as SY
+
+    rng = np.random.default_rng(0)
+    domains = (2, 3, 2)
+    codes = np.stack([rng.integers(0, m, 40) for m in domains], 1).astype(np.int32)
+    s = np.repeat([0, 1], 20).astype(np.int32)
+    config = SY.SynthesisConfig(domains=domains, num_groups=2, delta=DELTA)
+    return TrioCase("synthesis", (codes, s), config, 40, (1.0, DELTA))
 
 
+
+
+def _grid(n: int = 50, m: int = 6, k: int = 2):
+    from dpfair_jax.algorithms import reductions as R
+
+    losses = np.random.default_rng(0).uniform(0.1, 0.6, size=(m, k)).astype(np.float32)
+    problem = R.CGOO(R.sum_objective(k), R.bounded_group_loss(np.full(k, 0.3)), k)
+    return R.GridData(losses, n), problem
 
 
 def case_reductions_sampling() -> TrioCase:
-    raise NotImplementedError("reductions (Algorithm 1): fill in with the trio")
+    from dpfair_jax.algorithms import reductions as R
+
+    data, problem = _grid()
+    return TrioCase("reductions", data, R.SamplingConfig(problem, delta=DELTA), data.n, (1.0, DELTA))
 
 
 
 
 def case_reductions_cgoo() -> TrioCase:
-    raise NotImplementedError("reductions (Algorithm 2): fill in with the trio")
+    from dpfair_jax.algorithms import reductions as R
+
+    data, problem = _grid()
+    return TrioCase("reductions", data, R.PrivateCGOOConfig(problem, steps=4, delta=DELTA), data.n, (2.0, DELTA))
 
 
 

@@ -109,9 +109,10 @@ def test_output_perturbation_does_not_read_the_group():
     y = (rng.uniform(size=8) < 0.5).astype(np.float32)
     s = np.arange(8) % 2
     hp = OP.OutputPerturbationHparams(noise_multiplier=1.0, reg=1.0, radius=2.0)
-    a = OP.fit(jax.random.key(3), make_dataset(x, y, s, num_groups=2), hp)
-    b = OP.fit(jax.random.key(3), make_dataset(x, y, 1 - s, num_groups=2), hp)
-    np.testing.assert_array_equal(np.asarray(a.theta), np.asarray(b.theta))
+    cfg = OP.OutputPerturbationConfig()
+    a = OP.fit(jax.random.key(3), make_dataset(x, y, s, num_groups=2), hp, cfg)
+    b = OP.fit(jax.random.key(3), make_dataset(x, y, 1 - s, num_groups=2), hp, cfg)
+    np.testing.assert_array_equal(np.asarray(a.params), np.asarray(b.params))
 
 
 def test_fermi_frequency_histogram_covers_a_group_change():
@@ -140,7 +141,7 @@ def test_trust_table_shows_the_relation_each_spend_records():
     spends = {
         "`synthesis` stratified": SY.spend(SY.SynthesisConfig(domains=(2, 3), num_groups=2), 10, SY.SynthesisHparams()),
         "`reductions` exponential": R.spend(R.SamplingConfig(problem), 10, R.SamplingHparams(G=1.0, epsilon=1.0)),
-        "`output_perturbation.fit`": OP.privacy(1.0, 1e-5),
+        "`output_perturbation.fit`": OP.spend(OP.OutputPerturbationConfig(), 10, OP.OutputPerturbationHparams()),
     }
     for entry, sp in spends.items():
         shown = _trust_relation(entry)

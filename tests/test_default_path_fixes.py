@@ -121,16 +121,17 @@ def test_output_perturbation_requires_public_radius_before_compute(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("fit computed before checking radius")
 
-    monkeypatch.setattr(OP, "minimize", boom)
-    for kw in ({}, {"radius": None}):
-        with pytest.raises(ValueError, match="public radius"):
-            OP.release_minimizer(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, **kw)
-    with pytest.raises(ValueError, match="radius"):
-        OP.release_minimizer(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, radius=0.0)
+    monkeypatch.setattr(OP, "_minimize_jit", boom)
+    cfg = OP.OutputPerturbationConfig()
+    # no radius, the default public radius 1 below the rows' norms, a zero radius: refused first
+    for hp in (OP.OutputPerturbationHparams(radius=None), OP.OutputPerturbationHparams(),
+               OP.OutputPerturbationHparams(radius=0.0)):
+        with pytest.raises(ValueError, match="radius"):
+            OP.fit(jax.random.key(0), (x, y), hp, cfg)
     monkeypatch.undo()
     r = float(np.linalg.norm(np.asarray(x), axis=1).max()) * 1.01
-    res = OP.release_minimizer(jax.random.key(0), (x, y), epsilon=1.0, delta=1e-5, radius=r)
-    assert res.sensitivity == pytest.approx(2 * math.sqrt(r**2 + 1) / 20, rel=1e-6)
+    res = OP.fit(jax.random.key(0), (x, y), OP.OutputPerturbationHparams(radius=r), cfg)
+    assert float(res.diagnostics["sensitivity"]) == pytest.approx(2 * math.sqrt(r**2 + 1) / 20, rel=1e-6)
 
 
 @pytest.mark.slow

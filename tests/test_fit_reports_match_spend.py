@@ -267,7 +267,7 @@ def _rows_synthesis() -> list[Row]:
     counted = "stratum_counts" in dict(res.report.releases)
     return [Row("one synthesizer fit", 1, res.report.steps),
             Row("noisy stratum counts run iff charged", counted, "no stratum counts released" not in spend.notes),
-            Row("counts returned iff released", counted, res.counts is not None)]
+            Row("counts returned iff released", counted, res.params.counts is not None)]
 
 
 def _rows_reductions() -> list[Row]:

@@ -146,9 +146,12 @@ def test_fermi_noisy_frequencies_histogram_scale(unit, factor):
 # output perturbation (paper 001)
 # ------------------------------------------------------------------------------------------------
 def test_output_perturbation_perturb_scale():
-    """``perturb(key, 0, std)`` is ``N(0, std^2 I)``: 400 keys x 50 coordinates, std traced."""
-    f = jax.jit(jax.vmap(lambda k, sd: OP.perturb(k, jnp.zeros(50), sd), in_axes=(0, None)))
-    _std_within(f(_keys(3, 400), 0.7), 0.7)
+    """``gaussian_release(key, 0, sens, z)`` (the release of output perturbation's fit) is
+    ``N(0, (z sens)^2 I)``: 400 keys x 50 coordinates, the multiplier traced."""
+    from dpfair_jax.privacy.release_noise import gaussian_release
+
+    f = jax.jit(jax.vmap(lambda k, z: gaussian_release(k, jnp.zeros(50), 0.35, z)[0], in_axes=(0, None)))
+    _std_within(f(_keys(3, 400), 2.0), 0.7)
 
 
 def _balle_wang_sigma(eps: float, delta: float, sens: float) -> float:
@@ -172,10 +175,12 @@ def test_output_perturbation_fit_noise_by_hand():
     y = (rng.random(n) < 0.5).astype(np.int32)
     want = _balle_wang_sigma(eps, delta, 2.0 * math.sqrt(R_**2 + 1.0) / (n * reg))
     noise = []
+    cfg = OP.OutputPerturbationConfig(iters=10, delta=delta)
+    hp = OP.calibrate(cfg, n, (eps, delta), hparams=OP.OutputPerturbationHparams(reg=reg, radius=R_))
     for i in range(3):
-        res = OP.release_minimizer(jax.random.key(10 + i), (x, y), epsilon=eps, delta=delta, reg=reg, radius=R_, iters=10)
-        assert float(res.std) == pytest.approx(want, rel=1e-6)
-        noise.append(np.asarray(res.theta, np.float64) - np.asarray(res.theta_star, np.float64))
+        res = OP.fit(jax.random.key(10 + i), (x, y), hp, cfg)
+        assert float(res.diagnostics["std"]) == pytest.approx(want, rel=1e-6)
+        noise.append(np.asarray(res.params, np.float64) - np.asarray(res.diagnostics["theta_star"], np.float64))
     _std_within(np.concatenate(noise), want)
 
 

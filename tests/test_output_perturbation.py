@@ -59,13 +59,17 @@ def test_sensitivity_bounds_replace_one(data, loss):
 
 
 def test_fit_calibrates_analytic_gaussian(data):
-    res = OP.release_minimizer(jax.random.key(1), data, epsilon=1.0, delta=1e-5, reg=1.0, radius=2.0)
+    cfg = OP.OutputPerturbationConfig(delta=1e-5)
+    hp = OP.calibrate(cfg, data.n, (1.0, 1e-5), hparams=OP.OutputPerturbationHparams(reg=1.0, radius=2.0))
+    res = OP.fit(jax.random.key(1), data, hp, cfg)
     sens = 2 * np.sqrt(2.0 ** 2 + 1) / (data.n * 1.0)
-    assert res.sensitivity == pytest.approx(sens)
-    assert res.std == pytest.approx(accounting.analytic_gaussian_sigma(1.0, 1e-5, sens))
-    assert res.spend.relation == "replace_one" and res.spend.epsilon == 1.0
+    assert float(res.diagnostics["sensitivity"]) == pytest.approx(sens)
+    assert float(res.diagnostics["std"]) == pytest.approx(accounting.analytic_gaussian_sigma(1.0, 1e-5, sens),
+                                                          rel=1e-6)
+    assert res.spend.relation == "replace_one" and res.spend.epsilon == pytest.approx(1.0, rel=1e-9)
+    assert res.spend.epsilon <= 1.0
     # the noise is theta - theta*, with the right scale (chi-square bound on ||psi||^2 / std^2)
-    psi = np.asarray(res.theta - res.theta_star) / res.std
+    psi = np.asarray(res.params - res.diagnostics["theta_star"]) / float(res.diagnostics["std"])
     assert psi.shape == (5,) and np.sum(psi ** 2) < 30
 
 
@@ -128,16 +132,18 @@ def test_antithetic_and_plain_agree(data):
 
 
 def test_validation(data):
+    cfg = OP.OutputPerturbationConfig()
     with pytest.raises(ValueError, match="radius"):
-        OP.release_minimizer(jax.random.key(0), data, epsilon=1.0, delta=1e-5, radius=0.1)
+        OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(radius=0.1), cfg)
     with pytest.raises(ValueError, match="epsilon"):
-        OP.release_minimizer(jax.random.key(0), data, epsilon=0.0, delta=1e-5, radius=2.0)
+        OP.calibrate(cfg, data.n, (0.0, cfg.delta))
     with pytest.raises(ValueError, match="loss"):
         OP.minimize(data.x, data.y, loss="hinge")
     with pytest.raises(ValueError, match="Dataset"):
         OP.excessive_risk_mc(jax.random.key(0), jnp.zeros(5), 0.1, (data.x, data.y))
     with pytest.raises(ValueError, match="label_bound"):
-        OP.release_minimizer(jax.random.key(0), (data.x, data.y * 3.0), epsilon=1.0, delta=1e-5, radius=2.0, loss="squared")
+        OP.fit(jax.random.key(0), (data.x, data.y * 3.0), OP.OutputPerturbationHparams(radius=2.0),
+               OP.OutputPerturbationConfig(loss="squared"))
 
 
 # --- fit / spend / calibrate ------------------------------------------------------------------
@@ -145,7 +151,7 @@ def test_validation(data):
 @pytest.mark.parametrize("eps,delta", [(0.3, 1e-5), (1.0, 1e-5), (8.0, 1e-9)])
 def test_spend_of_calibrate_hits_the_target(data, eps, delta):
     cfg = OP.OutputPerturbationConfig(delta=delta)
-    hp = OP.calibrate(cfg, data.n, (eps, delta), OP.OutputPerturbationHparams(radius=2.0))
+    hp = OP.calibrate(cfg, data.n, (eps, delta), hparams=OP.OutputPerturbationHparams(radius=2.0))
     sp = OP.spend(cfg, data.n, hp)
     assert sp.epsilon <= eps and sp.epsilon >= 0.99 * eps
     assert (sp.delta, sp.relation, sp.unit) == (delta, "replace_one", "example")
@@ -155,22 +161,20 @@ def test_spend_of_calibrate_hits_the_target(data, eps, delta):
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
 def test_fit_adds_the_noise_its_spend_accounts(data, loss):
-    """fit at calibrate's multiplier is release_minimizer at the target (same std up to the
-    calibration's rounding), and its std is z times the sensitivity written out by hand."""
+    """fit at calibrate's multiplier adds the analytic Gaussian noise of the target at the
+    sensitivity (up to the calibration's rounding), and its std is z times the sensitivity written
+    out by hand."""
     y = data.y if loss == "logistic" else data.y.astype(jnp.float32)
     cfg = OP.OutputPerturbationConfig(loss=loss, delta=1e-5)
-    hp = OP.calibrate(cfg, data.n, (1.0, 1e-5), OP.OutputPerturbationHparams(reg=0.5, radius=2.0))
+    hp = OP.calibrate(cfg, data.n, (1.0, 1e-5), hparams=OP.OutputPerturbationHparams(reg=0.5, radius=2.0))
     res = OP.fit(jax.random.key(4), (data.x, y), hp, cfg)
     r = np.sqrt(2.0 ** 2 + 1)
     lip = r if loss == "logistic" else 2 * r * (r * np.sqrt(2 / 0.5) + 1.0)
     sens = 2 * lip / (data.n * 0.5)
-    assert float(res.sensitivity) == pytest.approx(sens, rel=1e-6)
-    assert float(res.std) == pytest.approx(hp.noise_multiplier * sens, rel=1e-6)
-    old = OP.release_minimizer(jax.random.key(4), (data.x, y), epsilon=1.0, delta=1e-5, reg=0.5,
-                               radius=2.0, loss=loss)
-    assert float(res.std) == pytest.approx(old.std, rel=1e-6)
-    np.testing.assert_allclose(res.theta, old.theta, rtol=1e-5, atol=1e-6)
-    assert OP.spend(cfg, data.n, hp).epsilon == pytest.approx(old.spend.epsilon, rel=1e-9)
+    assert float(res.diagnostics["sensitivity"]) == pytest.approx(sens, rel=1e-6)
+    assert float(res.diagnostics["std"]) == pytest.approx(hp.noise_multiplier * sens, rel=1e-6)
+    assert float(res.diagnostics["std"]) == pytest.approx(accounting.analytic_gaussian_sigma(1.0, 1e-5, sens), rel=1e-6)
+    assert res.spend == OP.spend(cfg, data.n, hp) and res.spend.epsilon == pytest.approx(1.0, rel=1e-9)
 
 
 def test_fit_sweeps_multiplier_and_reg_under_jit_and_vmap(data):
@@ -184,8 +188,8 @@ def test_fit_sweeps_multiplier_and_reg_under_jit_and_vmap(data):
     out = jax.vmap(one)(zs, regs)
     for i in range(2):
         single = OP.fit(jax.random.key(5), data, OP.OutputPerturbationHparams(float(zs[i]), float(regs[i]), 2.0), cfg)
-        np.testing.assert_allclose(out.theta[i], single.theta, rtol=1e-4, atol=1e-6)
-        assert float(out.std[i]) == pytest.approx(float(single.std), rel=1e-5)
+        np.testing.assert_allclose(out.params[i], single.params, rtol=1e-4, atol=1e-6)
+        assert float(out.diagnostics["std"][i]) == pytest.approx(float(single.diagnostics["std"]), rel=1e-5)
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared"])
@@ -202,13 +206,15 @@ def test_traced_sensitivity_is_the_hand_formula(data, loss):
         reg, rad = float(regs[i]), float(radii[i])
         r = math.sqrt(rad**2 + 1.0)
         lip = r if loss == "logistic" else 2 * r * (r * math.sqrt(2 / reg) + 1.0)
-        assert float(out.sensitivity[i]) == pytest.approx(2 * lip / (data.n * reg), rel=1e-5)
-        assert float(out.std[i]) == pytest.approx(2 * lip / (data.n * reg), rel=1e-5)
+        assert float(out.diagnostics["sensitivity"][i]) == pytest.approx(2 * lip / (data.n * reg), rel=1e-5)
+        assert float(out.diagnostics["std"][i]) == pytest.approx(2 * lip / (data.n * reg), rel=1e-5)
 
 
 def test_trio_bad_input_names_the_field(data):
     cfg = OP.OutputPerturbationConfig()
     with pytest.raises(ValueError, match="radius"):
+        OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(radius=None), cfg)
+    with pytest.raises(ValueError, match="radius"):  # rows above the public bound (default 1)
         OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(), cfg)
     with pytest.raises(ValueError, match="radius"):  # rows above the public bound
         OP.fit(jax.random.key(0), data, OP.OutputPerturbationHparams(radius=0.1), cfg)
@@ -226,4 +232,4 @@ def test_trio_bad_input_names_the_field(data):
 def test_fit_refuses_a_padding_mask(data):
     masked = data.replace(mask=np.ones(data.n, bool))
     with pytest.raises(ValueError, match="mask"):
-        OP.fit(jax.random.key(0), masked, OP.OutputPerturbationHparams(radius=2.0))
+        OP.fit(jax.random.key(0), masked, OP.OutputPerturbationHparams(radius=2.0), OP.OutputPerturbationConfig())

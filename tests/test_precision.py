@@ -43,7 +43,7 @@ DECORATED = {
     "dpfair_jax.algorithms.mean_estimation": "laplace_mean gaussian_mean stratified_laplace_mean "
                                              "stratified_gaussian_mean coinpress_mean stratified_coinpress noisy_counts",
     "dpfair_jax.algorithms.mitigation": "train",
-    "dpfair_jax.algorithms.output_perturbation": "minimize fit release_minimizer",
+    "dpfair_jax.algorithms.output_perturbation": "minimize fit",
     "dpfair_jax.algorithms.pfld": "fit",
     "dpfair_jax.algorithms.reductions": "lopt_grid_private dp_weighted_least_squares weighted_least_squares "
                                         "frank_wolfe private_cgoo private_cgoo_regression clipped_group_losses "

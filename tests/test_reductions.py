@@ -10,7 +10,8 @@ import pytest
 from scipy import optimize, stats
 
 from dpfair_jax.algorithms import reductions as R
-from dpfair_jax.algorithms.reductions.oracles import _lopt_em_logits
+from dpfair_jax.algorithms.reductions.oracles import _lopt_scores
+from dpfair_jax.privacy.mechanisms import exponential_mechanism_logits
 from dpfair_jax.privacy import accounting as acc
 
 
@@ -151,7 +152,7 @@ def test_lopt_oracles_against_numpy():
     assert int(R.lopt_grid(L, w)) == int(np.argmin(L @ w))
     # LOPT_{eps,0}: EM probabilities exp(-eps w.l / (2 ||w|| Delta))
     eps, sens = 2.0, 0.05
-    lg = _lopt_em_logits(L, w, eps, sens)
+    lg = exponential_mechanism_logits(_lopt_scores(L, w), epsilon=eps, sensitivity=sens)
     ref = -eps * (L @ w) / (np.linalg.norm(w) * 2 * sens)
     np.testing.assert_allclose(np.asarray(lg), ref, rtol=1e-5)
     idx = R.lopt_grid_private(jax.random.key(0), L, w, epsilon=1e6, loss_sens=sens)

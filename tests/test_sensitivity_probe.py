@@ -374,7 +374,8 @@ def _output_perturbation_case(loss: str = "logistic", fit_intercept: bool = True
     def run(data):
         xx, yy, _ = data
         out = OP.fit(jax.random.key(6), (xx, yy), hp, cfg)
-        sane(math.isclose(float(out.std), z * float(out.sensitivity), rel_tol=1e-6), "std = z Delta")
+        sane(math.isclose(float(out.diagnostics["std"]), z * float(out.diagnostics["sensitivity"]), rel_tol=1e-6),
+             "std = z Delta")
         return OP.spend(cfg, xx.shape[0], hp)
 
     def multiplier(rel, spend):

@@ -657,23 +657,27 @@ def _case_output_perturbation(monkeypatch, *, radius: float | None = 2.0) -> lis
     x = rng.normal(size=(n, d))
     x = (x / np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(0.5, 1.5, size=(n, 1))).astype(np.float32)
     y = (rng.random(n) < 0.5).astype(np.int32)
+    cfg = OP.OutputPerturbationConfig(delta=DELTA)
     if radius is None:
         try:
-            res = OP.release_minimizer(jax.random.key(7), (x, y), epsilon=eps, delta=DELTA, reg=reg)
+            res = OP.fit(jax.random.key(7), (x, y), OP.OutputPerturbationHparams(reg=reg, radius=None), cfg)
         except ValueError:
             return [Row("no public radius: refused (a data-derived bound is not private)", True, True)]
         return [Row("no public radius: refused, or the bound's cost stated in the spend", True,
                     "radius" in res.spend.notes.lower())]
-    res = OP.release_minimizer(jax.random.key(7), (x, y), epsilon=eps, delta=DELTA, reg=reg, radius=radius)
+    hp = OP.calibrate(cfg, n, (eps, DELTA), hparams=OP.OutputPerturbationHparams(reg=reg, radius=radius))
+    res = OP.fit(jax.random.key(7), (x, y), hp, cfg)
     spend = res.spend
+    sens, std = float(res.diagnostics["sensitivity"]), float(res.diagnostics["std"])
     rows = [Row("relation of the sensitivity 2L/(n reg)", "replace_one", spend.relation),
             Row("unit", "example", spend.unit),
-            Row("spend = privacy(epsilon, delta)", (eps, DELTA), (spend.epsilon, spend.delta))]
+            Row("spend = spend(config, n, calibrate(target))", OP.spend(cfg, n, hp), spend),
+            Row("spend within the target", True, spend.epsilon <= eps and spend.delta == DELTA)]
     L = math.sqrt(radius**2 + 1.0)
-    rows.append(Row("sensitivity used", 2 * L / (n * reg), float(res.sensitivity), "~", 1e-9))
-    noise = np.asarray(res.theta, np.float64) - np.asarray(res.theta_star, np.float64)
-    rows.append(Row("noise std added", float(np.std(noise)), float(res.std), "~", _std_rtol(noise.size)))
-    dlt = A.analytic_gaussian_delta(float(res.std), spend.epsilon, float(res.sensitivity))
+    rows.append(Row("sensitivity used (float32 diagnostic)", 2 * L / (n * reg), sens, "~", 1e-6))
+    noise = np.asarray(res.params, np.float64) - np.asarray(res.diagnostics["theta_star"], np.float64)
+    rows.append(Row("noise std added", float(np.std(noise)), std, "~", _std_rtol(noise.size)))
+    dlt = A.analytic_gaussian_delta(std, spend.epsilon, sens)
     rows.append(Row("delta of the Gaussian at that std and sensitivity (Balle-Wang)", dlt, spend.delta,
                     "~", 1e-6))
     return rows
@@ -799,13 +803,14 @@ def _synthesizer_noise_rows(rho_fit: float) -> list[Row]:
 
 
 def _case_synthesizer(monkeypatch) -> list[Row]:
-    """The study's split (``synthesis_privacy``): ``(1 - COUNT_FRACTION) rho`` to the synthesizer,
+    """The study's split (``study_spend``): ``(1 - COUNT_FRACTION) rho`` to the synthesizer,
     ``COUNT_FRACTION rho`` to the noisy stratum counts; the synthesizer's and the counts' noise
     measured against those charges (the study itself: the slow row below)."""
     from dpfair_jax.algorithms import synthesis as SY
+    from dpfair_jax.studies.synthesis import study_spend
 
     eps = 3.0
-    spend = SY.synthesis_privacy(eps, 1e-9)
+    spend = study_spend(eps, 1e-9)
     rho_fit, rho_c = (1 - SY.COUNT_FRACTION) * spend.rho, SY.COUNT_FRACTION * spend.rho
     rows = [Row("relation of the Gram and count sensitivities", "add_remove", spend.relation),
             Row("epsilon of the spend's rho (CKS)", A.zcdp_to_dp(spend.rho, 1e-9), spend.epsilon, "~", 1e-6)]
@@ -847,7 +852,7 @@ def _case_synthesis_study(monkeypatch) -> list[Row]:
     eps = 3.0
     SY.synthesis_study(table, epsilons=[eps], variants=["sex"], trees=2, delta=1e-9,
                        domains={"sex": 2, "race": 2, "a": 3, "income": 2})
-    spend = SY.synthesis_privacy(eps, 1e-9)
+    spend = SY.study_spend(eps, 1e-9)
     rows = [Row("one synthesizer fit and one noisy count release", (1, 1),
                 (len(sp_fit.calls), len(sp_cnt.calls)))]
     (fa, _, _), (_, ck, counts) = sp_fit.calls[0], sp_cnt.calls[0]

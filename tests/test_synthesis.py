@@ -168,7 +168,9 @@ def test_spend_of_calibrate_hits_the_target(counts, eps):
     assert sp.relation == "add_remove" and sp.delta == 1e-9
     assert sp.rho == pytest.approx(acc.dp_to_rho(eps, 1e-9), rel=1e-9)
     if counts == "noisy":  # the study's record at the same target: same rho and epsilon
-        ref = syn.synthesis_privacy(eps, 1e-9)
+        from dpfair_jax.studies.synthesis import study_spend
+
+        ref = study_spend(eps, 1e-9)
         assert sp.rho == pytest.approx(ref.rho, rel=1e-9) and sp.epsilon == pytest.approx(ref.epsilon, rel=1e-6)
 
 
@@ -185,14 +187,15 @@ def test_fit_spends_what_spend_records():
     rho_fit, rho_c = 0.9 * hp.rho, 0.1 * hp.rho
     assert rho_fit + rho_c == pytest.approx(charges.rho, rel=1e-12)
     ref = syn.fit_marginal_synthesizer(key, codes, domains, rho_fit, s=s, num_groups=2)
-    np.testing.assert_array_equal(out.model.tables, ref.tables)
+    np.testing.assert_array_equal(out.params.model.tables, ref.tables)
     counts = syn.stratum_counts(s, 2, key=jax.random.fold_in(key, 2), count_rho=rho_c)
-    np.testing.assert_array_equal(out.counts, counts)
-    np.testing.assert_allclose(out.proportions, counts / counts.sum())
+    np.testing.assert_array_equal(out.params.counts, counts)
+    assert out.spend == charges
+    np.testing.assert_allclose(out.params.proportions, counts / counts.sum())
     none = syn.fit(key, (codes, s), hp, syn.SynthesisConfig(domains=tuple(domains), num_groups=2, counts="none"))
-    assert none.counts is None
+    assert none.params.counts is None
     np.testing.assert_array_equal(
-        none.model.tables, syn.fit_marginal_synthesizer(key, codes, domains, hp.rho, s=s, num_groups=2).tables)
+        none.params.model.tables, syn.fit_marginal_synthesizer(key, codes, domains, hp.rho, s=s, num_groups=2).tables)
 
 
 def test_synthesis_trio_bad_input_names_the_field():

@@ -17,25 +17,25 @@ features but never bounds the norms; here the bound is a declared, checked preco
   sqrt(2 / reg)`` (since ``(reg/2)||theta*||^2 <= objective(0) <= label_bound^2``), on which
   ``||grad|| <= L = 2 R (R Theta + label_bound)``.
 
-The algorithm (one shape with the kit's others): :func:`fit` ``(key, data, hparams, config)``
-with :class:`OutputPerturbationHparams` (the noise multiplier ``z``, so ``std = z Delta``, the
+The algorithm (the kit's trio): :func:`fit` ``(key, data, hparams, config)`` with
+:class:`OutputPerturbationHparams` (the noise multiplier ``z``, so ``std = z Delta``, the
 regularization and the public radius; all traceable) and :class:`OutputPerturbationConfig`
-(loss, intercept, Newton steps, label bound, the delta of the spend); :func:`spend` (the epsilon
-the analytic Gaussian mechanism with multiplier ``z`` has at that delta) and :func:`calibrate`
-(``z`` for a target (epsilon, delta)). :func:`release_minimizer` is the same release at a given
-(epsilon, delta), calibrated at the sensitivity itself, with its spend attached.
+(loss, intercept, Newton steps, label bound, the delta of the spend) returns a
+:class:`~dpfair_jax.algorithms.FitResult` whose ``params`` is the released ``theta``; :func:`spend`
+(the epsilon the analytic Gaussian mechanism with multiplier ``z`` has at that delta) and
+:func:`calibrate` (``z`` for a target (epsilon, delta)). The sensitivity and the noise are
+:mod:`dpfair_jax.privacy.release_noise`'s.
 
-Public names: :func:`fit`, :func:`spend`, :func:`calibrate`, :func:`release_minimizer`,
-:func:`minimize`, :func:`sensitivity`, :func:`noise_std`, :func:`perturb`, :func:`privacy`,
-:func:`group_losses`, :func:`excessive_risk_mc`, :func:`theorem1_prediction`,
-:class:`OutputPerturbation`, :class:`OutputPerturbationFit`.
+Public names: :func:`fit`, :func:`spend`, :func:`calibrate`, :func:`minimize`,
+:func:`lipschitz_constant`, :func:`sensitivity`, :func:`noise_std` (lower level),
+:func:`group_losses`, :func:`excessive_risk_mc`, :func:`theorem1_prediction`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -44,34 +44,18 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as _acc
+from dpfair_jax.privacy import release_noise as _rn
 from dpfair_jax.privacy import sampling as _smp
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["OutputPerturbation", "OutputPerturbationConfig", "OutputPerturbationHparams",
-           "OutputPerturbationFit", "LOSSES", "augment", "minimize", "lipschitz_constant",
-           "sensitivity", "noise_std", "perturb", "fit", "spend", "calibrate", "release_minimizer",
-           "privacy", "example_loss", "group_losses", "excessive_risk_mc", "theorem1_prediction"]
+from ._trio import FitResult, hparams_pytree, is_traced
+
+__all__ = ["OutputPerturbationConfig", "OutputPerturbationHparams", "LOSSES", "augment", "minimize",
+           "lipschitz_constant", "sensitivity", "noise_std", "fit", "spend", "calibrate", "example_loss",
+           "group_losses", "excessive_risk_mc", "theorem1_prediction"]
 
 LOSSES = ("logistic", "squared")
-
-
-class OutputPerturbation(NamedTuple):
-    """Result of :func:`release_minimizer`.
-
-    Attributes:
-      theta: the private parameters ``theta* + psi`` (``[d]``, or ``[d + 1]`` with intercept last).
-      theta_star: the non-private regularized minimizer.
-      std: the noise std ``Delta sigma`` per coordinate.
-      sensitivity: ``Delta = 2 L / (n reg)``.
-      spend: ``accounting.PrivacySpend`` (replace-one neighbours, unit = example).
-    """
-
-    theta: jax.Array
-    theta_star: jax.Array
-    std: float
-    sensitivity: float
-    spend: Any
 
 
 def augment(x: jax.Array, fit_intercept: bool = True) -> jax.Array:
@@ -148,7 +132,8 @@ def lipschitz_constant(radius: float, *, loss: str = "logistic", reg: float = 1.
 
 
 def sensitivity(n: int, reg: float, lipschitz: float) -> float:
-    """``Delta = 2 L / (n reg)``: L2 sensitivity of the regularized minimizer (Chaudhuri et al. 2011).
+    """``Delta = 2 L / (n reg)``: L2 sensitivity of the regularized minimizer (Chaudhuri et al. 2011;
+    :func:`dpfair_jax.privacy.release_noise.minimizer_sensitivity`). Lower level: use fit.
 
     Privacy: holds under replace-one neighbours for an L-Lipschitz convex loss and
     ``(reg/2)||theta||^2`` (add/remove-one changes ``n`` as well; we use replace-one, as they do).
@@ -156,25 +141,16 @@ def sensitivity(n: int, reg: float, lipschitz: float) -> float:
     n = v.check_int("n", n, minimum=1)
     v.check_positive("reg", reg)
     v.check_positive("lipschitz", lipschitz)
-    return 2.0 * float(lipschitz) / (n * float(reg))
+    return _rn.minimizer_sensitivity(n, float(reg), float(lipschitz))
 
 
 def noise_std(epsilon: float, delta: float, sens: float) -> float:
-    """Per-coordinate noise std of the analytic Gaussian mechanism at sensitivity ``sens``.
+    """Per-coordinate noise std of the analytic Gaussian mechanism at sensitivity ``sens``
+    (:func:`dpfair_jax.privacy.accounting.analytic_gaussian_sigma`). Lower level: use fit.
 
     ``= Delta sigma`` in the paper's notation (``sigma`` the unit-sensitivity multiplier).
     """
     return _acc.analytic_gaussian_sigma(epsilon, delta, sens)
-
-
-def perturb(key: jax.Array, theta_star: jax.Array, std: Any) -> jax.Array:
-    """``theta* + N(0, std^2 I)`` (pure; vmap over keys and a traced ``std``).
-
-    Privacy: with ``std = noise_std(epsilon, delta, Delta)`` and ``Delta`` the sensitivity of
-    ``theta*`` (:func:`sensitivity`), (epsilon, delta)-DP under replace-one neighbours.
-    """
-    return theta_star + gaussian_noise(key, theta_star.shape, jnp.asarray(std, theta_star.dtype),
-                                       theta_star.dtype)
 
 
 def _check_rows(x, radius):
@@ -183,63 +159,6 @@ def _check_rows(x, radius):
         raise ValueError(
             f"rows of x have L2 norm up to {norms.max():.4g} > radius={radius}; bound them first "
             "(preprocessing.bound_row_norms(x, radius)) or pass a larger radius.")
-
-
-def privacy(epsilon: float, delta: float) -> Any:
-    """The spend of one release: (epsilon, delta)-DP, replace-one neighbours, unit = example.
-    The minimizer never reads the group ids ``s``: a record moving to another group is covered."""
-    v.check_epsilon(epsilon)
-    v.check_delta(delta)
-    return _acc.PrivacySpend(epsilon=float(epsilon), delta=float(delta), relation="replace_one",
-                             unit="example", accountant="closed_form",
-                             notes="output perturbation of the L2-regularized minimizer, analytic Gaussian "
-                                   "(Chaudhuri et al. 2011 sensitivity, Balle-Wang calibration)")
-
-
-@full_precision
-def release_minimizer(key: jax.Array, data: Any, *, epsilon: float, delta: float, reg: float = 1.0,
-                      radius: float | None = None, loss: str = "logistic", label_bound: float = 1.0,
-                      fit_intercept: bool = True, iters: int = 30) -> OutputPerturbation:
-    """Output perturbation at a given (epsilon, delta) (paper 001, Thm 1 setting):
-    ``theta* + N(0, (Delta sigma)^2 I)`` with the std calibrated at the sensitivity ``Delta``.
-
-    ``data``: a ``Dataset`` or ``(x, y)``. ``radius`` (required): a *public* bound on ``||x_i||``
-    (fixed before seeing the data, e.g. from the feature ranges; enforce it with
-    ``preprocessing.bound_row_norms(x, radius)``); rows above it are refused. There is no
-    data-derived default: the largest row norm of ``x`` (the former default) sets the noise scale
-    from one record, so a record with a large norm is visible in the noise level (the audit's
-    planted bug ``"data_radius"`` measures epsilon >= 7.8 against a claim of 1). For
-    ``loss="squared"`` labels must satisfy ``|y| <= label_bound``.
-
-    Privacy: (epsilon, delta)-DP under replace-one neighbours (one example's features and label
-    change), by the sensitivity bound ``2 L / (n reg)`` and the analytic Gaussian mechanism, for
-    rows within the public ``radius``.
-    """
-    v.check_threefry_key(key)
-    v.check_epsilon(epsilon)
-    v.check_delta(delta)
-    if radius is None:
-        raise ValueError(
-            "release_minimizer needs a public radius= (a bound on the row norms ||x_i|| fixed without looking at "
-            "the data; bound the rows with preprocessing.bound_row_norms(x, radius)). A radius taken "
-            "from the data is not private.")
-    v.check_positive("radius", radius)
-    x, y = (data.x, data.y) if isinstance(data, Dataset) else (data[0], data[1])
-    v.check_choice("loss", loss, LOSSES)
-    v.check_shape("x", x, ndim=2)
-    n = v.check_same_length(x=x, y=y)
-    v.check_finite("x", x)
-    v.check_positive("reg", reg)
-    if loss == "logistic":
-        v.check_labels(y, 2)
-    _check_rows(x, radius)
-    if loss == "squared" and float(np.max(np.abs(np.asarray(y, np.float64)))) > float(label_bound) * (1 + 1e-6):
-        raise ValueError(f"|y| exceeds label_bound={label_bound}; clip labels or raise label_bound.")
-    theta_star = minimize(x, y, reg=reg, loss=loss, fit_intercept=fit_intercept, iters=iters)
-    lip = lipschitz_constant(radius, loss=loss, reg=reg, label_bound=label_bound, fit_intercept=fit_intercept)
-    sens = sensitivity(n, reg, lip)
-    std = noise_std(epsilon, delta, sens)
-    return OutputPerturbation(perturb(key, theta_star, std), theta_star, std, sens, privacy(epsilon, delta))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -264,66 +183,63 @@ class OutputPerturbationConfig:
         return self
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@hparams_pytree
 class OutputPerturbationHparams:
     """Traced hyperparameters: ``noise_multiplier`` ``z`` (the noise std is ``z Delta``),
-    ``reg`` (the L2 regularization), ``radius`` (a public bound on ``||x_i||``, required)."""
+    ``reg`` (the L2 regularization), ``radius`` (a public bound on ``||x_i||`` fixed without looking
+    at the data; default 1, the unit ball of ``preprocessing.bound_row_norms(x, 1.0)``; :func:`fit`
+    refuses rows above it)."""
 
     noise_multiplier: Any = 1.0
     reg: Any = 1.0
-    radius: Any = None
+    radius: Any = 1.0
 
-
-class OutputPerturbationFit(NamedTuple):
-    """Result of :func:`fit` (arrays): the release ``theta``, the minimizer ``theta_star``, the
-    noise ``std`` and the sensitivity ``Delta = 2 L / (n reg)`` (``std = z Delta``)."""
-
-    theta: jax.Array
-    theta_star: jax.Array
-    std: jax.Array
-    sensitivity: jax.Array
-    report: Any = None  # privacy.sampling.SamplingReport: one Gaussian release, no sampling
-
-
-def _traced(*values: Any) -> bool:
-    return any(isinstance(x, jax.core.Tracer) for x in values)
+    def validate(self) -> "OutputPerturbationHparams":
+        if self.radius is None:
+            raise ValueError("hparams.radius is required: a public bound on the row norms ||x_i|| fixed "
+                             "without looking at the data (preprocessing.bound_row_norms(x, radius)).")
+        v.check_positive("hparams.radius", self.radius)
+        v.check_positive("hparams.reg", self.reg)
+        v.check_noise_multiplier(self.noise_multiplier, "hparams.noise_multiplier")
+        return self
 
 
 def _sensitivity_of(n: int, hparams: OutputPerturbationHparams, config: OutputPerturbationConfig):
-    """``Delta = 2 L / (n reg)``: on the host in float64 for concrete hparams (as
-    :func:`release_minimizer`), in float32 for traced ones."""
+    """``Delta = 2 L / (n reg)`` (:func:`~dpfair_jax.privacy.release_noise.minimizer_sensitivity`):
+    on the host in float64 for concrete hparams, in float32 for traced ones."""
     reg, radius = hparams.reg, hparams.radius
-    if not _traced(reg, radius):
+    if not is_traced(reg, radius):
         lip = lipschitz_constant(float(radius), loss=config.loss, reg=float(reg),
                                  label_bound=config.label_bound, fit_intercept=config.fit_intercept)
-        return sensitivity(n, float(reg), lip)
+        return _rn.minimizer_sensitivity(n, float(reg), lip)
     r = jnp.sqrt(jnp.square(jnp.asarray(radius, jnp.float32)) + (1.0 if config.fit_intercept else 0.0))
     reg = jnp.asarray(reg, jnp.float32)
     if config.loss == "logistic":
         lip = r
     else:
         lip = 2.0 * r * (r * config.label_bound * jnp.sqrt(2.0 / reg) + config.label_bound)
-    return 2.0 * lip / (n * reg)
+    return _rn.minimizer_sensitivity(n, reg, lip)
 
 
-def _check_hparams(hparams: OutputPerturbationHparams) -> None:
-    if hparams.radius is None:
-        raise ValueError("hparams.radius is required: a public bound on the row norms ||x_i|| fixed "
-                         "without looking at the data (preprocessing.bound_row_norms(x, radius)).")
-    v.check_positive("hparams.radius", hparams.radius)
-    v.check_positive("hparams.reg", hparams.reg)
-    v.check_noise_multiplier(hparams.noise_multiplier, "hparams.noise_multiplier")
+def _spend_or_none(config: OutputPerturbationConfig, n: int, hparams: OutputPerturbationHparams):
+    z = hparams.noise_multiplier
+    return None if is_traced(z) or np.ndim(z) != 0 else _spend(config, hparams)
 
 
 @full_precision
 def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
-        config: OutputPerturbationConfig = OutputPerturbationConfig()) -> OutputPerturbationFit:
+        config: OutputPerturbationConfig) -> FitResult:
     """Output perturbation ``theta* + N(0, (z Delta)^2 I)`` of the regularized minimizer.
 
     ``data``: a ``Dataset`` or ``(x, y)`` with rows within the public ``hparams.radius``
     (checked when it is concrete). Pure in ``key`` and the traced fields of ``hparams``
     (``reg``, ``radius``, ``noise_multiplier``; ``jit``/``vmap`` over them).
+
+    Returns :class:`~dpfair_jax.algorithms.FitResult`: ``params`` the released ``theta`` (``[d]``,
+    or ``[d + 1]`` with the intercept last); ``diagnostics``: ``theta_star`` (the non-private
+    minimizer: computed from the data, do not publish it), ``std`` (``z Delta``) and
+    ``sensitivity`` (``Delta = 2 L / (n reg)``; both functions of public quantities);
+    ``spend`` = :func:`spend` (``None`` for a traced multiplier); ``report``: one release.
 
     Privacy: (epsilon, delta)-DP under replace-one with epsilon = :func:`spend`'s: the Gaussian
     mechanism with noise multiplier ``z`` on a query of sensitivity ``Delta`` (Chaudhuri et al.
@@ -331,7 +247,7 @@ def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
     """
     v.check_threefry_key(key)
     config = config.validate()
-    _check_hparams(hparams)
+    hparams.validate()
     if isinstance(data, Dataset) and data.mask is not None:
         raise ValueError("data.mask is set: the minimizer uses every row (n is the sensitivity's); "
                          "drop padded rows first.")
@@ -339,35 +255,25 @@ def fit(key: jax.Array, data: Any, hparams: OutputPerturbationHparams,
     v.check_shape("x", x, ndim=2)
     n = v.check_same_length(x=x, y=y)
     v.check_finite("x", x)
+    v.check_finite("y", y)
     if config.loss == "logistic":
         v.check_labels(y, 2)
-    if not _traced(hparams.radius):
+    if not is_traced(hparams.radius):
         _check_rows(x, hparams.radius)
-    if config.loss == "squared" and not _traced(y) and float(np.max(np.abs(np.asarray(
+    if config.loss == "squared" and not is_traced(y) and float(np.max(np.abs(np.asarray(
             y, np.float64)))) > float(config.label_bound) * (1 + 1e-6):
         raise ValueError(f"|y| exceeds label_bound={config.label_bound}; clip labels or raise it.")
-    theta_star = minimize(x, y, reg=hparams.reg, loss=config.loss,
-                          fit_intercept=config.fit_intercept, iters=config.iters)
+    theta_star = _minimize_jit(augment(x, config.fit_intercept), jnp.asarray(y), hparams.reg, loss=config.loss,
+                               iters=config.iters)
     sens = _sensitivity_of(n, hparams, config)
-    std = hparams.noise_multiplier * sens
-    released = perturb(key, theta_star, std)
-    return OutputPerturbationFit(released, theta_star, jnp.asarray(std, theta_star.dtype),
-                                 jnp.asarray(sens, theta_star.dtype), _smp.SamplingReport(steps=1))
+    released, std = _rn.gaussian_release(key, theta_star, sens, hparams.noise_multiplier)
+    diagnostics = {"theta_star": theta_star, "std": jnp.asarray(std, theta_star.dtype),
+                   "sensitivity": jnp.asarray(sens, theta_star.dtype)}
+    return FitResult(released, diagnostics, _spend_or_none(config, n, hparams), _smp.SamplingReport(steps=1))
 
 
-def spend(config: OutputPerturbationConfig, sizes: Any,
-          hparams: OutputPerturbationHparams) -> _acc.PrivacySpend:
-    """The spend of :func:`fit`: ``(epsilon, config.delta)``-DP under replace-one, epsilon the
-    analytic Gaussian mechanism's at noise multiplier ``z`` (Balle & Wang 2018; it does not
-    depend on ``n``, ``reg`` or ``radius``, which set the sensitivity the noise scales with).
-    ``sizes``: the number of rows ``n``."""
-    config = config.validate()
-    v.check_int("sizes", sizes, minimum=1)
+def _spend(config: OutputPerturbationConfig, hparams: OutputPerturbationHparams) -> _acc.PrivacySpend:
     z = hparams.noise_multiplier
-    if _traced(z) or np.ndim(z) != 0:
-        raise ValueError("hparams.noise_multiplier must be one host number for spend (one spend per "
-                         f"grid point), got shape {np.shape(z)}.")
-    v.check_noise_multiplier(z, "hparams.noise_multiplier")
     # z = 0: no noise, no guarantee (epsilon = inf)
     eps = _acc.analytic_gaussian_epsilon(float(z), config.delta) if float(z) > 0 else math.inf
     return _acc.PrivacySpend(epsilon=eps, delta=float(config.delta), relation="replace_one",
@@ -377,25 +283,36 @@ def spend(config: OutputPerturbationConfig, sizes: Any,
                                    "sensitivity, Balle-Wang calibration)")
 
 
-def calibrate(config: OutputPerturbationConfig, sizes: Any, target: tuple[float, float],
-              hparams: OutputPerturbationHparams = OutputPerturbationHparams()
-              ) -> OutputPerturbationHparams:
-    """``hparams`` with ``noise_multiplier = analytic_gaussian_sigma(epsilon, delta)`` (unit
-    sensitivity) for ``target = (epsilon, delta)``, so that ``spend(...).epsilon <= epsilon``;
-    ``delta`` must equal ``config.delta``."""
+def spend(config: OutputPerturbationConfig, sizes: Any,
+          hparams: OutputPerturbationHparams) -> _acc.PrivacySpend:
+    """The spend of :func:`fit`: ``(epsilon, config.delta)``-DP under replace-one, epsilon the
+    analytic Gaussian mechanism's at noise multiplier ``z`` (Balle & Wang 2018; it does not
+    depend on ``n``, ``reg`` or ``radius``, which set the sensitivity the noise scales with).
+    ``sizes``: the number of rows ``n``. The minimizer never reads the group ids ``s``: a record
+    moving to another group is covered."""
     config = config.validate()
     v.check_int("sizes", sizes, minimum=1)
-    if not isinstance(target, tuple) or len(target) != 2:
-        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
-    eps, delta = target
-    v.check_epsilon(eps, "target epsilon")
-    v.check_delta(delta, "target delta")
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
-                         "the spend is stated at; set config.delta to the target's.")
-    z = _acc.analytic_gaussian_sigma(float(eps), float(delta))
+    z = hparams.noise_multiplier
+    if is_traced(z) or np.ndim(z) != 0:
+        raise ValueError("hparams.noise_multiplier must be one host number for spend (one spend per "
+                         f"grid point), got shape {np.shape(z)}.")
+    v.check_noise_multiplier(z, "hparams.noise_multiplier")
+    return _spend(config, hparams)
+
+
+def calibrate(config: OutputPerturbationConfig, sizes: Any, target: tuple[float, float], *,
+              hparams: OutputPerturbationHparams | None = None) -> OutputPerturbationHparams:
+    """``hparams`` (default ``OutputPerturbationHparams()``) with ``noise_multiplier =
+    analytic_gaussian_sigma(epsilon, delta)`` (unit sensitivity) for ``target = (epsilon,
+    delta)``, so that ``spend(...).epsilon <= epsilon``; ``delta`` must equal ``config.delta``
+    (:func:`~dpfair_jax.privacy.accounting.calibration_target`)."""
+    config = config.validate()
+    v.check_int("sizes", sizes, minimum=1)
+    eps, delta = _acc.calibration_target(target, config.delta)
+    hparams = OutputPerturbationHparams() if hparams is None else hparams
+    z = _acc.analytic_gaussian_sigma(eps, delta)
     out = dataclasses.replace(hparams, noise_multiplier=z)
-    while spend(config, sizes, out).epsilon > float(eps):  # root-finding rounding: step up
+    while _spend(config, out).epsilon > eps:  # root-finding rounding: step up
         z *= 1.0 + 1e-12
         out = dataclasses.replace(hparams, noise_multiplier=z)
     return out

@@ -23,7 +23,7 @@ is ``rho``-zCDP overall (parallel composition). The **stratum proportions** used
 are the exact private counts in the paper's code (not private: pass public ``proportions`` or use
 ``count_rho`` for noisy counts, :func:`stratum_counts`); the study
 (:func:`dpfair_jax.studies.synthesis.synthesis_study`) releases noisy counts with a share of the
-budget (:data:`COUNT_FRACTION`, charged in :func:`synthesis_privacy`), and the paper's dropping of
+budget (:data:`COUNT_FRACTION`, charged in :func:`spend`), and the paper's dropping of
 strata below ``0.001 n`` is likewise a non-private decision (not done here).
 
 The marginal synthesizer as one algorithm (the kit's shape): :func:`fit` ``(key, codes,
@@ -36,7 +36,6 @@ noisy stratum counts with ``count_fraction rho`` (:class:`SynthesisConfig`,
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -46,8 +45,11 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
 from dpfair_jax.privacy import relations as rel
-from dpfair_jax.privacy.mechanisms import gaussian_noise, symmetric_gaussian_noise
+from dpfair_jax.privacy import release_noise as _rn
+from dpfair_jax.privacy.mechanisms import symmetric_gaussian_noise
 from dpfair_jax.privacy.sampling import SamplingReport
+
+from ._trio import FitResult, hparams_pytree, is_traced
 
 __all__ = [
     "CategoricalTable",
@@ -61,10 +63,9 @@ __all__ = [
     "mst_factory",
     "stratum_counts",
     "COUNT_FRACTION",
-    "synthesis_privacy",
     "SynthesisConfig",
     "SynthesisHparams",
-    "SynthesisFit",
+    "SynthesisRelease",
     "fit",
     "spend",
     "calibrate",
@@ -91,8 +92,10 @@ class MarginalModel(NamedTuple):
 
 
 def marginal_sigma(d: int, rho: Any) -> jax.Array:
-    """Noise std on each Gram entry: ``sqrt(d (d+1) / 2) / sqrt(2 rho)`` (rho-zCDP, add/remove)."""
-    return jnp.sqrt(d * (d + 1) / 2.0) / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))
+    """Noise std on each Gram entry: ``sqrt(d (d+1) / 2) / sqrt(2 rho)`` (rho-zCDP, add/remove):
+    :func:`~dpfair_jax.privacy.release_noise.zcdp_gaussian_std` at the add/remove
+    :func:`~dpfair_jax.privacy.release_noise.one_hot_gram_sensitivity`."""
+    return _rn.zcdp_gaussian_std(_rn.one_hot_gram_sensitivity(d).under(rel.ADD_REMOVE), rho)
 
 
 def _check_codes(codes: Any, domains: Sequence[int]) -> None:
@@ -268,12 +271,9 @@ def stratum_counts(s: Any, num_groups: int, *, key: jax.Array | None = None,
             raise ValueError("key is required with count_rho (noisy counts).")
         v.check_threefry_key(key)
         v.check_rho(count_rho, "count_rho")
-        # sigma = Delta / sqrt(2 count_rho), Delta = 1: one count moves by 1 under add/remove; the
-        # unit draw is scaled on the host in float64
-        sens = rel.histogram_sensitivity("l2").under("add_remove")
-        z = np.asarray(gaussian_noise(key, (num_groups,), 1.0), np.float64) * sens
-        c = c + z / math.sqrt(2 * count_rho)
-        c = np.maximum(c, 0.0)
+        # Delta = 1: one count moves by 1 under add/remove; the unit draw is scaled on the host
+        sens = rel.histogram_sensitivity("l2").under(rel.ADD_REMOVE)
+        c = np.maximum(_rn.add_gaussian_for_rho_host(key, c, sens, count_rho), 0.0)
     return c
 
 
@@ -412,21 +412,6 @@ class StratifiedSynthesizer:
 COUNT_FRACTION = 0.1
 
 
-def synthesis_privacy(epsilon: float, delta: float) -> acc.PrivacySpend:
-    """What one (stratified or vanilla) run of the synthesis study
-    (:func:`dpfair_jax.studies.synthesis.synthesis_study`) spends: ``rho =
-    dp_to_rho(eps, delta)`` in all, ``(1 - COUNT_FRACTION) rho`` for the synthesizer fits (strata
-    by parallel composition) and ``COUNT_FRACTION rho`` for the noisy stratum counts that set the
-    sampling proportions and the number of synthetic rows (add/remove)."""
-    rho = acc.dp_to_rho(epsilon, delta)
-    return acc.PrivacySpend(epsilon=float(epsilon), delta=float(delta), rho=rho, relation="add_remove",
-                            accountant="zcdp", notes=f"marginal synthesizer with {1 - COUNT_FRACTION:g} "
-                            f"rho, strata by parallel composition; stratum proportions and the number "
-                            f"of synthetic rows from Gaussian noisy counts with {COUNT_FRACTION:g} rho; "
-                            "category domains and the strata's values taken as public (the data's "
-                            "schema)")
-
-
 # ------------------------------------------------------------------------------------------------
 # fit / spend / calibrate
 # ------------------------------------------------------------------------------------------------
@@ -467,23 +452,27 @@ class SynthesisConfig:
         return float(self.count_fraction) if self.counts == "noisy" else 0.0
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@hparams_pytree
 class SynthesisHparams:
     """``rho``: the run's total zCDP budget (marginals plus the noisy counts)."""
 
     rho: Any = 1.0
 
+    def validate(self) -> "SynthesisHparams":
+        if not is_traced(self.rho):
+            v.check_rho(self.rho, "hparams.rho")
+        return self
 
-class SynthesisFit(NamedTuple):
-    """Result of :func:`fit`: the fitted ``model``, the noisy stratum ``counts`` (clamped at 0;
-    ``None`` with ``counts="none"``) and ``proportions`` (the counts normalised, the sampling
-    proportions; ``None`` likewise). Sample with :func:`sample_marginal_synthesizer`."""
+
+class SynthesisRelease(NamedTuple):
+    """The release of :func:`fit` (its ``params``): the fitted ``model``, the noisy stratum
+    ``counts`` (clamped at 0; ``None`` with ``counts="none"``) and ``proportions`` (the counts
+    normalised, the sampling proportions; ``None`` likewise). Sample with
+    :func:`sample_marginal_synthesizer`."""
 
     model: MarginalModel
     counts: np.ndarray | None
     proportions: np.ndarray | None
-    report: Any = None  # privacy.sampling.SamplingReport: one synthesizer fit (+ the noisy counts)
 
 
 def _rho_split(config: SynthesisConfig, rho: float) -> tuple[float, float]:
@@ -491,32 +480,39 @@ def _rho_split(config: SynthesisConfig, rho: float) -> tuple[float, float]:
     return (1.0 - f) * rho, f * rho
 
 
-def fit(key: jax.Array, data: Any, hparams: SynthesisHparams, config: SynthesisConfig) -> SynthesisFit:
+def fit(key: jax.Array, data: Any, hparams: SynthesisHparams, config: SynthesisConfig) -> FitResult:
     """Fit the marginal synthesizer on ``data`` (codes ``[n, d]``, or ``(codes, s)`` with stratum
     ids) with ``(1 - count_fraction) rho`` per stratum and release the noisy stratum counts with
     ``count_fraction rho`` (keys: ``key`` for the marginals, ``fold_in(key, 2)`` for the counts,
     as the study). The spanning trees are computed on the host, so ``rho`` is a host number.
+
+    Returns :class:`~dpfair_jax.algorithms.FitResult`: ``params`` the :class:`SynthesisRelease`
+    (all of it released, covered by the spend); ``diagnostics`` empty; ``spend`` = :func:`spend`;
+    ``report``: one synthesizer fit (plus the noisy counts).
 
     Privacy: ``rho``-zCDP under add/remove of one row (:func:`spend`).
     """
     config = config.validate()
     codes, s = data if isinstance(data, tuple) else (data, None)
     rho = _host_rho(hparams)
+    n = int(np.shape(codes)[0])
     rho_fit, count_rho = _rho_split(config, rho)
     if s is None:
         s = np.zeros(np.shape(codes)[0], np.int32)
     model = fit_marginal_synthesizer(key, codes, config.domains, rho_fit, s=s,
                                      num_groups=config.num_groups, mode=config.mode)
     report = SamplingReport(steps=1)
+    recorded = _spend(config, rho)
     if config.counts == "none":
-        return SynthesisFit(model, None, None, report)
+        return FitResult(SynthesisRelease(model, None, None), {}, recorded, report)
     counts = stratum_counts(s, config.num_groups, key=jax.random.fold_in(key, 2), count_rho=count_rho)
     props = counts / counts.sum() if counts.sum() > 0 else np.full(config.num_groups, 1.0 / config.num_groups)
-    return SynthesisFit(model, counts, props, report.with_releases(("stratum_counts", 1)))
+    return FitResult(SynthesisRelease(model, counts, props), {}, recorded,
+                     report.with_releases(("stratum_counts", 1)))
 
 
 def _host_rho(hparams: SynthesisHparams) -> float:
-    if isinstance(hparams.rho, jax.core.Tracer) or np.ndim(hparams.rho) != 0:
+    if is_traced(hparams.rho) or np.ndim(hparams.rho) != 0:
         raise ValueError(f"hparams.rho must be one host number, got shape {np.shape(hparams.rho)}.")
     v.check_rho(hparams.rho, "hparams.rho")
     return float(hparams.rho)
@@ -536,7 +532,11 @@ def spend(config: SynthesisConfig, sizes: Any, hparams: SynthesisHparams) -> acc
     accounting needs neither: the strata are disjoint)."""
     config = config.validate()
     _check_sizes(config, sizes)
-    rho_fit, count_rho = _rho_split(config, _host_rho(hparams))
+    return _spend(config, _host_rho(hparams))
+
+
+def _spend(config: SynthesisConfig, rho: float) -> acc.PrivacySpend:
+    rho_fit, count_rho = _rho_split(config, rho)
     ledger = acc.ZcdpLedger()
     ledger.charge(f"marginals (parallel over {config.num_groups} strata)", rho_fit)
     if count_rho > 0:
@@ -548,23 +548,18 @@ def spend(config: SynthesisConfig, sizes: Any, hparams: SynthesisHparams) -> acc
     return ledger.to_spend(config.delta, relation="add_remove", notes=notes)
 
 
-def calibrate(config: SynthesisConfig, sizes: Any, target: tuple[float, float],
-              hparams: SynthesisHparams = SynthesisHparams()) -> SynthesisHparams:
-    """``hparams`` with ``rho = dp_to_rho(epsilon, delta)`` (CKS) for ``target = (epsilon,
-    delta)``, so that ``spend(...).epsilon <= epsilon``; ``delta`` must equal ``config.delta``."""
+def calibrate(config: SynthesisConfig, sizes: Any, target: tuple[float, float], *,
+              hparams: SynthesisHparams | None = None) -> SynthesisHparams:
+    """``hparams`` (default ``SynthesisHparams()``) with ``rho = dp_to_rho(epsilon, delta)`` (CKS)
+    for ``target = (epsilon, delta)``, so that ``spend(...).epsilon <= epsilon``; ``delta`` must
+    equal ``config.delta`` (:func:`~dpfair_jax.privacy.accounting.calibration_target`)."""
     config = config.validate()
     _check_sizes(config, sizes)
-    if not isinstance(target, tuple) or len(target) != 2:
-        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
-    eps, delta = target
-    v.check_epsilon(eps, "target epsilon")
-    v.check_delta(delta, "target delta")
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
-                         "the spend is stated at; set config.delta to the target's.")
-    rho = acc.dp_to_rho(float(eps), float(delta))
+    eps, delta = acc.calibration_target(target, config.delta)
+    hparams = SynthesisHparams() if hparams is None else hparams
+    rho = acc.dp_to_rho(eps, delta)
     out = dataclasses.replace(hparams, rho=rho)
-    while spend(config, sizes, out).epsilon > float(eps):  # float rounding of the split: step down
+    while _spend(config, rho).epsilon > eps:  # float rounding of the split: step down
         rho *= 1.0 - 1e-12
         out = dataclasses.replace(hparams, rho=rho)
     return out

@@ -273,7 +273,8 @@ def output_perturbation_game(*, bug: str | None = None, epsilon: float = 1.0, de
     x[0, 1] = r  # one row at the bound: the data radius of D1 below is r
     y = (np.arange(n) % 2).astype(np.int32)
     config = op.OutputPerturbationConfig(delta=float(delta))  # every other field at its default
-    hp = op.calibrate(config, n, (float(epsilon), float(delta)), op.OutputPerturbationHparams(reg=1.0, radius=r))
+    hp = op.calibrate(config, n, (float(epsilon), float(delta)),
+                      hparams=op.OutputPerturbationHparams(reg=1.0, radius=r))
     key0 = jax.random.key(seed)
     if bug != "data_radius":
         x[-1] = (r, 0.0)
@@ -282,9 +283,9 @@ def output_perturbation_game(*, bug: str | None = None, epsilon: float = 1.0, de
         xj = jnp.asarray(x)
         ref0 = op.fit(key0, (xj, jnp.asarray(y0)), hp, config)
         ref1 = op.fit(key0, (xj, jnp.asarray(y1)), hp, config)
-        t0, t1 = np.asarray(ref0.theta_star, np.float64), np.asarray(ref1.theta_star, np.float64)
+        t0, t1 = (np.asarray(ref.diagnostics["theta_star"], np.float64) for ref in (ref0, ref1))
         u = jnp.asarray((t1 - t0) / np.linalg.norm(t1 - t0), jnp.float32)
-        std = float(ref0.std)
+        std = float(ref0.diagnostics["std"])
         y0j, t0j = jnp.asarray(y0), jnp.asarray(t0, jnp.float32)
         flip = jnp.zeros((n,), jnp.int32).at[-1].set(-1)
 
@@ -292,12 +293,12 @@ def output_perturbation_game(*, bug: str | None = None, epsilon: float = 1.0, de
             return (xj, y0j + flag.astype(jnp.int32) * flip)
 
         def stat(res) -> jax.Array:
-            return jnp.dot(res.theta - t0j, u) / std
+            return jnp.dot(res.params - t0j, u) / std
 
         return FitSpendGame(
             algorithm=op, config=config, hparams=hp, neighbours=neighbours, statistic=stat, sizes=(n, n),
             relation="replace_one", run_hparams=plant(hp, bug, (("noise_multiplier", None),)),
-            info={"std": std, "shift": float(np.linalg.norm(t1 - t0)), "sensitivity": float(ref0.sensitivity)},
+            info={"std": std, "shift": float(np.linalg.norm(t1 - t0)), "sensitivity": float(ref0.diagnostics["sensitivity"])},
         )
     y[-1] = 1
     x0, x1 = x.copy(), x.copy()
@@ -307,10 +308,10 @@ def output_perturbation_game(*, bug: str | None = None, epsilon: float = 1.0, de
     hp0, hp1 = (op.OutputPerturbationHparams(noise_multiplier=hp.noise_multiplier, reg=hp.reg, radius=rr)
                 for rr in (r0, r1))
     ref1 = op.fit(key0, d1, hp1, config)
-    t1j, std = ref1.theta_star, float(ref1.std)
+    t1j, std = ref1.diagnostics["theta_star"], float(ref1.diagnostics["std"])
 
     def stat_radius(res) -> jax.Array:
-        return -jnp.sum(jnp.square(res.theta - t1j)) / std**2
+        return -jnp.sum(jnp.square(res.params - t1j)) / std**2
 
     return FitSpendGame(
         algorithm=op, config=config, hparams=hp, neighbours=(d0, d1), statistic=stat_radius,

@@ -240,13 +240,13 @@ def exponential_sampling_game(
     per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
     s_j = jnp.asarray(s)
     config = R.SamplingConfig(problem=prob0)
-    hp = R.calibrate(config, n, (eps, 0.0), hparams=R.SamplingHparams(G=G))
+    hp = R.calibrate(config, n, (eps, config.delta), hparams=R.SamplingHparams(G=G))
 
     def grid(flag: jax.Array) -> R.GridData:  # the loss matrix as the experiments build it
         return R.GridData(R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K), n_run)
 
     def stat(res) -> jax.Array:
-        return llr[res.index]
+        return llr[res.params]
 
     neighbours: Any = grid
     worlds: dict[str, Any] = {}
@@ -255,7 +255,7 @@ def exponential_sampling_game(
         worlds = {"world_configs": (config, R.SamplingConfig(problem=prob1))}
     return FitSpendGame(
         algorithm=R, config=config, hparams=hp, neighbours=neighbours, statistic=stat, sizes=(n, n),
-        relation="replace_one", run_hparams=hp._replace(epsilon=2.0 * hp.epsilon) if bug == "epsilon_x2" else None,
+        relation="replace_one", run_hparams=dataclasses.replace(hp, epsilon=2.0 * hp.epsilon) if bug == "epsilon_x2" else None,
         info={"canary": canary, "exact_epsilon": float(np.max(np.abs(lp1 - lp0))), "p_out": np.exp(lp0),
               "p_in": np.exp(lp1), "llr": np.asarray(lp1 - lp0),
               "eta": (np.asarray(eta0).tolist(), np.asarray(eta1).tolist()), "G": G, "n": n},
@@ -349,14 +349,15 @@ def private_cgoo_game(
 
     def log_lik(res, L, prob):
         """Log-density of the output (indices, released) under world ``(L, prob)``, up to a constant."""
-        prev = jnp.concatenate([jnp.zeros((1,), jnp.int32), res.indices[:-1]])
-        lap = -jnp.sum(jnp.abs(res.released - L[prev])) / scale
+        indices, released = res.params[0], res.diagnostics["released"]
+        prev = jnp.concatenate([jnp.zeros((1,), jnp.int32), indices[:-1]])
+        lap = -jnp.sum(jnp.abs(released - L[prev])) / scale
         t = jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
-        at = jnp.cumsum(res.released, axis=0) / t
+        at = jnp.cumsum(released, axis=0) / t
         r = jax.vmap(lambda l: R.penalized_grad(prob, l, G, smoothing=smoothing))(at)  # [T, K]
         w = r / jnp.maximum(jnp.linalg.norm(r, axis=1, keepdims=True), 1e-30)
         logits = -o_eps * (w @ L.T) / (2.0 * lsens)  # [T, M]
-        em = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=1), res.indices[:, None], axis=1)
+        em = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=1), indices[:, None], axis=1)
         return lap + jnp.sum(em)
 
     def stat(res) -> jax.Array:

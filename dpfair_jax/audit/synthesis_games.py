@@ -89,7 +89,7 @@ class HostFit:
 
         def host(key_data: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             res = synthesis.fit(jax.random.wrap_key_data(key_data), worlds[int(f)], hparams, config)
-            return np.asarray(res.model.tables, np.float32), np.asarray(res.counts, np.float32)
+            return np.asarray(res.params.model.tables, np.float32), np.asarray(res.params.counts, np.float32)
 
         shapes = (jax.ShapeDtypeStruct(self.table_shape, jnp.float32),
                   jax.ShapeDtypeStruct((config.num_groups,), jnp.float32))

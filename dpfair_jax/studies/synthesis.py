@@ -3,7 +3,7 @@ data on Adult, judged by a downstream classifier and the column-mean parity erro
 
 Built on the algorithm in :mod:`dpfair_jax.algorithms.synthesis` (the marginal synthesizer,
 :class:`~dpfair_jax.algorithms.synthesis.StratifiedSynthesizer`, the noisy stratum counts and the
-run's spend :func:`~dpfair_jax.algorithms.synthesis.synthesis_privacy`).
+run's spend :func:`study_spend`, the algorithm's :func:`~dpfair_jax.algorithms.synthesis.spend`).
 
 Public names: :func:`synthesis_study`, :func:`adult_synthesis_table`,
 :func:`adult_synthesis_domains`, :func:`column_mean_parity_error`, :data:`VARIANT_COLUMNS`.
@@ -23,13 +23,15 @@ from dpfair_jax.algorithms.synthesis import (
     fit_marginal_synthesizer,
     mst_factory,
     sample_marginal_synthesizer,
+    SynthesisConfig,
+    SynthesisHparams,
     stratum_counts,
-    synthesis_privacy,
 )
+from dpfair_jax.algorithms.synthesis import spend as synthesis_spend
 from dpfair_jax.privacy import accounting as acc
 
 __all__ = ["VARIANT_COLUMNS", "adult_synthesis_domains", "adult_synthesis_table", "column_mean_parity_error",
-           "synthesis_study", "synthesis_privacy"]
+           "synthesis_study", "study_spend"]
 
 
 # The public schema of the coded Adult table: the categories of UCI Adult's documentation
@@ -48,6 +50,17 @@ _ADULT_SYNTH_CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 _ADULT_SYNTH_RANGES: dict[str, tuple[str, float, float]] = {
     "age": ("age", 17.0, 90.0), "education": ("education-num", 1.0, 16.0), "hours": ("hours-per-week", 1.0, 99.0)}
+
+
+def study_spend(epsilon: float, delta: float) -> acc.PrivacySpend:
+    """What one (stratified or vanilla) run of :func:`synthesis_study` at ``epsilon`` spends: the
+    algorithm's :func:`~dpfair_jax.algorithms.synthesis.spend` at ``rho = dp_to_rho(epsilon,
+    delta)`` (CKS), ``(1 - COUNT_FRACTION) rho`` for the synthesizer fits (strata by parallel
+    composition) and ``COUNT_FRACTION rho`` for the noisy stratum counts that set the sampling
+    proportions and the number of synthetic rows (add/remove)."""
+    config = SynthesisConfig(domains=tuple(adult_synthesis_domains().values()), count_fraction=COUNT_FRACTION,
+                             delta=float(delta))
+    return synthesis_spend(config, 1, SynthesisHparams(rho=acc.dp_to_rho(float(epsilon), float(delta))))
 
 
 def adult_synthesis_domains(bins: int = 5) -> dict[str, int]:
@@ -189,7 +202,7 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     with rows and cannot fit an empty one; a stratified smartnoise run with a declared stratum
     empty in the training split is refused (ValueError; like the range check, this reads the data).
 
-    Privacy: ``synthesis_privacy(epsilon, delta)`` per (epsilon, variant, seed) under add/remove of
+    Privacy: ``study_spend(epsilon, delta)`` per (epsilon, variant, seed) under add/remove of
     one row (the synthesizer's share of rho plus the noisy stratum counts'; parallel composition
     over the disjoint strata)."""
     import pandas as pd

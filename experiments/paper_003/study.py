@@ -664,7 +664,7 @@ def run_synthesis(config: dict, ctx: Any):
                    f"{list(config['synth_variants'])}")
         figures.synthesis(agg, ctx)
         for eps in config["synth_epsilons"]:
-            ctx.record_privacy(f"synth_eps_{eps:g}", syn.synthesis_privacy(float(eps), float(config["synth_delta"])))
+            ctx.record_privacy(f"synth_eps_{eps:g}", syn.study_spend(float(eps), float(config["synth_delta"])))
         return df
     wins = float(np.mean([(piv[c] < piv["vanilla"]).mean() for c in strat_cols])) if strat_cols else float("nan")
     cells = {f"{c}@{e:g}": bool(piv.loc[e, c] < piv.loc[e, "vanilla"]) for c in strat_cols for e in piv.index}
@@ -686,7 +686,7 @@ def run_synthesis(config: dict, ctx: Any):
     _aim(table, config, ctx)
     figures.synthesis(agg, ctx)
     for eps in config["synth_epsilons"]:
-        ctx.record_privacy(f"synth_eps_{eps:g}", syn.synthesis_privacy(float(eps), float(config["synth_delta"])))
+        ctx.record_privacy(f"synth_eps_{eps:g}", syn.study_spend(float(eps), float(config["synth_delta"])))
     return df
 
 
@@ -726,7 +726,7 @@ def _aim(table: Any, config: dict, ctx: Any) -> None:
                   measured={"fraction": round(wins, 3), "parity_error": piv.round(4).to_dict()},
                   target=">= 0.5 (most)", passed=bool(wins >= 0.5), reason=WHY_NOT["synthesis_parity_aim"])
     for eps in config["aim_epsilons"]:
-        ctx.record_privacy(f"synth_aim_eps_{eps:g}", syn.synthesis_privacy(float(eps), float(config["synth_delta"])))
+        ctx.record_privacy(f"synth_aim_eps_{eps:g}", syn.study_spend(float(eps), float(config["synth_delta"])))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ SYN = "dpfair_jax/algorithms/synthesis.py"
 RPB = "dpfair_jax/algorithms/reductions/problem.py"
 RIF = "dpfair_jax/algorithms/reductions/interface.py"
 RTH = "dpfair_jax/algorithms/reductions/theory.py"
+RN = "dpfair_jax/privacy/release_noise.py"
 
 T_ACC = "tests/test_accounting.py"
 T_REL = "tests/test_relations.py"
@@ -167,24 +168,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("sensitivity", "dpsgd.privacy: replace-one multiplier not halved (sensitivity 2C)", DPSGD,
       "z = float(noise_multiplier) / spec.sensitivity_factor", "z = float(noise_multiplier)",
       T_DPSGD, T_DPF),
-    M("sensitivity", "output_perturbation.sensitivity: 2L/(n reg) -> L/(n reg)", OP,
-      "return 2.0 * float(lipschitz) / (n * float(reg))",
-      "return float(lipschitz) / (n * float(reg))",
-      T_OP),
-    M("sensitivity", "output_perturbation traced sensitivity: 2L/(n reg) -> L/(n reg)", OP,
-      "return 2.0 * lip / (n * reg)", "return lip / (n * reg)",
+    M("sensitivity", "release_noise.minimizer_sensitivity (output perturbation): 2L/(n reg) -> L/(n reg)", RN,
+      "return 2.0 * lipschitz / (n * reg)", "return lipschitz / (n * reg)",
       T_OP),
     M("sensitivity", "output_perturbation traced Lipschitz constant (squared loss) halved", OP,
       "lip = 2.0 * r * (r * config.label_bound * jnp.sqrt(2.0 / reg) + config.label_bound)",
       "lip = r * (r * config.label_bound * jnp.sqrt(2.0 / reg) + config.label_bound)",
       T_OP),
-    M("sensitivity", "reductions.loss_sensitivity: l1 K/n -> sqrt(K)/n", RPB,
-      'return (math.sqrt(K) if norm == "l2" else float(K)) * per_coordinate / n',
-      'return (math.sqrt(K) if norm == "l2" else math.sqrt(K)) * per_coordinate / n',
+    M("sensitivity", "release_noise.itemized_loss_sensitivity (reductions): l1 K/n -> sqrt(K)/n", RN,
+      'return (math.sqrt(num_groups) if norm == "l2" else float(num_groups)) * per_coordinate / n',
+      'return (math.sqrt(num_groups) if norm == "l2" else math.sqrt(num_groups)) * per_coordinate / n',
       T_REDP),
     M("sensitivity", "reductions spend: Laplace weight epsilon with the l2 sensitivity", RIF,
-      'w_eps = loss_sensitivity(n, config.problem.num_groups, norm="l1") / scale if scale > 0 else 0.0',
-      'w_eps = loss_sensitivity(n, config.problem.num_groups, norm="l2") / scale if scale > 0 else 0.0',
+      'w_eps = _rn.laplace_epsilon(loss_sensitivity(n, config.problem.num_groups, norm="l1"), scale) if scale > 0 else 0.0',
+      'w_eps = _rn.laplace_epsilon(loss_sensitivity(n, config.problem.num_groups, norm="l2"), scale) if scale > 0 else 0.0',
       T_REDP),
     M("sensitivity", "mitigation: statistics sensitivity sqrt(3) -> sqrt(2)", MIT,
       "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = math.sqrt(2.0)",
@@ -346,8 +343,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("noisy_count", "synthesis.spend: stratum counts charged at half", SYN,
       'ledger.charge("stratum_counts", count_rho)', 'ledger.charge("stratum_counts", 0.5 * count_rho)',
       T_SYN),
-    M("noisy_count", "synthesis.stratum_counts: noise std 1/sqrt(4 rho) instead of 1/sqrt(2 rho)", SYN,
-      "c = c + z / math.sqrt(2 * count_rho)", "c = c + z / math.sqrt(4 * count_rho)",
+    M("noisy_count", "release_noise.add_gaussian_for_rho_host (stratum counts): std 1/sqrt(4 rho), not 1/sqrt(2 rho)",
+      RN, "return value + z / math.sqrt(2 * rho)", "return value + z / math.sqrt(4 * rho)",
       T_SYN, T_MEP),
     # ======================================================================== clipping and ghost norms
     M("clipping", "clipping.per_example_norms: squared norm (sqrt dropped)", CLIP,

@@ -24,16 +24,18 @@ Public names
   :func:`dp_weighted_least_squares`, :func:`dp_gd_noise_std`;
   Algorithm 4 (Frank-Wolfe): :func:`frank_wolfe`; Algorithm 2: :func:`algorithm2_budget`,
   :func:`algorithm2_ledger`, :func:`private_cgoo`; :class:`MixtureResult`, :func:`mixture_loss`;
-  the kit's common interface (:mod:`.interface`): :func:`fit`, :func:`spend`, :func:`calibrate`
-  over :class:`GridData` with a config/hparams pair per algorithm (:class:`SamplingConfig` /
+  the kit's trio (:mod:`.interface`): :func:`fit` (returns a ``FitResult``), :func:`spend`,
+  :func:`calibrate` over :class:`GridData` with a config/hparams pair per algorithm (:class:`SamplingConfig` /
   :class:`SamplingHparams` for Algorithm 1, :class:`PrivateCGOOConfig` / :class:`PrivateCGOOHparams`
   for Algorithm 2; the functions dispatch on the config's type).
 
 Modules: :mod:`.objectives` (group functions, EO layout, confusion means), :mod:`.problem` (CGOO,
 penalty, loss vectors, sensitivities), :mod:`.oracles` (Algorithm 1, LOPT oracles), :mod:`.cgoo`
-(Frank-Wolfe, Algorithm 2 and its budgets), :mod:`.interface`. Sensitivities come from
-``dpfair_jax.privacy.relations``, noise from ``privacy.mechanisms``, clipping from
-``privacy.clipping``/``privacy.bounding``.
+(Frank-Wolfe, Algorithm 2 and its budgets), :mod:`.interface`. Sensitivities and scales come from
+``dpfair_jax.privacy.release_noise``/``relations``, noise and the exponential mechanism from
+``privacy.mechanisms``, clipping from ``privacy.clipping``/``privacy.bounding``.
+:func:`exponential_sampling`, :func:`private_cgoo` and :func:`private_cgoo_regression` are lower
+level (no spend of their own): use fit.
 
 Neighbouring relation: replace one record (which covers Def. 1.1, changing one sensitive
 attribute). For itemized loss vectors with per-example vectors in ``[0,1]^K`` the loss vector
@@ -54,8 +56,8 @@ from __future__ import annotations
 
 from .cgoo import (Algorithm2Budget, MixtureResult, RegressionMixture, algorithm2_budget, algorithm2_ledger,
                    clipped_group_losses, frank_wolfe, mixture_loss, private_cgoo, private_cgoo_regression)
-from .interface import (GridData, PrivateCGOOConfig, PrivateCGOOHparams, SamplingConfig, SamplingHparams,
-                        SamplingResult, calibrate, fit, spend)
+from .interface import (GridData, PrivateCGOOConfig, PrivateCGOOHparams, SamplingConfig, SamplingHparams, calibrate,
+                        fit, spend)
 from .objectives import (GroupFunction, bounded_group_loss, confusion_index, equalized_odds_constraint,
                          equalized_odds_loss_layout, equalized_odds_objective, figure2_means, g_mean, gini_constraint,
                          h_mean, linear_objective, max_objective, smax, smooth_abs, sum_objective)
@@ -74,6 +76,6 @@ __all__ = [
     "lopt_grid", "lopt_grid_private", "weighted_least_squares", "dp_weighted_least_squares",
     "dp_gd_noise_std", "frank_wolfe", "algorithm2_budget", "algorithm2_ledger", "private_cgoo",
     "mixture_loss", "LinearParams", "RegressionMixture", "clipped_group_losses", "private_cgoo_regression",
-    "GridData", "SamplingConfig", "SamplingHparams", "SamplingResult", "PrivateCGOOConfig", "PrivateCGOOHparams",
+    "GridData", "SamplingConfig", "SamplingHparams", "PrivateCGOOConfig", "PrivateCGOOHparams",
     "fit", "spend", "calibrate",
 ]

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy import release_noise as _rn
 from dpfair_jax.algorithms.reductions import theory as _pf
 from dpfair_jax.privacy.bounding import clip_to_interval
 from dpfair_jax.privacy.precision import full_precision
@@ -56,7 +57,6 @@ class MixtureResult(NamedTuple):
     trajectory: Array
     released: Array | None = None
     round_epsilon: Array | None = None
-    report: Any = None  # privacy.sampling.SamplingReport of a fit: rounds run (set by interface.fit)
 
 
 def mixture_loss(losses: Array, indices: Array, weights: Array) -> Array:
@@ -171,7 +171,7 @@ def algorithm2_budget(epsilon: float, delta: float, steps: int, *, n: int, num_g
     if privatize_weights:
         w_eps = eps_round * float(weight_fraction)
         o_eps = eps_round - w_eps
-        scale = loss_sensitivity(n, K, norm="l1") / w_eps  # K/n: l1 sensitivity of the loss vector
+        scale = _rn.laplace_scale(loss_sensitivity(n, K, norm="l1"), w_eps)  # K/n: l1 sensitivity
     else:
         w_eps, o_eps, scale = 0.0, eps_round, 0.0
     return Algorithm2Budget(o_eps, delta_round, w_eps, scale, eps_round, delta_bar, steps)
@@ -266,8 +266,7 @@ def _private_cgoo(key, L, G, oracle_epsilon, laplace_scale, *, problem, steps, l
     wts = jnp.full((steps,), 1.0 / steps, jnp.float32)
     lm = jnp.cumsum(L[idx], axis=0) / jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
     traj = jax.vmap(lambda l: penalized(problem, l, G, smoothing=smoothing))(lm)
-    noisy = scale > 0
-    round_epsilon = oracle_epsilon + jnp.where(noisy, l1sens / jnp.where(noisy, scale, 1.0), jnp.inf)
+    round_epsilon = oracle_epsilon + _rn.laplace_epsilon(l1sens, scale)
     return _finish(problem, L, idx, wts, traj, released)._replace(round_epsilon=round_epsilon)
 
 

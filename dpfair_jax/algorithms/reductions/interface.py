@@ -1,6 +1,6 @@
-"""The kit's common interface for paper 002's two private algorithms over a public grid:
-``fit(key, data, hparams, config)``, ``spend(config, sizes, hparams)`` and ``calibrate(config,
-sizes, target)``.
+"""The kit's trio for paper 002's two private algorithms over a public grid:
+``fit(key, data, hparams, config) -> FitResult``, ``spend(config, sizes, hparams)`` and
+``calibrate(config, sizes, target, *, hparams=None)``.
 
 One config/hparams pair per algorithm; the functions dispatch on the config's type:
 
@@ -33,16 +33,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
-from dpfair_jax.privacy.accounting import PrivacySpend
+from dpfair_jax.privacy import release_noise as _rn
+from dpfair_jax.privacy.accounting import PrivacySpend, calibration_target
 from dpfair_jax.privacy.precision import full_precision
 from dpfair_jax.privacy.sampling import SamplingReport
 
-from .cgoo import Algorithm2Budget, MixtureResult, algorithm2_budget, algorithm2_ledger, private_cgoo
-from .oracles import exponential_sampling
+from .._trio import FitResult, hparams_pytree, is_traced
+from .cgoo import Algorithm2Budget, algorithm2_budget, algorithm2_ledger
+from .cgoo import _private_cgoo
+from .oracles import _exponential_sampling
 from .problem import CGOO, _check_loss_matrix, loss_sensitivity
 
 __all__ = [
-    "GridData", "SamplingConfig", "SamplingHparams", "SamplingResult", "PrivateCGOOConfig", "PrivateCGOOHparams",
+    "GridData", "SamplingConfig", "SamplingHparams", "PrivateCGOOConfig", "PrivateCGOOHparams",
     "fit", "spend", "calibrate",
 ]
 
@@ -67,34 +70,35 @@ def _check_problem(problem: Any) -> None:
 class SamplingConfig:
     """Static choices of Algorithm 1: the public ``problem`` (:class:`~.problem.CGOO`) and the
     sensitivity ``variant``: ``"corrected"`` (``(L_f + G L_g) sqrt(K)/n``) or ``"paper"``
-    (``sqrt(K)(1 + G)/n``, Alg. 1 line 3; valid only when ``L_f, L_g <= 1``)."""
+    (``sqrt(K)(1 + G)/n``, Alg. 1 line 3; valid only when ``L_f, L_g <= 1``); ``delta``: the delta
+    :func:`calibrate` targets are stated at (Algorithm 1 is pure: its spend's delta is 0, within
+    any target's)."""
 
     problem: CGOO
     variant: str = "corrected"
+    delta: float = 1e-5
 
     def validate(self) -> "SamplingConfig":
         _check_problem(self.problem)
         V.check_choice("variant", self.variant, ("corrected", "paper"))
+        V.check_delta(self.delta)
         return self
 
 
-class SamplingHparams(NamedTuple):
+@hparams_pytree
+class SamplingHparams:
     """Traced hyperparameters of Algorithm 1: penalty weight ``G`` (Cor. 4.2:
     :func:`~.problem.penalty_weight`) and ``epsilon`` (the noise field :func:`calibrate` sets)."""
 
     G: Any = 1.0
     epsilon: Any = 1.0
 
-
-class SamplingResult(NamedTuple):
-    """Algorithm 1's output: the sampled grid ``index`` (int32), its loss vector ``loss [K]``
-    (computed from the private losses: a diagnostic, not part of the release) and ``epsilon``, the
-    pure-DP spend of the draw as run (:func:`spend`)."""
-
-    index: Array
-    loss: Array
-    epsilon: Array
-    report: Any = None  # privacy.sampling.SamplingReport: one exponential-mechanism draw
+    def validate(self) -> "SamplingHparams":
+        if not is_traced(self.epsilon):
+            V.check_epsilon(self.epsilon)
+        if not is_traced(self.G):
+            V.check_positive("G", self.G, allow_zero=True)
+        return self
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +133,8 @@ class PrivateCGOOConfig:
         return self
 
 
-class PrivateCGOOHparams(NamedTuple):
+@hparams_pytree
+class PrivateCGOOHparams:
     """Traced hyperparameters of Algorithm 2: penalty weight ``G``, the per-round budget of the
     exponential-mechanism oracle ``oracle_epsilon`` and the ``laplace_scale`` of the per-round loss
     release (``(K/n) / weight_epsilon``; 0: weights from unnoised losses, no guarantee). The noise
@@ -138,6 +143,15 @@ class PrivateCGOOHparams(NamedTuple):
     G: Any = 1.0
     oracle_epsilon: Any = 1.0
     laplace_scale: Any = 1.0
+
+    def validate(self) -> "PrivateCGOOHparams":
+        if not is_traced(self.oracle_epsilon):
+            V.check_epsilon(self.oracle_epsilon, "oracle_epsilon")
+        if not is_traced(self.laplace_scale):
+            V.check_positive("laplace_scale", self.laplace_scale, allow_zero=True)
+        if not is_traced(self.G):
+            V.check_positive("G", self.G, allow_zero=True)
+        return self
 
 
 _CONFIGS = (SamplingConfig, PrivateCGOOConfig)
@@ -155,7 +169,7 @@ def _check_hparams(hparams: Any, config: Any) -> Any:
     if not isinstance(hparams, want):
         raise ValueError(f"hparams must be a reductions.{want.__name__} for a {type(config).__name__}, "
                          f"got {type(hparams).__name__}.")
-    return hparams
+    return hparams.validate()
 
 
 def _check_n(sizes: Any) -> int:
@@ -172,7 +186,7 @@ def _check_data(data: Any, config: Any) -> int:
 
 
 def _concrete(name: str, value: Any) -> float:
-    if isinstance(value, jax.core.Tracer):
+    if is_traced(value):
         raise ValueError(f"spend needs a concrete hparams.{name} (host-side accounting); call it outside jit.")
     arr = np.asarray(value, np.float64)
     if arr.ndim:
@@ -180,30 +194,56 @@ def _concrete(name: str, value: Any) -> float:
     return float(arr)
 
 
+def _spend_or_none(config: Any, n: int, hparams: Any) -> PrivacySpend | None:
+    """:func:`spend` when the hparams are concrete scalars, ``None`` when one is traced or an array."""
+    if is_traced(hparams) or any(np.ndim(x) for x in jax.tree_util.tree_leaves(hparams)):
+        return None
+    return spend(config, n, hparams)
+
+
 @full_precision
-def fit(key: Array, data: GridData, hparams: Any, config: Any) -> SamplingResult | MixtureResult:
+def fit(key: Array, data: GridData, hparams: Any, config: Any) -> FitResult:
     """Run Algorithm 1 (``SamplingConfig``) or Algorithm 2 (``PrivateCGOOConfig``) on ``data``.
 
-    Algorithm 1 returns a :class:`SamplingResult`, Algorithm 2 the
-    :class:`~.cgoo.MixtureResult` of :func:`~.cgoo.private_cgoo` (``round_epsilon`` records each
-    round's spend). ``hparams`` fields may be traced (``vmap`` over a grid of them).
+    Returns :class:`~dpfair_jax.algorithms.FitResult` with ``spend`` = :func:`spend` (``None``
+    when an hparams field is traced) and ``report`` the rounds run.
+
+    * Algorithm 1: ``params`` the sampled grid index (int32, the release); ``diagnostics``:
+      ``loss [K]``, its loss vector (computed from the private losses: not private, do not publish).
+    * Algorithm 2 (:func:`~.cgoo.private_cgoo`): ``params`` the mixture ``(indices [T], weights
+      [T])`` (the release; the weights are public, uniform); ``diagnostics``: ``released [T, K]``,
+      the Laplace-privatized loss vectors read in each round (released, covered by the spend),
+      ``round_epsilon`` (what one round spends, a function of the hparams), and ``loss [K]``,
+      ``objective``, ``constraint``, ``trajectory [T]`` (computed from the private losses: not
+      private, do not publish).
+
+    ``hparams`` fields may be traced (``vmap`` over a grid of them).
 
     Privacy: as :func:`spend` states, under replace-one for a public ``config.problem``.
     """
+    V.check_threefry_key(key)
     _check_config(config)
     n = _check_data(data, config)
     _check_hparams(hparams, config)
+    recorded = _spend_or_none(config, n, hparams)
     if isinstance(config, SamplingConfig):
-        index = exponential_sampling(key, data.losses, config.problem, G=hparams.G, epsilon=hparams.epsilon, n=n,
-                                     variant=config.variant)
-        return SamplingResult(index, jnp.asarray(data.losses, jnp.float32)[index],
-                              jnp.asarray(hparams.epsilon, jnp.float32), SamplingReport(steps=1))
-    res = private_cgoo(key, data.losses, config.problem, G=hparams.G, steps=config.steps,
-                        oracle_epsilon=hparams.oracle_epsilon, laplace_scale=hparams.laplace_scale, n=n,
-                        point=config.point, variant=config.variant, init_index=config.init_index,
-                        smoothing=config.smoothing)
+        index = _exponential_sampling(key, jnp.asarray(data.losses, jnp.float32), jnp.asarray(hparams.G, jnp.float32),
+                                      jnp.asarray(hparams.epsilon, jnp.float32), problem=config.problem, n=n,
+                                      variant=config.variant)
+        return FitResult(index, {"loss": jnp.asarray(data.losses, jnp.float32)[index]}, recorded,
+                         SamplingReport(steps=1))
+    res = _private_cgoo(key, jnp.asarray(data.losses, jnp.float32), jnp.asarray(hparams.G, jnp.float32),
+                        jnp.asarray(hparams.oracle_epsilon, jnp.float32),
+                        jnp.asarray(hparams.laplace_scale, jnp.float32), problem=config.problem, steps=config.steps,
+                        lsens=loss_sensitivity(n, config.problem.num_groups),
+                        l1sens=loss_sensitivity(n, config.problem.num_groups, norm="l1"), point=config.point,
+                        variant=config.variant, init_index=int(config.init_index),
+                        smoothing=None if config.smoothing is None else float(config.smoothing))
+    diagnostics = {"released": res.released, "round_epsilon": res.round_epsilon, "loss": res.loss,
+                   "objective": res.objective, "constraint": res.constraint, "trajectory": res.trajectory}
     # rounds run: one privatized loss vector (and one oracle draw) per round
-    return res._replace(report=SamplingReport(steps=int(res.released.shape[0])))
+    return FitResult((res.indices, res.weights), diagnostics, recorded,
+                     SamplingReport(steps=int(res.released.shape[0])))
 
 
 def _sampling_epsilon(config: SamplingConfig, hparams: SamplingHparams) -> float:
@@ -230,7 +270,7 @@ def _algorithm2_budget(config: PrivateCGOOConfig, n: int, hparams: PrivateCGOOHp
     V.check_positive("laplace_scale", scale, allow_zero=True)
     if config.variant == "paper":
         scale = 0.0
-    w_eps = loss_sensitivity(n, config.problem.num_groups, norm="l1") / scale if scale > 0 else 0.0
+    w_eps = _rn.laplace_epsilon(loss_sensitivity(n, config.problem.num_groups, norm="l1"), scale) if scale > 0 else 0.0
     return Algorithm2Budget(o_eps, 0.0, w_eps, scale, o_eps + w_eps, float(config.delta), int(config.steps))
 
 
@@ -276,24 +316,12 @@ def _f32_up(x: float) -> float:
     return float(np.nextafter(v, np.float32(np.inf)) if float(v) < x else v)
 
 
-def _check_target(target: Any) -> tuple[float, float]:
-    try:
-        epsilon, delta = target
-    except (TypeError, ValueError):
-        raise ValueError(f"target must be an (epsilon, delta) pair, got {target!r}.") from None
-    V.check_epsilon(epsilon)
-    d = V.as_float("delta", delta)
-    if not 0.0 <= d < 1.0:
-        raise ValueError(f"target delta must lie in [0, 1), got {delta!r}.")
-    return float(epsilon), d
-
-
 def calibrate(config: Any, sizes: Any, target: Any, *, hparams: Any = None) -> Any:
     """``hparams`` (default: the config's hparams type with its defaults) with the noise fields set
     so that ``spend(config, sizes, result).epsilon <= target epsilon``.
 
-    Algorithm 1: ``epsilon`` = the target's (any ``delta >= 0``; the paper variant scales it down
-    by the factor :func:`spend` charges). Algorithm 2: :func:`~.cgoo.algorithm2_budget` with the
+    Algorithm 1: ``epsilon`` = the target's (the paper variant scales it down by the factor
+    :func:`spend` charges; the target's delta is ``config.delta``, the spend's is 0). Algorithm 2: :func:`~.cgoo.algorithm2_budget` with the
     exact per-round budget (the largest one Lemma A.4 allows), ``config.weight_fraction`` of it
     for the loss release; the target's ``delta`` must be ``config.delta`` (the slack the spend
     states). Values are float32, rounded toward less spend.
@@ -302,24 +330,29 @@ def calibrate(config: Any, sizes: Any, target: Any, *, hparams: Any = None) -> A
     """
     _check_config(config)
     n = _check_n(sizes)
-    epsilon, delta = _check_target(target)
+    epsilon, delta = calibration_target(target, _stated_delta(config))
     if isinstance(config, SamplingConfig):
         base = _check_hparams(SamplingHparams() if hparams is None else hparams, config)
-        factor = _sampling_epsilon(config, base._replace(epsilon=1.0))  # charged epsilon per unit of epsilon
+        # charged epsilon per unit of epsilon
+        factor = _sampling_epsilon(config, dataclasses.replace(base, epsilon=1.0))
         eps = _f32_down(epsilon / factor)
-        while _sampling_epsilon(config, base._replace(epsilon=eps)) > epsilon:
+        while _sampling_epsilon(config, dataclasses.replace(base, epsilon=eps)) > epsilon:
             eps = float(np.nextafter(np.float32(eps), np.float32(0.0)))
-        return base._replace(epsilon=eps)
+        return dataclasses.replace(base, epsilon=eps)
     base = _check_hparams(PrivateCGOOHparams() if hparams is None else hparams, config)
     if config.variant == "paper":
         raise ValueError("variant='paper' computes the weights from unnoised losses: no budget meets a target.")
-    if delta != config.delta:
-        raise ValueError(f"target delta={delta!r} differs from config.delta={config.delta!r}, the composition "
-                         "slack spend states; pass PrivateCGOOConfig(delta=...) with the target's delta.")
     b = algorithm2_budget(epsilon, delta, config.steps, n=n, num_groups=config.problem.num_groups,
                           oracle="pure", privatize_weights=True, weight_fraction=config.weight_fraction,
                           variant="exact")
-    out = base._replace(oracle_epsilon=_f32_down(b.oracle_epsilon), laplace_scale=_f32_up(b.laplace_scale))
+    out = dataclasses.replace(base, oracle_epsilon=_f32_down(b.oracle_epsilon), laplace_scale=_f32_up(b.laplace_scale))
     while spend(config, n, out).epsilon > epsilon:  # float rounding of eps_o + eps_w: shave the oracle
-        out = out._replace(oracle_epsilon=float(np.nextafter(np.float32(out.oracle_epsilon), np.float32(0.0))))
+        out = dataclasses.replace(out, oracle_epsilon=float(np.nextafter(np.float32(out.oracle_epsilon),
+                                                                         np.float32(0.0))))
     return out
+
+
+def _stated_delta(config: Any) -> float:
+    """The delta a target is stated at: ``config.delta`` (Algorithm 1: its spend's delta is 0, pure;
+    Algorithm 2: the composition slack)."""
+    return float(config.delta)

@@ -181,7 +181,7 @@ def gini_constraint(theta: Any, num_groups: int, *, variant: str = "corrected", 
         diff = jnp.abs(l[..., :, None] - l[..., None, :])
         return jnp.sum(diff, axis=(-2, -1)) - 2.0 * c * th * jnp.sum(l, axis=-1)
 
-    tb = float(np.max(np.abs(np.asarray(theta)))) if not V._is_tracer(theta) else 1.0
+    tb = float(np.max(np.abs(np.asarray(theta)))) if not V.is_traced(theta) else 1.0
     return GroupFunction(g, math.sqrt(K) * (2.0 * (K - 1) + 2.0 * c * tb), math.inf, "gini")
 
 

@@ -8,6 +8,7 @@ replace-one (the size ``n`` public).
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -16,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as V
-from dpfair_jax.privacy import accounting as acc
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy import release_noise as _rn
 from dpfair_jax.privacy.clipping import glm_clipped_grad_sum
 from dpfair_jax.privacy.precision import full_precision
-from dpfair_jax.privacy.relations import ADD_REMOVE, as_relation, clipped_sum_sensitivity
+from dpfair_jax.privacy.relations import as_relation
 
 from .problem import CGOO, _check_loss_matrix, h_sensitivity, penalized
 
@@ -82,8 +83,8 @@ def exponential_sampling(key: Array, losses: Array, problem: CGOO, *, G: Any, ep
 @partial(jax.jit, static_argnames=("problem", "n", "variant"))
 def _exponential_sampling(key, losses, G, epsilon, *, problem, n, variant):
     sens = h_sensitivity(problem, n, G, variant=variant)
-    logits = exponential_sampling_logits(losses, problem, G=G, epsilon=epsilon, sensitivity=sens)
-    return jax.random.categorical(key, logits).astype(jnp.int32)
+    h = jax.vmap(lambda l: penalized(problem, l, G))(losses)
+    return _mech.exponential_mechanism(key, h, epsilon=epsilon, sensitivity=sens)
 
 
 # =============================================================================================
@@ -96,11 +97,11 @@ def lopt_grid(losses: Array, weights: Array) -> Array:
     return jnp.argmin(jnp.asarray(losses) @ jnp.asarray(weights, jnp.float32)).astype(jnp.int32)
 
 
-def _lopt_em_logits(losses, weights, epsilon, loss_sens):
+def _lopt_scores(losses, weights):
+    """``w . ell(c_m, D) / ||w||`` per candidate (sensitivity ``Delta_l`` by Cauchy-Schwarz)."""
     w = jnp.asarray(weights, jnp.float32)
     norm = jnp.linalg.norm(w)
-    score = jnp.asarray(losses, jnp.float32) @ (w / jnp.maximum(norm, 1e-30))
-    return -jnp.asarray(epsilon, jnp.float32) * score / (2.0 * jnp.asarray(loss_sens, jnp.float32))
+    return jnp.asarray(losses, jnp.float32) @ (w / jnp.maximum(norm, 1e-30))
 
 
 @full_precision
@@ -114,7 +115,8 @@ def lopt_grid_private(key: Array, losses: Array, weights: Array, *, epsilon: Any
     V.check_threefry_key(key)
     V.check_epsilon(epsilon)
     V.check_positive("loss_sens", loss_sens)
-    return jax.random.categorical(key, _lopt_em_logits(losses, weights, epsilon, loss_sens)).astype(jnp.int32)
+    return _mech.exponential_mechanism(key, _lopt_scores(losses, weights), epsilon=jnp.asarray(epsilon, jnp.float32),
+                                       sensitivity=jnp.asarray(loss_sens, jnp.float32))
 
 
 class LinearParams(NamedTuple):
@@ -138,7 +140,7 @@ def weighted_least_squares(x: Array, y: Array, s: Array, group_weights: Array, *
     V.check_same_length(x=x, y=y, s=s)
     V.check_group_ids(s, num_groups)
     V.check_shape("group_weights", group_weights, shape=(num_groups,))
-    if not V._is_tracer(group_weights) and np.any(np.asarray(group_weights) < 0):
+    if not V.is_traced(group_weights) and np.any(np.asarray(group_weights) < 0):
         raise ValueError("group_weights must be >= 0 (the weighted least-squares LOPT needs W in R^K_{>=0}).")
     X = _design(x, fit_intercept)
     n = X.shape[0]
@@ -162,14 +164,12 @@ def dp_gd_noise_std(epsilon: float, delta: float, steps: int, clip_norm: float, 
     stays clipped to ``C``, so ``2 C`` covers that replacement too."""
     steps = V.check_int("steps", steps)
     V.check_clip_norm(clip_norm)
-    rel = as_relation(relation)
-    if rel is ADD_REMOVE:
+    sens = _rn.normalized_clipped_sum_sensitivity(clip_norm).under(as_relation(relation))
+    if math.isinf(sens):
         raise ValueError("dp_gd_noise_std: relation='add_remove' is not supported: the DP-GD oracle "
                          "divides the noisy gradient sum by the private row count n; use 'replace_one' "
                          "(n fixed and public).")
-    rho = acc.dp_to_rho(epsilon, delta)
-    sens = clipped_sum_sensitivity(clip_norm).under(rel)
-    return acc.gaussian_sigma_for_rho(sens, rho / steps)
+    return _rn.gaussian_std_over_steps(epsilon, delta, steps, sens)
 
 
 @full_precision

@@ -16,7 +16,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.privacy.precision import full_precision
-from dpfair_jax.privacy.relations import REPLACE_ONE, bounded_sum_sensitivity
+from dpfair_jax.privacy import release_noise as _rn
 
 from .objectives import GroupFunction
 
@@ -90,8 +90,7 @@ def loss_sensitivity(n: int, num_groups: int, *, norm: str = "l2") -> float:
     n = V.check_int("n", n)
     K = V.check_int("num_groups", num_groups)
     V.check_choice("norm", norm, ("l2", "l1"))
-    per_coordinate = bounded_sum_sensitivity(0.0, 1.0).under(REPLACE_ONE)
-    return (math.sqrt(K) if norm == "l2" else float(K)) * per_coordinate / n
+    return _rn.itemized_loss_sensitivity(n, K, norm=norm)
 
 
 def h_sensitivity(problem: CGOO, n: int, G: Any, *, variant: str = "corrected") -> Any:
@@ -102,8 +101,8 @@ def h_sensitivity(problem: CGOO, n: int, G: Any, *, variant: str = "corrected") 
     V.check_positive("G", G, allow_zero=True)
     s = loss_sensitivity(n, problem.num_groups)
     if variant == "paper":
-        return s * (1.0 + G)
-    return s * (problem.f.lipschitz + G * problem.g.lipschitz)
+        return _rn.lipschitz_image_sensitivity(s, 1.0 + G)
+    return _rn.lipschitz_image_sensitivity(s, problem.f.lipschitz + G * problem.g.lipschitz)
 
 
 @full_precision
@@ -129,7 +128,7 @@ def _check_loss_matrix(L: Any, num_groups: int | None = None) -> None:
     V.check_finite("losses", L)
     if num_groups is not None and np.shape(L)[1] != num_groups:
         raise ValueError(f"losses must have num_groups={num_groups} columns, got shape {np.shape(L)}.")
-    if not V._is_tracer(L):
+    if not V.is_traced(L):
         arr = np.asarray(L)
         if arr.size and (arr.min() < -1e-6 or arr.max() > 1 + 1e-6):
             raise ValueError("losses must lie in [0, 1] (the sensitivities of Lemma 5.1 assume it); "
