@@ -15,7 +15,9 @@ compose these and draw no noise themselves. The public names of the submodules a
 - ``sampling``: Poisson and shuffled batches and what they let the accountant assume;
 - ``selection``: accounted private hyperparameter selection;
 - ``ghost``: ghost-norm kernels of dense, embedding and convolution layers;
-- ``precision``: full-precision matmuls on privacy paths.
+- ``precision``: full-precision matmuls on privacy paths;
+- ``release_noise``: sensitivities and noise scales of the one-shot releases (output perturbation,
+  marginal synthesis, the reductions' loss vectors).
 """
 
 from . import (  # noqa: F401
@@ -34,6 +36,7 @@ from . import (  # noqa: F401
     selection,
     ghost,
     precision,
+    release_noise,
 )
 from .relations import (  # noqa: F401
     NeighboringRelation,
