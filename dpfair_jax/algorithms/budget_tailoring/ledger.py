@@ -123,7 +123,11 @@ def _spend_of(config: Config, rho: Any, delta: float) -> PrivacySpend:
         return PrivacySpend(epsilon=float("inf"), delta=delta, rho=float("inf"),
                             relation=config.relation, unit="example", accountant="zcdp",
                             notes="paper 000 non-private baseline: no guarantee")
-    v.check_rho(rho)
+    v.check_rho(rho, allow_inf=True)
+    if float(rho) == float("inf"):
+        return PrivacySpend(epsilon=float("inf"), delta=delta, rho=float("inf"),
+                            relation=config.relation, unit="example", accountant="zcdp",
+                            notes=f"paper 000 {config.method} at rho = inf: no noise, no guarantee")
     return PrivacySpend(epsilon=float(zcdp_to_dp(float(rho), delta, method=CONVERSION)), delta=delta,
                         rho=float(rho), relation=config.relation, unit="example",
                         accountant="zcdp", notes=_privacy_notes(config))
