@@ -141,7 +141,7 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
 
     priv = json.loads((res.run_dir / "privacy.json").read_text())
     assert "dpse_rho_0.5" in priv and "dpse_summed_rho_0.5" in priv
-    # one record per method, reading and budget, each what budget_tailoring.privacy says for that
+    # one record per method, reading and budget, each what budget_tailoring.spend says for that
     # run: replace-one within a group with public group sizes, rho = eps^2 / 2, the paper's conversion
     assert set(priv) == {f"{m}{t}_rho_{r:.6g}" for m in A.PRIVATE_METHODS for t in ("", "_summed")
                          for r in (0.5, 50.0, 2.0, 8.0)}
