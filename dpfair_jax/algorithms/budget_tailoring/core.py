@@ -27,7 +27,7 @@ from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy.zcdp_noise import gaussian_std_or_zero
 from dpfair_jax.privacy.relations import (ADD_REMOVE, REPLACE_ONE_WITHIN_GROUP, as_relation, bounded_sum_sensitivity,
                                           clipped_sum_sensitivity, gram_sensitivity, histogram_sensitivity,
-                                          relation_name)
+                                          relation_name, within_group)
 
 from .._trio import hparams_pytree
 
@@ -108,6 +108,12 @@ class Config:
                 "(noisy group counts, charged).")
         object.__setattr__(self, "relation", relation)
 
+    @property
+    def noisy_counts(self) -> bool:
+        """Whether the group sizes differ between neighbours (``relations.within_group`` is false:
+        add/remove), so a run releases them as noisy counts inside its budget."""
+        return not within_group(self.relation)
+
     def validate(self) -> "Config":
         v.check_choice("method", self.method, METHODS)
         v.check_int("steps", self.steps, minimum=1)
@@ -161,7 +167,7 @@ class Hyperparams:
             if np.any(tf <= 0) or np.any(tf >= 1):
                 raise ValueError(f"tau_fraction must lie in (0, 1), got {self.tau_fraction!r} "
                                  "(the paper uses 0.2).")
-        if config is not None and config.relation == "add_remove" and not is_traced(self.count_fraction):
+        if config is not None and config.noisy_counts and not is_traced(self.count_fraction):
             cf = np.asarray(self.count_fraction)
             if np.any(cf <= 0) or np.any(cf >= 1):
                 raise ValueError(f"count_fraction must lie in (0, 1) under relation='add_remove' (the share "
@@ -223,7 +229,7 @@ def _budget(hp: Hyperparams, cfg: Config, dtype=jnp.float32):
     ``mu = rest - tau`` for DPSE, ``tau = 0`` and ``mu = rest`` for the baselines (written as
     products so that ``rho = inf`` gives ``inf`` everywhere)."""
     rho = jnp.asarray(hp.rho, dtype)
-    if cfg.relation == "add_remove":
+    if cfg.noisy_counts:
         rho_c, rest = rho * hp.count_fraction, rho * (1.0 - hp.count_fraction)
     else:
         rho_c, rest = 0.0 * rho, rho
@@ -236,7 +242,7 @@ def _denominators(zc: jax.Array, n_k: jax.Array, rho_c: Any, cfg: Config) -> jax
     """Group sizes as used by the method: the public ``n_k`` under replace-one; under add/remove
     the noisy counts ``max(n_k + z / sqrt(2 rho_c), 1)`` (Gaussian mechanism, sensitivity 1 for
     the count vector; exact when ``rho_c = inf`` or for the non-private method)."""
-    if cfg.relation != "add_remove" or cfg.method == "nonprivate":
+    if not cfg.noisy_counts or cfg.method == "nonprivate":
         return n_k
     rho_c = jnp.asarray(rho_c, n_k.dtype)
     sens = histogram_sensitivity("l2").under(ADD_REMOVE)  # the count vector: one record, one cell
@@ -327,7 +333,7 @@ def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
     if cfg.loss == "logistic" and data.num_classes not in (0, 2):
         raise ValueError("loss='logistic' needs binary labels in {0, 1}.")
     hp.validate(cfg, data.num_groups)
-    if cfg.se_denominator == "n_minus_d" and cfg.relation != "add_remove":
+    if cfg.se_denominator == "n_minus_d" and not cfg.noisy_counts:
         # public sizes only; under add/remove the noisy denominator is clamped (max(n_k - P, 1))
         p = data.d + int(cfg.fit_intercept)
         if np.min(data.group_sizes()) <= p:

@@ -70,7 +70,7 @@ def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction:
     if config.method == "nonprivate":
         raise ValueError("method='nonprivate' spends no privacy budget; nothing to itemise.")
     rest = rho
-    if config.relation == "add_remove":
+    if config.noisy_counts:
         if not 0.0 < float(count_fraction) < 1.0:
             raise ValueError(f"count_fraction must lie in (0, 1), got {count_fraction!r}.")
         led.charge("counts", count_fraction * rho)
@@ -99,7 +99,7 @@ def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction:
 
 
 def _privacy_notes(config: Config) -> str:
-    if config.relation != "add_remove":
+    if not config.noisy_counts:
         rel = ("replace-one within a group: group membership and the sizes n_k are public, a "
                "record is replaced by another record of the same group (sensitivities 2 Delta, "
                "2 U_x U_y, sqrt(2) U_x^2; [0, B] sums B); a record moving to another group is "

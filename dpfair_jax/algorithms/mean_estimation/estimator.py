@@ -123,20 +123,23 @@ class MeanHparams:
     gamma: Any = 0.1
     weights: Any = None
 
-    def validate(self, config: "MeanConfig") -> "MeanHparams":
-        """Check the fields ``config.method`` uses (traced values are skipped)."""
-        if config.method == "laplace":
+    def validate(self, config: "MeanConfig | None" = None) -> "MeanHparams":
+        """Check the fields ``config.method`` uses (every field without a config); traced values
+        are skipped."""
+        method = None if config is None else config.method
+        if method in (None, "laplace"):
             v.check_epsilon(self.epsilon)
             v.check_positive("R", self.R, allow_zero=True)
             _check_gamma(self.gamma)
-        else:
+        if method != "laplace":
             v.check_rho(self.rho)
             v.check_finite("center", self.center)
-        if config.method == "gaussian":
+        if method in (None, "gaussian"):
             v.check_clip_norm(self.clip, "clip")
-        if config.method == "coinpress":
+        if method in (None, "coinpress"):
             v.check_positive("radius", self.radius)
-        _check_weights(self.weights, config.num_groups)
+        if config is not None:
+            _check_weights(self.weights, config.num_groups)
         return self
 
 

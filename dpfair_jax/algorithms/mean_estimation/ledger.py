@@ -11,6 +11,7 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
+from dpfair_jax.privacy.relations import ADD_REMOVE, as_relation
 
 from .groups import _check_relation, resolve_count_rho
 
@@ -29,7 +30,7 @@ def _sizes_note(relation: str, count_rho: float | None) -> str:
     if count_rho is None:
         return ("group sizes exact and public (replace-one within a stratum; a record moving to "
                 "another stratum is not covered)")
-    how = ("add/remove: sizes always noised" if relation == "add_remove"
+    how = ("add/remove: sizes always noised" if as_relation(relation) is ADD_REMOVE
            else "replace-one, a record may move across strata (count sensitivity sqrt 2)")
     return f"group sizes released as Gaussian noisy counts, count_rho = {count_rho:g} ({how})"
 
