@@ -79,6 +79,8 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
     most half the noise's sensitivity), or ``count_rho`` given: ``(epsilon^2 / 2 +
     count_rho)``-zCDP (the Laplace releases as ``epsilon^2/2``-zCDP, plus the Gaussian counts);
     :func:`~.estimator.spend` gives the spend (``method="laplace"``).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_epsilon(epsilon)
@@ -113,6 +115,8 @@ def laplace_mean(key: jax.Array, x: Any, *, R: Any, gamma: Any, epsilon: Any,
     or general replace-one (noisy ``n``): ``(epsilon^2/2 +
     count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * epsilon^2 / 2``
     (:func:`~.estimator.spend`).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     _check_data(x)
@@ -162,6 +166,8 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
     Privacy: replace-one within a stratum (public sizes): ``rho``-zCDP per group and overall
     (parallel composition). Add/remove, replace-one across strata, or ``count_rho`` given: ``(rho +
     count_rho)``-zCDP (:func:`~.estimator.spend`, ``method="gaussian"``).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_rho(rho)
@@ -190,6 +196,8 @@ def gaussian_mean(key: jax.Array, x: Any, *, center: Any, clip: Any, rho: Any,
     Privacy: replace-one within the one group (``n`` public; the default): ``rho``-zCDP; add/remove
     or general replace-one (noisy ``n``): ``(rho + count_rho)``-zCDP, ``count_rho``
     defaulting to ``DEFAULT_COUNT_FRACTION * rho`` (:func:`~.estimator.spend`).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     _check_data(x)

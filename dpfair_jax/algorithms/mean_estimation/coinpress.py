@@ -132,6 +132,8 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
     covered (the exact sizes differ). Add/remove, replace-one, or ``count_rho`` given:
     ``(sum(rhos) + count_rho)``-zCDP (a move between strata changes two groups' centred clipped
     sums by at most ``C_g`` each, within the ``2 C_g`` each is noised for). :func:`~.estimator.spend` (``method="coinpress"``) reports either.
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     _check_coinpress(center, radius, rhos, clip_mode, beta)
@@ -166,6 +168,8 @@ def coinpress_mean(key: jax.Array, x: Any, *, center: Any = 0.0, radius: Any = 3
     Privacy: replace-one within the one group (``n`` public; the default): ``sum(rhos)``-zCDP;
     add/remove or general replace-one (noisy ``n``): ``(sum(rhos) +
     count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     _check_data(x)

@@ -151,6 +151,8 @@ def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
     Privacy: ``count_rho``-zCDP. ``Delta = 1`` under add/remove (one count changes by 1) and
     ``sqrt 2`` under replace-one, within a group too (a record may move between strata: two
     counts change by 1; within a group none does, so ``sqrt 2`` is an upper bound there).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     relation = _check_relation(relation)
