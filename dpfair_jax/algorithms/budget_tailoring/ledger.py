@@ -10,9 +10,8 @@ Privacy: a run is ``rho``-zCDP under ``Config.relation``; epsilon is the paper's
 
 from __future__ import annotations
 
-from typing import Any
-
 import dataclasses
+from typing import Any
 
 import numpy as np
 
