@@ -78,13 +78,28 @@ def case_pfld_epoch() -> TrioCase:
 
 
 def case_budget_tailoring() -> TrioCase:
-    raise NotImplementedError("budget_tailoring: fill in with the trio")
+    from dpfair_jax.algorithms import budget_tailoring as bt
+
+    rng = np.random.default_rng(0)
+    sizes = (30, 18)
+    x = rng.normal(size=(sum(sizes), 2)).astype(np.float32)
+    s = np.repeat([0, 1], sizes).astype(np.int32)
+    y = (x @ np.array([1.0, -0.5]) + rng.normal(size=x.shape[0]) * (1 + s)).astype(np.float32)
+    data = make_dataset(x, y, s, num_groups=2, num_classes=0)
+    return TrioCase("budget_tailoring", data, bt.Config(steps=3, delta=DELTA), sizes, (2.0, DELTA))
 
 
 
 
 def case_mean_estimation() -> TrioCase:
-    raise NotImplementedError("mean_estimation: fill in with the trio")
+    from dpfair_jax.algorithms import mean_estimation as me
+
+    rng = np.random.default_rng(0)
+    sizes = (40, 25, 35)
+    s = np.repeat(np.arange(3), sizes).astype(np.int32)
+    x = (rng.normal(size=(s.size, 2)) + s[:, None]).astype(np.float32)
+    config = me.MeanConfig(method="coinpress", num_groups=3, relation="add_remove", delta=DELTA)
+    return TrioCase("mean_estimation", (x, s), config, sizes, (1.0, DELTA))
 
 
 

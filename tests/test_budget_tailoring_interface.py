@@ -1,9 +1,10 @@
 """budget_tailoring's fit/spend/calibrate: calibrate hits an (epsilon, delta) target (checked with
-the conversion written out here), spend is privacy(...) at config.delta, and what a fit records
+the conversion written out here), spend is the paper's conversion at config.delta (fit records it), and what a fit records
 (its per-release charges) adds up to the spend."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -43,7 +44,7 @@ def test_calibrate_hits_the_target(relation, method, epsilon, delta):
     assert sp.epsilon == pytest.approx(by_hand, rel=1e-12)
     assert by_hand <= epsilon and by_hand >= 0.99 * epsilon  # within the target, tight to 1%
     assert (sp.delta, sp.rho, sp.relation, sp.unit) == (delta, hp.rho, relation, "example")
-    assert sp == bt.privacy(cfg, hp.rho, delta)  # the numbers privacy() records
+    assert sp == bt.fit(jax.random.key(0), _data(), hp, dataclasses.replace(cfg, steps=1)).spend  # fit records it
 
 
 @pytest.mark.parametrize("cfg", [bt.Config(steps=3, relation="add_remove"), bt.Config(steps=3, fairness=True),
@@ -54,12 +55,14 @@ def test_fit_records_the_spend(cfg):
     data = _data()
     hp = bt.calibrate(cfg, SIZES, (1.5, cfg.delta))
     sp = bt.spend(cfg, SIZES, hp)
-    _, diag = bt.fit(jax.random.key(1), data, hp, cfg)
-    recorded = float(diag.rho_counts) + float(diag.rho_stage1) + float(diag.rho_stage2)
+    res = bt.fit(jax.random.key(1), data, hp, cfg)
+    assert res.spend == sp
+    diag = res.diagnostics
+    recorded = float(diag["rho_counts"]) + float(diag["rho_stage1"]) + float(diag["rho_stage2"])
     assert recorded == pytest.approx(sp.rho, rel=1e-5)
     assert _eps_by_hand(recorded, cfg.delta) == pytest.approx(sp.epsilon, rel=1e-5)
-    _, diag2 = bt.fit(jax.random.key(1), data, hp._replace(rho=2 * hp.rho), cfg)
-    assert float(diag2.rho_counts + diag2.rho_stage1 + diag2.rho_stage2) == pytest.approx(2 * recorded, rel=1e-5)
+    diag2 = bt.fit(jax.random.key(1), data, dataclasses.replace(hp, rho=2 * hp.rho), cfg).diagnostics
+    assert float(diag2["rho_counts"] + diag2["rho_stage1"] + diag2["rho_stage2"]) == pytest.approx(2 * recorded, rel=1e-5)
 
 
 def test_calibrated_hparams_sweep_under_vmap():
@@ -69,15 +72,15 @@ def test_calibrated_hparams_sweep_under_vmap():
     cfg = bt.Config(steps=3)
     rhos = jnp.asarray([bt.calibrate(cfg, SIZES, (e, cfg.delta)).rho for e in (0.5, 4.0)], jnp.float32)
     base = bt.Hyperparams()
-    many = jax.jit(jax.vmap(lambda r: bt.fit(jax.random.key(2), data, base._replace(rho=r), cfg)[0]))(rhos)
+    many = jax.jit(jax.vmap(lambda r: bt.fit(jax.random.key(2), data, dataclasses.replace(base, rho=r), cfg).params))(rhos)
     for i in range(2):
-        one = bt.fit(jax.random.key(2), data, base._replace(rho=float(rhos[i])), cfg)[0]
+        one = bt.fit(jax.random.key(2), data, dataclasses.replace(base, rho=float(rhos[i])), cfg).params
         np.testing.assert_allclose(np.asarray(many[i]), np.asarray(one), rtol=1e-5, atol=1e-6)
 
 
-def test_rho_for_epsilon_inverts_the_conversion():
+def test_calibrate_inverts_the_conversion():
     for eps, delta in [(1e-3, 1e-5), (1.0, 1e-5), (50.0, 1e-10)]:
-        rho = bt.rho_for_epsilon(eps, delta)
+        rho = bt.calibrate(bt.Config(delta=delta), SIZES, (eps, delta)).rho
         assert _eps_by_hand(rho, delta) <= eps
         up = float(np.nextafter(np.float32(rho), np.float32(np.inf)))
         assert _eps_by_hand(up, delta) > eps  # the largest float32 rho within the target

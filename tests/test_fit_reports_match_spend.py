@@ -214,22 +214,23 @@ def _rows_budget_tailoring(relation: str) -> list[Row]:
     data = make_dataset(x, y, np.repeat(np.arange(K), n_k).astype(np.int32), num_groups=K, num_classes=0)
     cfg = BT.Config(steps=5, relation=relation)
     hp = BT.Hyperparams(rho=0.8, clip=0.7)
-    _, diag = BT.fit(jax.random.key(6), data, hp, cfg)
-    report = diag.report
+    res = BT.fit(jax.random.key(6), data, hp, cfg)
+    diag, report = res.diagnostics, res.report
     spend = BT.spend(cfg, [n_k] * K, hp)
-    led = BT.budget_ledger(hp.rho, np.asarray(diag.se), config=cfg, tau_fraction=hp.tau_fraction,
+    led = BT.budget_ledger(hp.rho, np.asarray(diag["se"]), config=cfg, tau_fraction=hp.tau_fraction,
                            count_fraction=hp.count_fraction)
     items = collections.defaultdict(float)
     for name, val in led.charges.items():
         items[name.split("/")[0]] += float(np.sum(val))
     factor = {"add_remove": 1.0, "replace_one_within_group": 2.0}[relation]
-    std = np.asarray(diag.noise_std, np.float64)
+    std = np.asarray(diag["noise_std"], np.float64)
     rho2_run = report.steps * float(np.sum((factor * float(hp.clip)) ** 2 / (2.0 * std**2)))
     released = dict(report.releases)
     return [Row("stage-2 steps run x per-step charge = ledger's stage 2", rho2_run, items["stage2"], "~", 1e-5),
             Row("stage 1 run iff charged", "stage1" in released, items["stage1"] > 0),
             Row("noisy counts run iff charged", "noisy_counts" in released, items["counts"] > 0),
-            Row("ledger total = spend rho", sum(items.values()), spend.rho, "~", 1e-6)]
+            Row("ledger total = spend rho", sum(items.values()), spend.rho, "~", 1e-6),
+            Row("fit records the spend", spend, res.spend)]
 
 
 def _rows_means(method: str) -> list[Row]:
@@ -243,9 +244,9 @@ def _rows_means(method: str) -> list[Row]:
     res = ME.fit(jax.random.key(7), (x, s), hp, cfg)
     spend = ME.spend(cfg, [per] * K, hp)
     rows = [Row("no sampler", None, res.report.sampler),
-            Row("rho the fit charged = spend's", float(res.rho), float(spend.rho), "~", 1e-6),
+            Row("rho the fit charged = spend's", float(res.diagnostics["rho"]), float(spend.rho), "~", 1e-6),
             Row("noisy counts run iff charged", "noisy_counts" in dict(res.report.releases),
-                float(res.count_rho) > 0)]
+                float(res.diagnostics["count_rho"]) > 0)]
     if method == "coinpress":
         rows.append(Row("CoinPress iterations run = the budget shares composed", len(cfg.split),
                         res.report.steps))

@@ -164,17 +164,13 @@ def test_noisy_counts_variance():
 
 
 def test_ledger_parallel_composition():
-    rhos = me.coinpress_rhos(0.5)
+    hp = me.MeanHparams(rho=0.5)
     for k in (1, 3, 12):
-        led = me.stratified_ledger(rhos, k)
-        led.assert_total(0.5)  # not k * 0.5: the groups are disjoint
-        assert len(led.charges) == 2
-    led = me.stratified_ledger(rhos, 12, count_rho=0.05)
-    led.assert_total(0.55)
-    assert led.charges["group_counts"] == 0.05
-    sp = me.stratified_privacy(rhos, 12, 1e-6)
-    assert sp.epsilon == pytest.approx(acc.zcdp_to_dp(0.5, 1e-6))
-    assert sp.rho == pytest.approx(0.5)
+        sp = me.spend(me.MeanConfig(method="coinpress", num_groups=k, delta=1e-6), (1,) * k, hp)
+        assert sp.rho == pytest.approx(0.5)  # not k * 0.5: the groups are disjoint
+        assert sp.epsilon == pytest.approx(acc.zcdp_to_dp(0.5, 1e-6))
+    noisy = me.MeanConfig(method="coinpress", num_groups=12, counts="noisy", delta=1e-6)  # count_rho 0.05
+    assert me.spend(noisy, (1,) * 12, hp).rho == pytest.approx(0.55)
 
 
 def test_jitted_vmap_over_traced_budgets_and_groups():

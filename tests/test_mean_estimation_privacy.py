@@ -57,31 +57,36 @@ def test_add_remove_never_releases_exact_sizes():
     np.testing.assert_array_equal(np.asarray(out.sizes), exact)
 
 
+def _spend(method, k, relation="replace_one_within_group", *, delta=1e-6, **kw):
+    """``me.spend`` of ``method`` on ``k`` strata; ``kw`` splits into config and hparams fields."""
+    cfg_keys = {"counts", "count_fraction"}
+    cfg = me.MeanConfig(method=method, num_groups=k, relation=relation, delta=delta,
+                        **{a: b for a, b in kw.items() if a in cfg_keys})
+    return me.spend(cfg, (1,) * k, me.MeanHparams(**{a: b for a, b in kw.items() if a not in cfg_keys}))
+
+
 def test_add_remove_spend_includes_the_default_counts():
-    rhos = me.coinpress_rhos(0.5)
-    sp = me.stratified_privacy(rhos, 3, 1e-6, relation="add_remove")
+    sp = _spend("coinpress", 3, "add_remove", rho=0.5)
     assert sp.rho == pytest.approx(0.55)  # the former spend said 0.5
     assert sp.epsilon == pytest.approx(acc.zcdp_to_dp(0.55, 1e-6))
     assert sp.relation == "add_remove" and "noisy counts" in sp.notes
-    led = me.stratified_ledger(rhos, 3, relation="add_remove")
-    assert led.charges["group_counts"] == pytest.approx(0.05)
-    # replace-one with public sizes is unchanged; an explicit count_rho is charged under either
-    assert me.stratified_privacy(rhos, 3, 1e-6).rho == pytest.approx(0.5)
-    assert me.stratified_privacy(rhos, 3, 1e-6, count_rho=0.2).rho == pytest.approx(0.7)
-    assert me.stratified_privacy(rhos, 3, 1e-6, count_rho=0.2, relation="add_remove").rho == pytest.approx(0.7)
-    g = me.gaussian_privacy(0.4, 1e-6, relation="add_remove")
+    # replace-one with public sizes is unchanged; noisy counts are charged under either
+    assert _spend("coinpress", 3, rho=0.5).rho == pytest.approx(0.5)
+    assert _spend("coinpress", 3, counts="noisy", count_fraction=0.4, rho=0.5).rho == pytest.approx(0.7)
+    assert _spend("coinpress", 3, "add_remove", count_fraction=0.4, rho=0.5).rho == pytest.approx(0.7)
+    g = _spend("gaussian", 1, "add_remove", rho=0.4)
     assert g.rho == pytest.approx(0.44)
-    assert me.gaussian_privacy(0.4, 1e-6).rho == pytest.approx(0.4)
-    lap = me.laplace_privacy(1.0, 1e-6)
+    assert _spend("gaussian", 1, rho=0.4).rho == pytest.approx(0.4)
+    lap = _spend("laplace", 1, epsilon=1.0)
     assert lap.epsilon == 1.0 and lap.delta == 0.0  # pure DP with public sizes
-    lap_ar = me.laplace_privacy(1.0, 1e-6, relation="add_remove")
+    lap_ar = _spend("laplace", 1, "add_remove", epsilon=1.0)
     assert lap_ar.rho == pytest.approx(0.55)
     assert lap_ar.epsilon == pytest.approx(acc.zcdp_to_dp(0.55, 1e-6))
     assert me.resolve_count_rho("add_remove", 2.0) == pytest.approx(0.2)
     assert me.resolve_count_rho("replace_one_within_group", 2.0) is None  # exact sizes, public
     assert me.resolve_count_rho("replace_one", 2.0) == pytest.approx(0.2)  # a record may change stratum
-    with pytest.raises(ValueError, match="count_rho"):
-        me.stratified_privacy(rhos, 3, 1e-6, count_rho=0.0)
+    with pytest.raises(ValueError, match="count_fraction"):
+        _spend("coinpress", 3, counts="noisy", count_fraction=0.0, rho=0.5)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -184,14 +189,14 @@ def test_audit_tables_are_consistent():
     _, info = G.BUILDERS["mean_add_remove"]()
     assert info["relation"] == "add_remove"
     assert info["claimed_epsilon"] == pytest.approx(
-        me.stratified_privacy(me.coinpress_rhos(0.05), 2, 1e-5, relation="add_remove").epsilon)
+        _spend("coinpress", 2, "add_remove", delta=1e-5, rho=0.05).epsilon)
     _, old = G.BUILDERS["mean_add_remove"](bug="exact_counts")
     assert old["claimed_epsilon"] == pytest.approx(acc.zcdp_to_dp(0.05, 1e-5))
     _, info = G.BUILDERS["stratified_coinpress"]()
     assert info["relation"] == "replace_one_within_group"
     _, moved = G.BUILDERS["stratified_coinpress"](bug="cross_group")  # the former label's claim
     assert moved["relation"] == "replace_one" and moved["claimed_epsilon"] == info["claimed_epsilon"]
-    assert info["claimed_epsilon"] == pytest.approx(me.stratified_privacy(me.coinpress_rhos(0.05), 2, 1e-5).epsilon)
+    assert info["claimed_epsilon"] == pytest.approx(_spend("coinpress", 2, delta=1e-5, rho=0.05).epsilon)
 
 
 # default-suite sizes: every variant listed is caught with margin at this many trials per world

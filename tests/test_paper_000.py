@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dpfair_jax.algorithms import budget_tailoring as bt
+from dpfair_jax.privacy.accounting import zcdp_to_dp
 from dpfair_jax.studies import allocation as A
 
 from _studies import load_study, load_study_module
@@ -144,14 +145,14 @@ def test_quick_experiment_runs_and_records_claims(tmp_path):
 
     priv = json.loads((res.run_dir / "privacy.json").read_text())
     assert "dpse_rho_0.5" in priv and "dpse_summed_rho_0.5" in priv
-    # one record per method, reading and budget, each what budget_tailoring.privacy says for that
+    # one record per method, reading and budget, each what budget_tailoring.spend says for that
     # run: replace-one within a group with public group sizes, rho = eps^2 / 2, the paper's conversion
     assert set(priv) == {f"{m}{t}_rho_{r:.6g}" for m in A.PRIVATE_METHODS for t in ("", "_summed")
                          for r in (0.5, 50.0, 2.0, 8.0)}
     for name, rec in priv.items():
         rho = float(name.rsplit("_rho_", 1)[1])
         assert rec["relation"] == "replace_one_within_group" and rec["rho"] == pytest.approx(rho)
-        assert rec["epsilon"] == pytest.approx(float(bt.zcdp_to_epsilon(rho, 1e-5)))
+        assert rec["epsilon"] == pytest.approx(float(zcdp_to_dp(rho, 1e-5, method="bun_steinke")))
         assert "group membership and the sizes n_k are public" in rec["notes"]
 
 

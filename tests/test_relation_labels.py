@@ -48,11 +48,11 @@ def test_defaults_record_the_within_group_relation():
     """Both defaults divide by the exact group sizes; their spends name the relation that covers."""
     sp = bt.spend(bt.Config(), (5, 7), bt.Hyperparams(rho=0.5))
     assert sp.relation == WITHIN and "not covered" in sp.notes
-    assert bt.BudgetLedger().relation == WITHIN
+    assert bt.Config().relation == WITHIN
     for method in me.METHODS:
         m = me.spend(me.MeanConfig(method=method, num_groups=2), (5, 7), me.MeanHparams())
         assert m.relation == WITHIN and "not covered" in m.notes, method
-    assert me.stratified_privacy([0.1, 0.4], 2, 1e-6).relation == WITHIN
+    assert me.spend(me.MeanConfig(num_groups=2), (5, 7), me.MeanHparams(rho=0.5)).relation == WITHIN
     assert me.resolve_count_rho(WITHIN, 1.0) is None
     # the noisy-count variants keep (and cover) what they say
     assert bt.spend(bt.Config(relation="add_remove"), (5, 7), bt.Hyperparams()).relation == "add_remove"

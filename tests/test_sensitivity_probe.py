@@ -539,8 +539,7 @@ def _budget_tailoring_case(**cfg_kw):
 
     def run(data):
         xx, yy, ss = data
-        BT.fit(jax.random.key(4), make_dataset(xx, yy, ss, num_groups=K, num_classes=0), hp, cfg)
-        return BT.privacy(cfg, hp.rho, 1e-5)
+        return BT.fit(jax.random.key(4), make_dataset(xx, yy, ss, num_groups=K, num_classes=0), hp, cfg).spend
 
     recs = adversarial_records(2, K, (-1e3, 1e3))
     return run, (x, y, s), neighbours(x, y, s, "within_group", recs), "zcdp"

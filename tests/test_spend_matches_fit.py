@@ -478,14 +478,15 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
     data = make_dataset(x, y, s, num_groups=K, num_classes=0)
     cfg = BT.Config(steps=T, **cfg_kw)
     hp = BT.Hyperparams(rho=0.8, clip=0.7)  # Delta < 1: stage1_clip="paper" must pay for Delta
-    theta, diag = BT.fit(jax.random.key(4), data, hp, cfg)
-    spend = BT.privacy(cfg, hp.rho, DELTA)
+    res = BT.fit(jax.random.key(4), data, hp, cfg)
+    theta, diag, spend = res.params, res.diagnostics, res.spend
     rel = spend.relation
-    rows = [Row("relation", cfg.relation, rel), Row("unit", "example", spend.unit),
+    rows = [Row("fit's spend = spend()", BT.spend(cfg, [n_k] * K, hp), spend),
+            Row("relation", cfg.relation, rel), Row("unit", "example", spend.unit),
             Row("spend rho = the run's budget", float(hp.rho), spend.rho, "~", 1e-12)]
-    counts = np.asarray(diag.counts, np.float64)
+    counts = np.asarray(diag["counts"], np.float64)
     exact = np.full(K, float(n_k))
-    rho_c = float(diag.rho_counts)
+    rho_c = float(diag["rho_counts"])
     if rel != "add_remove":  # exact sizes: covered only by replacement within a group
         rows.append(Row("public sizes: relation within a group", "replace_one_within_group", rel))
         rows.append(Row("denominators: the public sizes", exact.tolist(), counts.tolist()))
@@ -497,14 +498,14 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
     if count_noise:
         # the count noise over many runs (vmap over keys of the same program): std 1 / sqrt(2 rho_c)
         keys = jax.random.split(jax.random.key(5), 400)
-        one = lambda k: BT.fit_arrays(k, data.x, data.y, data.s, K, hp, cfg)[1].counts  # noqa: E731
+        one = lambda k: BT.fit_arrays(k, data.x, data.y, data.s, K, hp, cfg)[1].counts  # noqa: E731 (lower-level fit_arrays: Diagnostics)
         many = jax.jit(jax.vmap(one))(keys)
         dev = (np.asarray(many, np.float64) - exact).ravel()
         rho_c_fit = _charge(_hist_sens(rel), float(np.mean(dev**2)))
         rows.append(Row("count charge from the counts' noise (sensitivity 1)", rho_c_fit, rho_c, "~",
                         2 * _std_rtol(dev.size)))
     # stage 2: per group, T releases of the clipped gradient sum (and, with fairness, the loss sum)
-    std = np.asarray(diag.noise_std, np.float64)
+    std = np.asarray(diag["noise_std"], np.float64)
     dl = float(hp.clip)
     per_release = T * (_sens_factor(rel) * dl) ** 2 / (2.0 * std**2)
     if cfg.method == "pooled":
@@ -512,15 +513,15 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
     else:
         rho2_fit = float(np.sum(per_release))
     if cfg.fairness:  # the clipped loss sums (values in [0, Delta^2]) released alongside
-        se = np.asarray(diag.se, np.float64)
-        mu = float(diag.rho_stage2) / float(np.sum(se**2))
+        se = np.asarray(diag["se"], np.float64)
+        mu = float(diag["rho_stage2"]) / float(np.sum(se**2))
         g_std, l_std = (np.asarray(v, np.float64) for v in BT.group_noise_stds(
             se, mu, T, dl, fairness=True, relation=rel))
         rows.append(Row("fit's gradient stds vs group_noise_stds (max rel. diff.)",
                         float(np.max(np.abs(std / g_std - 1.0))), 1e-5, "<=", 0.0))
         rho2_fit += float(np.sum(T * dl**4 / (2.0 * l_std**2)))
-    rows.append(Row("stage-2 charge from its noise stds", rho2_fit, float(diag.rho_stage2), "~", 1e-5))
-    rho1 = float(diag.rho_stage1)
+    rows.append(Row("stage-2 charge from its noise stds", rho2_fit, float(diag["rho_stage2"]), "~", 1e-5))
+    rho1 = float(diag["rho_stage1"])
     if cfg.method == "dpse":
         sxx, sxy, sres = (float(v) for v in BT.stage1_noise_stds(rho1, K, hp, cfg))
         ux, uy, dl = float(hp.stats_bound_x), float(hp.stats_bound_y), float(hp.clip)
@@ -532,15 +533,14 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
                         1e-5))
     else:
         rows.append(Row("no stage 1", 0.0, rho1))
-    se2 = float(np.sum(np.asarray(diag.se, np.float64) ** 2))
+    se2 = float(np.sum(np.asarray(diag["se"], np.float64) ** 2))
     rows.append(Row("allocation sums to 1", 1.0, se2, "~", 1e-5))
-    rows.append(Row("charges add up to the spend's rho", rho_c + rho1 + float(diag.rho_stage2), spend.rho,
+    rows.append(Row("charges add up to the spend's rho", rho_c + rho1 + float(diag["rho_stage2"]), spend.rho,
                     "~", 1e-5))
-    led = BT.budget_ledger(hp.rho, np.asarray(diag.se), config=cfg, tau_fraction=hp.tau_fraction,
+    led = BT.budget_ledger(hp.rho, np.asarray(diag["se"]), config=cfg, tau_fraction=hp.tau_fraction,
                            count_fraction=hp.count_fraction)
     items = led.charges
-    rows.append(Row("budget_ledger's relation", rel, led.relation))
-    for name, got in (("counts", rho_c), ("stage1", rho1), ("stage2", float(diag.rho_stage2))):
+    for name, got in (("counts", rho_c), ("stage1", rho1), ("stage2", float(diag["rho_stage2"]))):
         total = float(sum(np.sum(v) for k_, v in items.items() if k_.split("/")[0] == name))
         rows.append(Row(f"budget_ledger item {name!r} = the run's charge", got, total, "~", 1e-5, atol=1e-12))
     eps = A.zcdp_to_dp(spend.rho, DELTA, method="bun_steinke")
@@ -551,6 +551,16 @@ def _case_budget_tailoring(monkeypatch, count_noise: bool = False, **cfg_kw) -> 
 # ------------------------------------------------------------------------------------------------
 # paper 003 means (zCDP / pure DP, parallel over strata)
 # ------------------------------------------------------------------------------------------------
+def _means_spend(ME, method, K, relation, count_rho, budget, *, split=(0.25, 0.75), **hp):
+    """``ME.spend`` of the estimator run with ``count_rho`` (None: the relation's default count
+    budget): ``count_rho`` is ``config.count_fraction`` x the estimator's own ``budget``."""
+    counts = "auto" if count_rho is None else "noisy"
+    fraction = ME.DEFAULT_COUNT_FRACTION if count_rho is None else count_rho / budget
+    cfg = ME.MeanConfig(method=method, num_groups=K, relation=relation, counts=counts,
+                        count_fraction=fraction, split=split, delta=DELTA)
+    return ME.spend(cfg, (1,) * K, ME.MeanHparams(**hp))
+
+
 def _case_means(monkeypatch, *, estimator: str, relation: str = "replace_one_within_group",
                 count_rho=None) -> list[Row]:
     """Data at the prior centre (0): every centred clipped sum is exactly 0, so each group's
@@ -571,11 +581,11 @@ def _case_means(monkeypatch, *, estimator: str, relation: str = "replace_one_wit
         # the default two-step split for the sizes and the ledger; one step of the same budget for
         # the noise (at the centre the second step's clipped sum cancels the first step's noise)
         rhos = (0.125, 0.375)
-        spend_default = ME.stratified_privacy(rhos, K, DELTA, **kw)
+        spend_default = _means_spend(ME, "coinpress", K, relation, count_rho, sum(rhos), rho=sum(rhos))
         out_default = ME.stratified_coinpress(key, x, s, K, rhos=rhos, **kw)
         budget = sum(rhos)
         out = ME.stratified_coinpress(key, x, s, K, rhos=(budget,), **kw)
-        spend = ME.stratified_privacy((budget,), K, DELTA, **kw)
+        spend = _means_spend(ME, "coinpress", K, relation, count_rho, budget, split=(1.0,), rho=budget)
         rows.append(Row("two-step ledger = one-step ledger (same budget)", spend.rho, spend_default.rho,
                         "~", 1e-12))
         rows.append(Row("sizes of the default run = those of the one-step run", True,
@@ -583,12 +593,12 @@ def _case_means(monkeypatch, *, estimator: str, relation: str = "replace_one_wit
     elif estimator == "gaussian":
         rho, C = 0.3, 1.7
         out = ME.stratified_gaussian_mean(key, x, s, K, center=0.0, clip=C, rho=rho, **kw)
-        spend = ME.gaussian_privacy(rho, DELTA, num_groups=K, **kw)
+        spend = _means_spend(ME, "gaussian", K, relation, count_rho, rho, rho=rho)
         budget = rho
     else:
         eps, R, gamma = 0.9, 1.0, 0.1
         out = ME.stratified_laplace_mean(key, x, s, K, R=R, gamma=gamma, epsilon=eps, **kw)
-        spend = ME.laplace_privacy(eps, DELTA, num_groups=K, **kw)
+        spend = _means_spend(ME, "laplace", K, relation, count_rho, 0.5 * eps**2, epsilon=eps)
         budget = 0.5 * eps**2
     rows += [Row("relation", relation, spend.relation), Row("unit", "example", spend.unit)]
     sizes = np.asarray(out.sizes, np.float64)

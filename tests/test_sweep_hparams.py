@@ -73,12 +73,12 @@ def test_sweep_an_algorithms_fit_over_its_hparams():
     values = [0.5, 2.0]
 
     def fn(key, d, hp):
-        return {"estimate": jnp.ravel(ME.fit(key, d, hp, config).means.estimate)[0]}
+        return {"estimate": jnp.ravel(ME.fit(key, d, hp, config).params.estimate)[0]}
 
     key = jax.random.key(2)
     res = MC.sweep(fn, key, {budget: values}, 3, data=data, hparams=base)
     keys = MC.trial_keys(key, 3)
     for i, v in enumerate(values):
         hp = dataclasses.replace(base, **{budget: v})
-        want = [float(jnp.ravel(ME.fit(k, data, hp, config).means.estimate)[0]) for k in keys]
+        want = [float(jnp.ravel(ME.fit(k, data, hp, config).params.estimate)[0]) for k in keys]
         np.testing.assert_allclose(res.values["estimate"][i], want, rtol=1e-5, atol=1e-6)

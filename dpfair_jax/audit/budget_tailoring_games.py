@@ -8,7 +8,7 @@ Three families, each a builder with the contract of :mod:`dpfair_jax.audit.mecha
   on ``budget_tailoring.fit`` / ``budget_tailoring.spend`` (``Config(steps=1)``, see
   :func:`budget_tailoring_fit_game`); bugs ``"noise"`` (rho x 100), ``"clipping"`` and
   ``"cross_group"`` (the former label: the within-group spend claimed for a canary that moves to
-  the other group; the run reports the exact group sizes, ``Diagnostics.counts``, so the
+  the other group; the run reports the exact group sizes, ``diagnostics["counts"]``, so the
   statistic ``-counts[0]`` separates the worlds with certainty. Honestly labelled, the game is
   refused: :meth:`~dpfair_jax.audit.fit_spend.FitSpendGame.spend` with ``relation="replace_one"``
   raises, the spend covering ``"replace_one_within_group"`` only).
@@ -81,7 +81,7 @@ import numpy as np
 
 from dpfair_jax import _validation as V
 from dpfair_jax.algorithms import budget_tailoring as bt
-from dpfair_jax.audit.fit_spend import UNCLIPPED, FitSpendGame
+from dpfair_jax.audit.fit_spend import UNCLIPPED, FitSpendGame, replace_fields
 from dpfair_jax.data.dataset import make_dataset
 from dpfair_jax.privacy.accounting import zcdp_to_dp
 from dpfair_jax.privacy.relations import REPLACE_ONE_WITHIN_GROUP, relation_name
@@ -349,10 +349,10 @@ def budget_tailoring_fit_game(
     pair = tuple(make_dataset(x, yy, s, num_groups=2, num_classes=0) for yy in (y0, y1))
 
     def stat(res) -> jax.Array:
-        return -res[0][0]
+        return -res.params[0]
 
-    run = {"noise": hp._replace(rho=hp.rho * 100.0),
-           "clipping": hp._replace(rho=hp.rho * UNCLIPPED**2, clip=hp.clip * UNCLIPPED)}.get(bug)
+    run = {"noise": replace_fields(hp, rho=hp.rho * 100.0),
+           "clipping": replace_fields(hp, rho=hp.rho * UNCLIPPED**2, clip=hp.clip * UNCLIPPED)}.get(bug)
     sizes = (n0 + 1, n1)
     if bug == "cross_group":
         s1 = s.copy()
@@ -360,7 +360,7 @@ def budget_tailoring_fit_game(
         moved = (pair[0], make_dataset(x, y0, s1, num_groups=2, num_classes=0))
 
         def released_sizes(res) -> jax.Array:
-            return -res[1].counts[0]
+            return -res.diagnostics["counts"][0]
 
         return FitSpendGame(algorithm=bt, config=config, hparams=hp, neighbours=moved,
                             statistic=released_sizes, sizes=(sizes, (n0, n1 + 1)),

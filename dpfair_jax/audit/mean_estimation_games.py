@@ -144,7 +144,7 @@ def stratified_coinpress_game(
             return (xj, s.at[0].set(flag.astype(jnp.int32)))  # flag 1: the canary in stratum 1
 
         def released_size(res) -> jax.Array:
-            return -res.means.sizes[0]
+            return -res.params.sizes[0]
 
         return FitSpendGame(
             algorithm=me, config=config, hparams=hp, neighbours=moved, statistic=released_size,
@@ -156,7 +156,7 @@ def stratified_coinpress_game(
         return (xj + flag.astype(jnp.float32) * flip, s)  # flag 1: the canary at -scale, same stratum
 
     def stat(res) -> jax.Array:
-        return -res.means.group_means[0, 0]
+        return -res.params.group_means[0, 0]
 
     return FitSpendGame(
         algorithm=me, config=config, hparams=hp, neighbours=neighbours, statistic=stat,
@@ -209,9 +209,9 @@ def mean_add_remove_game(
     worlds = ((jnp.asarray(x0), jnp.asarray(s0)), (jnp.asarray(x1), jnp.asarray(s1)))
 
     def stat(res) -> jax.Array:
-        size = res.means.sizes[0]
+        size = res.params.sizes[0]
         exact = size == jnp.round(size)
-        return jnp.where(exact, 1000.0 * (size - (n0 + 0.5)), res.means.group_means[0, 0] * size)
+        return jnp.where(exact, 1000.0 * (size - (n0 + 0.5)), res.params.group_means[0, 0] * size)
 
     if bug == "exact_counts":
         # The former path: add/remove noise (sensitivity 1) with the exact sizes and no count

@@ -17,7 +17,9 @@ compose these and draw no noise themselves. The public names of the submodules a
 - ``ghost``: ghost-norm kernels of dense, embedding and convolution layers;
 - ``precision``: full-precision matmuls on privacy paths;
 - ``release_noise``: sensitivities and noise scales of the one-shot releases (output perturbation,
-  marginal synthesis, the reductions' loss vectors).
+  marginal synthesis, the reductions' loss vectors);
+- ``zcdp_noise``: Gaussian stds and Laplace scales from a zCDP or pure-DP budget (budget tailoring,
+  mean estimation), and the exact projection onto a ball.
 """
 
 from . import (  # noqa: F401
@@ -37,6 +39,7 @@ from . import (  # noqa: F401
     ghost,
     precision,
     release_noise,
+    zcdp_noise,
 )
 from .relations import (  # noqa: F401
     NeighboringRelation,

@@ -16,7 +16,7 @@ random numbers), scored by the population MSPE ``(theta - beta_k)^2 + sigma_k^2`
 
 Privacy: every run is ``rho``-zCDP under the settings' relation (``"replace_one_within_group"``:
 one record replaced by another of the same group, sizes public, the paper's setting, by default; ``"add_remove"`` charges noisy group counts ``count_fraction`` of ``rho``):
-the spend of :func:`dpfair_jax.algorithms.budget_tailoring.privacy` for its config and budget.
+the spend of :func:`dpfair_jax.algorithms.budget_tailoring.spend` for its config and budget.
 A budget ``rho = inf`` is each method's non-private limit. The data here are simulated.
 """
 

@@ -10,7 +10,7 @@ the public code's non-private stratified mean. ``n_tot``, ``k`` and ``alpha`` ar
 to ``n_max``, groups to ``k_max``), so a whole grid is one ``montecarlo.sweep`` program.
 
 Privacy: each estimate is one release on the private half, ``sum(rhos)``-zCDP under ``relation``
-(the spend of :func:`dpfair_jax.algorithms.mean_estimation.stratified_privacy`; add/remove adds the
+(the spend of :func:`dpfair_jax.algorithms.mean_estimation.spend` with ``method="coinpress"``; add/remove adds the
 noisy counts' share); the estimators are compared, not combined. The reference-code mean is not
 private (it is the public code's stored semantics, reported for comparison). The data are simulated.
 """

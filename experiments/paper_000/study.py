@@ -40,7 +40,7 @@ Choices the paper leaves open, made once here and exposed in the config (notes C
   record by another of the same group, so clipped gradient sums have sensitivity ``2 Delta``; a
   record moving to another group is not covered (the exact sizes differ). The budgets
   and the spend recorded in ``privacy.json`` (one entry per method and budget) are those of
-  :func:`budget_tailoring.privacy`. ``--set relation=add_remove`` runs the add/remove variant
+  :func:`budget_tailoring.spend`. ``--set relation=add_remove`` runs the add/remove variant
   (noisy group counts, ``count_fraction`` of each budget).
 """
 
@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax.algorithms import budget_tailoring as bt
+from dpfair_jax.privacy.accounting import zcdp_to_dp
 from dpfair_jax.runner import Experiment, register
 from dpfair_jax.studies.allocation import (
     PRIVATE_METHODS,
@@ -132,7 +133,7 @@ def _frame_two_group(out, ratio, slopes, sds, rhos, eps, minority):
             for m, name in enumerate(PRIVATE_METHODS):
                 for g in range(k):
                     rows.append(dict(base, rho=float(rho), epsilon_paper=float(e),
-                                     epsilon=float(bt.zcdp_to_epsilon(rho, 1e-5)), method=name,
+                                     epsilon=float(zcdp_to_dp(float(rho), 1e-5, method="bun_steinke")), method=name,
                                      group=g + 1, mspe=float(mean[j, r, m, g]),
                                      sd=float(sd[j, r, m, g]), se=float(sd[j, r, m, g] / math.sqrt(t)),
                                      dpse_share=float(se_mean[j, r, g] ** 2),
@@ -734,7 +735,9 @@ def run(config: dict, ctx: Any):
         tag = "_summed" if r == "summed" else ""
         for rho in sorted(set(float(v) for v in rhos)):
             for name in PRIVATE_METHODS:
-                spend = bt.privacy(cfgs[name], rho, float(settings["delta"]))
+                # the spend does not depend on the group sizes (rho-zCDP whatever they are)
+                spend = bt.spend(dataclasses.replace(cfgs[name], delta=float(settings["delta"])),
+                                 (int(settings["minority"]),) * 2, hyperparams_from(settings, rho))
                 ctx.record_privacy(f"{name}{tag}_rho_{rho:.6g}", spend)
     return both
 

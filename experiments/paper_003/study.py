@@ -313,6 +313,15 @@ def coinpress_noise_std(n: Any, rhos: Any, radius: float = 3.0, relation: str = 
 _HALF_NORMAL_REL_SD = math.sqrt(math.pi / 2.0 - 1.0)
 
 
+def _coinpress_spend(config: dict, num_groups: int, relation: str):
+    """The spend of one (Strat)COINPRESS release at the study's budget: ``mean_estimation.spend``
+    (``rho`` split by ``rho_split``, stated at delta = 1e-6; the spend depends on the number of
+    strata, not on their sizes)."""
+    cfg = me.MeanConfig(method="coinpress", num_groups=num_groups, relation=relation,
+                        split=tuple(float(f) for f in config["rho_split"]), delta=1e-6)
+    return me.spend(cfg, (1,) * num_groups, me.MeanHparams(rho=float(config["rho"])))
+
+
 def _coinpress_calibration(config: dict, rhos: np.ndarray, num_trials: int) -> dict[str, Any]:
     """COINPRESS on unit Gaussian data at the private-half sizes ``n_tot // 2`` of the config, with
     ``num_trials`` draws in all (split evenly over the sizes; one program, rows padded to the
@@ -382,9 +391,9 @@ def run_mixture(config: dict, ctx: Any):
     # each method is one release on the private half (the methods are compared, not combined)
     k_rec = max(ks) + 1  # the strata plus the group of rows outside the private half
     ctx.record_privacy("coinpress_and_stratcoinpress_rho",
-                       me.stratified_privacy(rhos, k_rec, 1e-6, relation=config["relation"]))
+                       _coinpress_spend(config, k_rec, config["relation"]))
     ctx.record_privacy("stratcoinpress_add_remove",
-                       me.stratified_privacy(rhos, k_rec, 1e-6, relation="add_remove"))
+                       _coinpress_spend(config, k_rec, "add_remove"))
     calib = _coinpress_calibration(config, rhos, len(ns) * len(ks) * len(config["alphas"]) * int(config["runs"]))
     _claims_mixture(df, ctx, config, calib)
     figures.mixture(df, ctx, config)
@@ -579,7 +588,7 @@ def run_strata(config: dict, ctx: Any):
             f"K={K}, {time.perf_counter() - t0:.1f} s")
     # each (method, combination, variable) is one release on the private half
     ctx.record_privacy("strata_coinpress_and_stratcoinpress_rho",
-                       me.stratified_privacy(rhos, K, 1e-6, relation=config["relation"]))
+                       _coinpress_spend(config, K, config["relation"]))
     df = res.to_frame()
     df["strata"] = [",".join(combos[i]) for i in df["combo"]]
     df["k"] = [kept_k[i] for i in df["combo"]]

@@ -251,7 +251,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return advanced_composition_epsilon(epsilon, k, delta_bar), k * d + float(delta_bar)",
       "return advanced_composition_epsilon(epsilon, k, delta_bar), d + float(delta_bar)",
       T_REDP),
-    M("count", "mean_estimation.stratified_ledger: first COINPRESS step not charged", MEL,
+    M("count", "mean_estimation ledger: first COINPRESS step not charged", MEL,
       "for t, rt in enumerate(r):", "for t, rt in enumerate(r[1:]):",
       T_MEP),
     # ======================================================================== sampling rates
@@ -296,9 +296,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "lb = float(epsilon + special.log_ndtr(-a - b))",
       "lb = float(epsilon + math.log(2.0) + special.log_ndtr(-a - b))",
       _acc("test_analytic_gaussian"), T_OP),
-    M("conversion", "budget_tailoring zcdp_to_epsilon: 2 sqrt(rho L) -> sqrt(rho L)", BTL,
-      "return rho + 2.0 * np.sqrt(rho * math.log(1.0 / delta))",
-      "return rho + np.sqrt(rho * math.log(1.0 / delta))",
+    M("conversion", "budget_tailoring spend: epsilon converted from rho / 4", BTL,
+      "return PrivacySpend(epsilon=float(zcdp_to_dp(float(rho), delta, method=CONVERSION)), delta=delta,",
+      "return PrivacySpend(epsilon=float(zcdp_to_dp(float(rho) / 4, delta, method=CONVERSION)), delta=delta,",
       "tests/test_budget_tailoring.py::test_privacy_conversion_matches_closed_form", T_BTP),
     # ======================================================================== selection cost
     M("selection", "selection.repeat_and_select_event: mean number of runs halved", SEL,

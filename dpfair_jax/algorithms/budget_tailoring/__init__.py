@@ -21,15 +21,19 @@ feature (``xs: [d, n]``), forms per-example gradients as one scalar per example 
 (squared and logistic loss are generalized linear models), clips with the exact per-example norm
 ``|dloss| * ||x||`` and forms group sums with one matmul against the one-hot group matrix.
 
-Interface (the kit's common one): ``fit(key, data, hparams, config) -> (theta, Diagnostics)``;
+Interface (the kit's trio): ``fit(key, data, hparams, config) -> FitResult`` (``params`` theta,
+``diagnostics`` the fields of :class:`Diagnostics` as a dict, ``spend``, ``report``);
 ``spend(config, sizes, hparams) -> PrivacySpend`` (``sizes``: the per-group sizes ``n_k``; the
 spend is ``hparams.rho`` stated at ``config.delta``); ``calibrate(config, sizes, (epsilon,
-delta)) -> hparams`` (``rho`` from the inverse conversion, :func:`rho_for_epsilon`).
+delta), *, hparams=None) -> hparams`` (the largest float32 ``rho`` that meets the target). The
+zCDP arithmetic (conversions, ledger) is :mod:`dpfair_jax.privacy.accounting`'s, the noise scales
+:mod:`dpfair_jax.privacy.zcdp_noise`'s.
 
 Modules: :mod:`.core` (configuration, budget split, data layout, draws), :mod:`.stage1`
 (Algorithm 1), :mod:`.stage2` (Algorithms 2-3 and the pooled baseline), :mod:`.algorithm`
 (:func:`fit`), :mod:`.batched` and :mod:`.tables` (fast paths: several methods in one program, a
-dataset prepared once, exact clipped-sum tables), :mod:`.ledger` (spend, ledger, conversions),
+dataset prepared once, exact clipped-sum tables; lower level, no spend of their own), :mod:`.ledger`
+(spend, calibrate, ledger),
 :mod:`.references` (non-private references and errors). Sensitivities come from
 ``dpfair_jax.privacy.relations``, noise from ``privacy.mechanisms.gaussian_noise``, clipping from
 ``privacy.bounding``.
@@ -86,8 +90,8 @@ Neighbouring relation (``Config.relation``, the names of ``dp_accounting.Neighbo
 Privacy (whole DPSE run): ``rho``-zCDP, ``rho = rho_c + tau + mu`` by composition (Lemma D.1;
 ``rho_c = 0`` within a group), under ``Config.relation``. The per-group charges of stage 2
 are summed over groups (the paper's accounting, Lemmas B.2-B.3); as the groups are disjoint this
-is an upper bound. :func:`budget_ledger` itemises the charges and checks they add up to rho;
-:func:`privacy` states the spend and its relation. ``Diagnostics.fraction_clipped`` is computed
+is an upper bound. :func:`budget_ledger` itemises the charges (a ``ZcdpLedger``) and checks they add up to rho;
+:func:`spend` states the spend and its relation. ``Diagnostics.fraction_clipped`` is computed
 from the data without noise: a diagnostic for the analyst, not covered by the guarantee.
 """
 
@@ -96,8 +100,7 @@ from __future__ import annotations
 from .algorithm import fit, fit_arrays
 from .batched import Prepared, fit_many, fit_many_from_draws, fit_many_prepared, prepare
 from .core import METHODS, Config, Diagnostics, Hyperparams, num_draws
-from .ledger import (BudgetLedger, budget_ledger, calibrate, epsilon_to_rho, privacy, rho_for_epsilon, spend,
-                     zcdp_to_epsilon)
+from .ledger import budget_ledger, calibrate, spend
 from .references import group_mspe, least_squares, population_mspe
 from .stage1 import Stage1Release, stage1_noise_stds, stage1_release, stage1_standard_errors
 from .stage2 import group_noise_stds, noisy_group_release, stage2_descent
@@ -130,11 +133,6 @@ __all__ = [
     "population_mspe",
     "group_mspe",
     "budget_ledger",
-    "privacy",
-    "zcdp_to_epsilon",
-    "epsilon_to_rho",
-    "rho_for_epsilon",
-    "BudgetLedger",
     "spend",
     "calibrate",
 ]

@@ -1,6 +1,7 @@
 """Budget tailoring (paper 000): the whole method, DPSE (stage 1 then stage 2) or a baseline.
 
-Privacy: ``rho``-zCDP under ``Config.relation`` (see :func:`fit`); :mod:`.ledger` states the spend.
+Privacy: ``rho``-zCDP under ``Config.relation`` (see :func:`fit`); :mod:`.ledger` states the spend,
+which :func:`fit` records in its result.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ import math
 import jax
 import jax.numpy as jnp
 
+from dpfair_jax._validation import is_traced
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy.sampling import SamplingReport
 from dpfair_jax.privacy.precision import full_precision
 
 from .core import (Config, Diagnostics, Hyperparams, _budget, _check_inputs, _denominators, _prepare,
                    _run_draws, _spent, _split_draws)
+from .._trio import FitResult
+from .ledger import _spend_of
 from .stage1 import _stage1
 from .stage2 import _stage2
 
@@ -26,7 +30,13 @@ __all__ = ["fit", "fit_arrays"]
 def fit_arrays(key: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
                hparams: Hyperparams, config: Config, weights: jax.Array | None = None
                ) -> tuple[jax.Array, Diagnostics]:
-    """:func:`fit` on raw arrays without host validation (for use inside jit/vmap programs)."""
+    """Lower level: use :func:`fit`. :func:`fit`'s run on raw arrays without host validation (for
+    use inside jit/vmap programs): ``(theta, Diagnostics)``; records no spend (:func:`spend`
+    states it)."""
+    return _fit_arrays(key, x, y, s, num_groups, hparams, config, weights)
+
+
+def _fit_arrays(key, x, y, s, num_groups: int, hparams: Hyperparams, config: Config, weights=None):
     xs, yy, onehot, n_k, xnorm = _prepare(x, y, s, num_groups, weights, config.fit_intercept)
     return _fit_soa(key, xs, yy, onehot, n_k, xnorm, hparams, config)
 
@@ -54,21 +64,32 @@ def _fit_soa(key, xs, y, onehot, n_k, xnorm, hp: Hyperparams, cfg: Config):
 
 
 @full_precision
-def fit(key: jax.Array, data: Dataset, hparams: Hyperparams = Hyperparams(),
-        config: Config = Config()) -> tuple[jax.Array, Diagnostics]:
-    """DPSE (``config.method="dpse"``) or a baseline on ``data``; returns ``(theta, diagnostics)``.
+def fit(key: jax.Array, data: Dataset, hparams: Hyperparams, config: Config) -> FitResult:
+    """DPSE (``config.method="dpse"``) or a baseline on ``data``: a :class:`FitResult`.
 
     DPSE: Algorithm 1 with ``tau = tau_fraction * rho`` then Algorithm 2/3 with ``mu = rho - tau``
     (under add/remove: noisy counts with ``rho_c = count_fraction * rho`` first, and ``tau``,
-    ``mu`` split ``rho - rho_c`` the same way). ``theta`` has ``P = d (+1 with fit_intercept)``
-    entries (intercept last). Pure in ``key`` and the traced fields of ``hparams``:
-    ``jax.jit(jax.vmap(...))`` over keys and budgets works.
+    ``mu`` split ``rho - rho_c`` the same way). ``params`` is theta, ``P = d (+1 with
+    fit_intercept)`` entries (intercept last). Pure in ``key`` and the traced fields of
+    ``hparams``: ``jax.jit(jax.vmap(...))`` over keys and budgets works (``spend`` is then None).
+
+    ``diagnostics`` (a dict): released, hence covered by ``spend``: ``se`` (the stage-1 allocation,
+    post-processing of the stage-1 release), ``fallback``, ``beta_stage1`` (the private pooled
+    OLS of stage 1), ``counts`` (the noisy group counts under add/remove; the exact, public sizes
+    under replace-one within a group); public functions of the hyperparameters and the released
+    allocation: ``noise_std``, ``rho_stage1``, ``rho_stage2``, ``rho_counts`` (the per-release
+    charges, :func:`budget_ledger` itemises them); computed from the private data without noise,
+    NOT to be published: ``fraction_clipped``. ``report``: the stage-2 steps run and the stage-1
+    and noisy-count releases.
 
     Privacy: ``rho``-zCDP (Lemmas 4.1, 4.2, B.3 and composition) under ``config.relation``:
-    ``"replace_one_within_group"`` (default) with public group membership and sizes (a record
-    moving to another group is not covered), or ``"add_remove"`` with
-    the sizes released as noisy counts inside the budget; ``method="nonprivate"`` is not private.
-    :func:`privacy` states the spend; :func:`budget_ledger` itemises it.
+    ``"replace_one_within_group"`` with public group membership and sizes (a record moving to
+    another group is not covered), or ``"add_remove"`` with the sizes released as noisy counts
+    inside the budget; ``method="nonprivate"`` is not private. ``spend`` is :func:`spend`.
     """
     _check_inputs(key, data, hparams, config)
-    return fit_arrays(key, data.x, data.y, data.s, data.num_groups, hparams, config, data.mask)
+    theta, diag = _fit_arrays(key, data.x, data.y, data.s, data.num_groups, hparams, config, data.mask)
+    record = None if is_traced(hparams.rho) else _spend_of(config, hparams.rho, config.delta)  # = spend(...)
+    diagnostics = diag._asdict()
+    report = diagnostics.pop("report")
+    return FitResult(theta, diagnostics, record, report)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax._validation import is_traced
 from dpfair_jax.privacy.precision import full_precision
 
 from .core import (Config, Diagnostics, Hyperparams, _budget, _denominators, _prepare, _run_draws, _spent,
@@ -32,7 +33,8 @@ __all__ = ["fit_many", "fit_many_from_draws", "fit_many_prepared", "prepare", "P
 def fit_many(keys: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
              hparams: Hyperparams, configs: tuple[Config, ...], weights: jax.Array | None = None
              ) -> tuple[jax.Array, Diagnostics]:
-    """Several methods on the same data as one batched computation: entry ``m`` equals
+    """Lower level: use :func:`~.algorithm.fit` (records no spend; :func:`~.ledger.spend` states
+    each entry's). Several methods on the same data as one batched computation: entry ``m`` equals
     ``fit_arrays(keys[m], x, y, s, num_groups, hparams, configs[m])``.
 
     The configs may differ only in ``method``, ``fairness`` and ``scaling``; the methods with the
@@ -59,7 +61,8 @@ def fit_many(keys: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array, num_grou
 def fit_many_from_draws(draws: jax.Array, x: jax.Array, y: jax.Array, s: jax.Array,
                         num_groups: int, hparams: Hyperparams, configs: tuple[Config, ...],
                         weights: jax.Array | None = None) -> tuple[jax.Array, Diagnostics]:
-    """:func:`fit_many` with the standard normal draws given (``[M, num_draws(T, P, K)]``).
+    """Lower level: use :func:`~.algorithm.fit` (records no spend). :func:`fit_many` with the
+    standard normal draws given (``[M, num_draws(T, P, K)]``).
 
     ``fit_many(keys, ...)`` is this with ``draws[m] = normal(keys[m], (num_draws,))``. A Monte
     Carlo study can draw a whole trial's randomness in one call and slice it (fewer threefry
@@ -114,7 +117,8 @@ def prepare(x: jax.Array, y: jax.Array, s: jax.Array, num_groups: int, config: C
 @full_precision
 def fit_many_prepared(draws: jax.Array, prepared: Prepared, hparams: Hyperparams,
                       configs: tuple[Config, ...]) -> tuple[jax.Array, Diagnostics]:
-    """:func:`fit_many_from_draws` on a :class:`Prepared` dataset (shared by many calls).
+    """Lower level: use :func:`~.algorithm.fit` (records no spend). :func:`fit_many_from_draws` on
+    a :class:`Prepared` dataset (shared by many calls).
 
     With a clipped-sum table, every run uses the table's ``Delta``: ``hparams.clip`` is replaced
     by it (noise, clipping and stage 1 stay consistent, so the privacy guarantee is for that
@@ -123,11 +127,11 @@ def fit_many_prepared(draws: jax.Array, prepared: Prepared, hparams: Hyperparams
     configs = tuple(configs)
     if prepared.table is not None:
         tc, hc = prepared.table.clip, hparams.clip
-        if not isinstance(tc, jax.core.Tracer) and not isinstance(hc, jax.core.Tracer):
+        if not is_traced(tc, hc):
             if not np.allclose(np.asarray(tc), np.asarray(hc), rtol=1e-6):
                 raise ValueError(f"hparams.clip={hc!r} differs from the clip the data were "
                                  f"prepared with ({float(tc)!r}); prepare again with that clip.")
-        hparams = hparams._replace(clip=tc)
+        hparams = dataclasses.replace(hparams, clip=tc)
     return _fit_many_soa(draws, prepared.xs, prepared.y, prepared.onehot, prepared.n_k,
                          prepared.xnorm, hparams, configs, prepared.table)
 

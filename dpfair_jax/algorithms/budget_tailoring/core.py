@@ -21,11 +21,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax._validation import is_traced
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy.zcdp_noise import gaussian_std_or_zero
 from dpfair_jax.privacy.relations import (ADD_REMOVE, REPLACE_ONE_WITHIN_GROUP, as_relation, bounded_sum_sensitivity,
                                           clipped_sum_sensitivity, gram_sensitivity, histogram_sensitivity,
-                                          relation_name)
+                                          relation_name, within_group)
+
+from .._trio import hparams_pytree
 
 __all__ = ["Config", "Hyperparams", "Diagnostics", "METHODS", "RELATIONS", "num_draws"]
 
@@ -104,6 +108,12 @@ class Config:
                 "(noisy group counts, charged).")
         object.__setattr__(self, "relation", relation)
 
+    @property
+    def noisy_counts(self) -> bool:
+        """Whether the group sizes differ between neighbours (``relations.within_group`` is false:
+        add/remove), so a run releases them as noisy counts inside its budget."""
+        return not within_group(self.relation)
+
     def validate(self) -> "Config":
         v.check_choice("method", self.method, METHODS)
         v.check_int("steps", self.steps, minimum=1)
@@ -125,7 +135,8 @@ class Config:
         return self
 
 
-class Hyperparams(NamedTuple):
+@hparams_pytree
+class Hyperparams:
     """Traced (sweepable) hyperparameters; every field may be a JAX array under ``vmap``.
 
     ``rho``: total zCDP budget (``inf`` allowed: no noise). ``tau_fraction``: share of rho spent by
@@ -146,6 +157,31 @@ class Hyperparams(NamedTuple):
     stats_bound_x: Any = 3.0
     stats_bound_y: Any = 30.0
     count_fraction: Any = 0.05
+
+    def validate(self, config: "Config | None" = None, num_groups: int | None = None) -> "Hyperparams":
+        """Check the concrete fields (traced ones are skipped); ``count_fraction`` is checked
+        under ``config.relation="add_remove"``, ``thresholds``' shape against ``num_groups``."""
+        v.check_rho(self.rho, allow_inf=True)
+        if not is_traced(self.tau_fraction):
+            tf = np.asarray(self.tau_fraction)
+            if np.any(tf <= 0) or np.any(tf >= 1):
+                raise ValueError(f"tau_fraction must lie in (0, 1), got {self.tau_fraction!r} "
+                                 "(the paper uses 0.2).")
+        if config is not None and config.noisy_counts and not is_traced(self.count_fraction):
+            cf = np.asarray(self.count_fraction)
+            if np.any(cf <= 0) or np.any(cf >= 1):
+                raise ValueError(f"count_fraction must lie in (0, 1) under relation='add_remove' (the share "
+                                 f"of rho for the noisy group counts), got {self.count_fraction!r}.")
+        v.check_positive("learning_rate", self.learning_rate)
+        v.check_clip_norm(self.clip, "clip")
+        v.check_positive("fairness_weight", self.fairness_weight, allow_zero=True)
+        v.check_finite("thresholds", self.thresholds)
+        th = np.shape(self.thresholds)
+        if num_groups is not None and th not in ((), (num_groups,)):
+            raise ValueError(f"thresholds must be a scalar or have shape ({num_groups},), got {th}.")
+        v.check_positive("stats_bound_x", self.stats_bound_x)
+        v.check_positive("stats_bound_y", self.stats_bound_y)
+        return self
 
 
 class Diagnostics(NamedTuple):
@@ -193,7 +229,7 @@ def _budget(hp: Hyperparams, cfg: Config, dtype=jnp.float32):
     ``mu = rest - tau`` for DPSE, ``tau = 0`` and ``mu = rest`` for the baselines (written as
     products so that ``rho = inf`` gives ``inf`` everywhere)."""
     rho = jnp.asarray(hp.rho, dtype)
-    if cfg.relation == "add_remove":
+    if cfg.noisy_counts:
         rho_c, rest = rho * hp.count_fraction, rho * (1.0 - hp.count_fraction)
     else:
         rho_c, rest = 0.0 * rho, rho
@@ -206,11 +242,11 @@ def _denominators(zc: jax.Array, n_k: jax.Array, rho_c: Any, cfg: Config) -> jax
     """Group sizes as used by the method: the public ``n_k`` under replace-one; under add/remove
     the noisy counts ``max(n_k + z / sqrt(2 rho_c), 1)`` (Gaussian mechanism, sensitivity 1 for
     the count vector; exact when ``rho_c = inf`` or for the non-private method)."""
-    if cfg.relation != "add_remove" or cfg.method == "nonprivate":
+    if not cfg.noisy_counts or cfg.method == "nonprivate":
         return n_k
     rho_c = jnp.asarray(rho_c, n_k.dtype)
     sens = histogram_sensitivity("l2").under(ADD_REMOVE)  # the count vector: one record, one cell
-    std = jnp.where(jnp.isinf(rho_c), 0.0, sens / jnp.sqrt(2.0 * rho_c))
+    std = gaussian_std_or_zero(sens, rho_c)
     return jnp.maximum(n_k + std * zc, 1.0)
 
 
@@ -296,25 +332,8 @@ def _check_inputs(key, data: Dataset, hp: Hyperparams, cfg: Config) -> None:
                          "build it with make_dataset(..., num_classes=0) or use loss='logistic'.")
     if cfg.loss == "logistic" and data.num_classes not in (0, 2):
         raise ValueError("loss='logistic' needs binary labels in {0, 1}.")
-    v.check_rho(hp.rho, allow_inf=True)
-    tf = np.asarray(hp.tau_fraction) if not isinstance(hp.tau_fraction, jax.core.Tracer) else None
-    if tf is not None and (np.any(tf <= 0) or np.any(tf >= 1)):
-        raise ValueError(f"tau_fraction must lie in (0, 1), got {hp.tau_fraction!r} "
-                         "(the paper uses 0.2).")
-    cf = np.asarray(hp.count_fraction) if not isinstance(hp.count_fraction, jax.core.Tracer) else None
-    if cfg.relation == "add_remove" and cf is not None and (np.any(cf <= 0) or np.any(cf >= 1)):
-        raise ValueError(f"count_fraction must lie in (0, 1) under relation='add_remove' (the share "
-                         f"of rho for the noisy group counts), got {hp.count_fraction!r}.")
-    v.check_positive("learning_rate", hp.learning_rate)
-    v.check_clip_norm(hp.clip, "clip")
-    v.check_positive("fairness_weight", hp.fairness_weight, allow_zero=True)
-    v.check_finite("thresholds", hp.thresholds)
-    th = np.shape(hp.thresholds)
-    if th not in ((), (data.num_groups,)):
-        raise ValueError(f"thresholds must be a scalar or have shape ({data.num_groups},), got {th}.")
-    v.check_positive("stats_bound_x", hp.stats_bound_x)
-    v.check_positive("stats_bound_y", hp.stats_bound_y)
-    if cfg.se_denominator == "n_minus_d" and cfg.relation != "add_remove":
+    hp.validate(cfg, data.num_groups)
+    if cfg.se_denominator == "n_minus_d" and not cfg.noisy_counts:
         # public sizes only; under add/remove the noisy denominator is clamped (max(n_k - P, 1))
         p = data.d + int(cfg.fit_intercept)
         if np.min(data.group_sizes()) <= p:

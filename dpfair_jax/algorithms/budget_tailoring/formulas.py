@@ -16,7 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from dpfair_jax import _validation as V
-from dpfair_jax.privacy.accounting import ZcdpLedger
+from dpfair_jax.privacy.accounting import ZcdpLedger, gaussian_sigma_for_rho
+from dpfair_jax.privacy.zcdp_noise import host_gaussian_std_per_step
 
 __all__ = [
     "budget_tailoring_split",
@@ -87,9 +88,9 @@ def stage1_noise_stds(
     V.check_positive("se_sensitivity", se_sensitivity)
     b = stage1_budgets(tau, num_groups)
     return Stage1Stds(
-        float(stat_sensitivity) / math.sqrt(2.0 * b.tau_xx),
-        float(stat_sensitivity) / math.sqrt(2.0 * b.tau_xy),
-        float(se_sensitivity) / math.sqrt(2.0 * b.tau_se),
+        gaussian_sigma_for_rho(stat_sensitivity, b.tau_xx),
+        gaussian_sigma_for_rho(stat_sensitivity, b.tau_xy),
+        gaussian_sigma_for_rho(se_sensitivity, b.tau_se),
     )
 
 
@@ -152,13 +153,13 @@ def stage2_noise_stds(
     """
     V.check_positive("grad_sensitivity", grad_sensitivity)
     budgets = stage2_group_budgets(mu, s, steps, algorithm=algorithm)
-    grad = float(grad_sensitivity) / np.sqrt(2.0 * budgets)
+    grad = gaussian_sigma_for_rho(float(grad_sensitivity), budgets)
     loss = None
     if algorithm == 2:
         if loss_sensitivity is None:
             raise ValueError("algorithm 2 releases group losses too: pass loss_sensitivity (Delta^2).")
         V.check_positive("loss_sensitivity", loss_sensitivity)
-        loss = float(loss_sensitivity) / np.sqrt(2.0 * budgets)
+        loss = gaussian_sigma_for_rho(float(loss_sensitivity), budgets)
     elif loss_sensitivity is not None:
         raise ValueError("algorithm 3 releases no losses; drop loss_sensitivity.")
     return Stage2Stds(grad, loss)
@@ -182,7 +183,7 @@ def dpnose_noise_stds(
     V.check_positive("grad_sensitivity", grad_sensitivity)
     V.check_choice("variant", variant, ("pooled", "equal_split"))
     if variant == "pooled":
-        return np.array([float(grad_sensitivity) * math.sqrt(steps / (2.0 * rho))])
+        return np.array([host_gaussian_std_per_step(grad_sensitivity, rho, steps)])
     s = np.full(k, 1.0 / math.sqrt(k))
     return stage2_noise_stds(rho, s, steps, grad_sensitivity=grad_sensitivity, algorithm=3).grad_std
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy.bounding import clip_to_interval, norm_clip_divisor
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.zcdp_noise import gaussian_std
 
 from .core import Config, Hyperparams, _check_inputs, _sens, _standalone
 from .tables import ClippedSumTable, table_group_sums
@@ -69,10 +70,10 @@ def stage1_noise_stds(tau: Any, num_groups: int, hparams: Hyperparams, config: C
     sens = _sens(config.relation)
     tau_k = jnp.asarray(tau) / (num_groups + 1)
     ux, uy, clip = hparams.stats_bound_x, hparams.stats_bound_y, hparams.clip
-    std_xx = sens.gram * ux**2 / jnp.sqrt(tau_k)
-    std_xy = sens.vector * ux * uy / jnp.sqrt(tau_k)
+    std_xx = gaussian_std(sens.gram * ux**2, tau_k / 2.0)  # tau_k / 2 each (lines 8-9)
+    std_xy = gaussian_std(sens.vector * ux * uy, tau_k / 2.0)
     bound = clip**2 if config.stage1_clip == "delta_sq" else jnp.maximum(clip, clip**2)
-    std_res = sens.bounded * bound / jnp.sqrt(2.0 * tau_k)
+    std_res = gaussian_std(sens.bounded * bound, tau_k)
     return std_xx, std_xy, std_res
 
 
@@ -133,7 +134,8 @@ def _stage1(z_all, xs, y, onehot, den, xnorm, tau, hp: Hyperparams, cfg: Config,
 @full_precision
 def stage1_release(key: jax.Array, data: Dataset, hparams: Hyperparams,
                    config: Config = Config()) -> Stage1Release:
-    """Algorithm 1's noisy releases (lines 8, 9, 17) with ``tau = tau_fraction * rho`` (of the
+    """Lower level: use :func:`~.algorithm.fit` (records no spend). Algorithm 1's noisy releases
+    (lines 8, 9, 17) with ``tau = tau_fraction * rho`` (of the
     budget left after the counts under add/remove): noisy ``X^T X``, ``X^T y``, per-group clipped
     residual sums, and the pooled fit computed from them (:class:`Stage1Release`; the noise stds
     are :func:`stage1_noise_stds`). Uses the same draws as :func:`stage1_standard_errors`.
@@ -148,7 +150,8 @@ def stage1_release(key: jax.Array, data: Dataset, hparams: Hyperparams,
 @full_precision
 def stage1_standard_errors(key: jax.Array, data: Dataset, hparams: Hyperparams,
                            config: Config = Config()) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Algorithm 1: ``tau``-zCDP per-group standard errors, ``tau = tau_fraction * rho`` (of
+    """Lower level: use :func:`~.algorithm.fit` (records no spend). Algorithm 1: ``tau``-zCDP
+    per-group standard errors, ``tau = tau_fraction * rho`` (of
     ``(1 - count_fraction) rho`` under add/remove).
 
     Noisy ``X^T X`` (symmetric noise) and ``X^T y`` with ``tau_k/2`` each (Lemma C.1), ``tau_k =

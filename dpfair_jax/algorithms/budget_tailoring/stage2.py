@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy.bounding import clip_to_interval, clip_to_norm
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.zcdp_noise import gaussian_std_per_step, gaussian_stds_at_rho
 
 from .core import (Config, Hyperparams, _check_inputs, _dloss_and_loss, _resolve_f, _resolve_g, _sens,
                    _standalone)
@@ -43,10 +44,7 @@ def group_noise_stds(se: Any, mu: Any, steps: int, clip: Any, *, fairness: bool 
     sens = _sens(relation)  # refuses an unknown relation (and the retired "swap") by name
     share = jnp.asarray(mu) * se**2 / steps  # mu_T per group, both halves together
     per_release = share / 2.0 if fairness else share
-    inv = jnp.where(per_release > 0, 1.0 / jnp.sqrt(2.0 * per_release), jnp.inf)
-    grad_std = sens.vector * clip * inv
-    loss_std = sens.bounded * clip**2 * inv
-    return grad_std, loss_std
+    return gaussian_stds_at_rho(per_release, sens.vector * clip, sens.bounded * clip**2)
 
 
 def _noise_stds(se, mu, hp: Hyperparams, cfg: Config, dtype):
@@ -55,7 +53,7 @@ def _noise_stds(se, mu, hp: Hyperparams, cfg: Config, dtype):
         # DPNoSE (standard DP-GD): budget mu/T per iteration on the pooled clipped sum, whose
         # sensitivity is that of one clipped vector (2 Delta under replace-one, Delta add/remove).
         sens = _sens(cfg.relation).vector
-        grad_std = sens * hp.clip * jnp.sqrt(cfg.steps / (2.0 * mu)) * jnp.ones((1,), dtype)
+        grad_std = gaussian_std_per_step(sens * hp.clip, mu, cfg.steps) * jnp.ones((1,), dtype)
         loss_std = jnp.zeros((1,), dtype)
     else:
         grad_std, loss_std = group_noise_stds(se, mu, cfg.steps, hp.clip, fairness=cfg.fairness,
@@ -197,7 +195,8 @@ def _stage2(z2, xs, y, onehot, n_k, xnorm, se, mu, hp: Hyperparams, cfg: Config)
 def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
                         hparams: Hyperparams, config: Config = Config()
                         ) -> tuple[jax.Array, jax.Array]:
-    """One stage-2 iteration's release at ``theta``: ``(M1 [P, K], M2 [K])`` (Alg. 2 lines 6-16).
+    """Lower level: use :func:`~.algorithm.fit` (records no spend). One stage-2 iteration's
+    release at ``theta``: ``(M1 [P, K], M2 [K])`` (Alg. 2 lines 6-16).
 
     ``M1[:, k]`` is group k's clipped gradient sum plus ``N(0, grad_std_k^2)`` noise, divided by
     ``n_k`` (default scaling); ``M2[k]`` the same for the clipped loss (zeros for Algorithm 3). For
@@ -222,7 +221,8 @@ def noisy_group_release(key: jax.Array, data: Dataset, theta: Any, se: Any,
 @full_precision
 def stage2_descent(key: jax.Array, data: Dataset, se: Any, hparams: Hyperparams,
                    config: Config = Config()) -> jax.Array:
-    """Algorithm 2 (``config.fairness=True``) or 3: ``mu``-zCDP projected DP-GD, ``mu = (1 -
+    """Lower level: use :func:`~.algorithm.fit` (records no spend). Algorithm 2
+    (``config.fairness=True``) or 3: ``mu``-zCDP projected DP-GD, ``mu = (1 -
     tau_fraction) rho`` (the whole ``rho`` for ``method`` ``"equal"``/``"pooled"``), with the
     allocation ``se`` (``sum se^2 = 1``). Returns theta ``[P]``.
 

@@ -6,9 +6,11 @@ Ullman (NeurIPS 2020), with the constants of its reference code (``twistedcubic/
 
 One facade over modules by concern: :mod:`.groups` (group sizes, noisy counts, recombination
 weights), :mod:`.clipped` (the clipped Laplace and Gaussian means), :mod:`.coinpress`
-(COINPRESS and StratCOINPRESS), :mod:`.ledger` (their spends) and :mod:`.estimator` (the three as
-one algorithm: :func:`fit`, :func:`spend`, :func:`calibrate` with :class:`MeanConfig` and
-:class:`MeanHparams`).
+(COINPRESS and StratCOINPRESS), :mod:`.ledger` (their zCDP ledgers) and :mod:`.estimator` (the
+three as one algorithm, the API: :func:`fit` returning a ``FitResult``, :func:`spend`,
+:func:`calibrate` with :class:`MeanConfig` and :class:`MeanHparams`). The estimator functions
+(``coinpress_mean``, ``stratified_gaussian_mean``, ...) are lower level: they record no spend;
+use :func:`fit`.
 
 Everything here is a pure function of ``(key, data, hyperparameters)``; ``num_groups`` and the
 number of COINPRESS steps are static, privacy budgets, radii, ranges and weights are traced, so a
@@ -43,8 +45,7 @@ Neighbouring relations (``relation=``, a name or :class:`dp_accounting.Neighbori
   eq. (2) (``p_i = sum clip(x) / |G_i| + Lap(...)`` with the exact ``|G_i|``). ``count_rho`` defaults
   to :data:`DEFAULT_COUNT_FRACTION` x the estimator's own zCDP budget (``sum(rhos)``, ``rho`` or
   ``epsilon^2/2``; :func:`resolve_count_rho`), charged **on top** of it: the run is
-  ``(budget + count_rho)``-zCDP, which :func:`stratified_privacy`, :func:`gaussian_privacy` and
-  :func:`laplace_privacy` report. The clipped sum of centred values has sensitivity ``C`` (half of
+  ``(budget + count_rho)``-zCDP, which :func:`spend` reports. The clipped sum of centred values has sensitivity ``C`` (half of
   replace-one).
 
 ``count_rho`` may also be passed under either replace-one relation (counts noised with
@@ -60,10 +61,9 @@ from .clipped import (clip_halfwidth, gaussian_mean, laplace_mean, stratified_ga
 from .coinpress import (REFERENCE_BETA, REFERENCE_LOG_TERM, coinpress_clip_radius, coinpress_mean,
                         coinpress_rhos, gaussian_tailbound, reference_code_stratified_mean,
                         stratified_coinpress)
-from .estimator import COUNTS, METHODS, MeanConfig, MeanFit, MeanHparams, calibrate, fit, spend
+from .estimator import COUNTS, METHODS, MeanConfig, MeanHparams, calibrate, fit, spend
 from .groups import (DEFAULT_COUNT_FRACTION, RELATIONS, StratifiedEstimate, noisy_counts,
                      public_weights, resolve_count_rho)
-from .ledger import gaussian_privacy, laplace_privacy, stratified_ledger, stratified_privacy
 
 __all__ = [
     "RELATIONS",
@@ -84,16 +84,11 @@ __all__ = [
     "public_weights",
     "noisy_counts",
     "resolve_count_rho",
-    "stratified_ledger",
-    "stratified_privacy",
-    "gaussian_privacy",
-    "laplace_privacy",
     "reference_code_stratified_mean",
     "METHODS",
     "COUNTS",
     "MeanConfig",
     "MeanHparams",
-    "MeanFit",
     "fit",
     "spend",
     "calibrate",

@@ -11,7 +11,9 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import relations as rel
 from dpfair_jax.privacy.mechanisms import gaussian_noise, laplace_noise
+from dpfair_jax.privacy.bounding import clip_to_interval
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.zcdp_noise import clip_to_ball_scale, gaussian_std, laplace_scale
 
 from .groups import (StratifiedEstimate, _as_2d, _check_data, _check_gamma, _common_checks,
                      _laplace_budget, _recombine, _sizes_and_weights, resolve_count_rho)
@@ -41,12 +43,12 @@ def _laplace_core(key, x, s, num_groups, R, gamma, epsilon, weights, relation, v
     sizes, present, w = _sizes_and_weights(count_key, s, num_groups, weights, count_rho, relation)
     den = jnp.maximum(sizes, 1.0)
     lo, hi, hw = _interval(den, R, gamma, variant)  # per group [k]
-    xc = jnp.clip(x, lo[s][:, None], hi[s][:, None])
+    xc = clip_to_interval(x, lo[s][:, None], hi[s][:, None])
     sums = jax.ops.segment_sum(xc, s, num_segments=num_groups)
     d = x.shape[1]
     # L1 sensitivity of the clipped sum: d * width (replace-one) or d * max|value| (add/remove).
     sens = d * rel.replace_factor(relation) * hw
-    scale = sens / jnp.asarray(epsilon, jnp.float32)
+    scale = laplace_scale(sens, jnp.asarray(epsilon, jnp.float32))
     noise = laplace_noise(key, sums.shape, scale[:, None])
     means = jnp.where(present[:, None], (sums + noise) / den[:, None], 0.0)
     return StratifiedEstimate(_recombine(means, w), means, w, sizes, present, hw)
@@ -76,7 +78,9 @@ def stratified_laplace_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *, 
     Add/remove, replace-one (a record may move between strata: two groups' sums change, each by at
     most half the noise's sensitivity), or ``count_rho`` given: ``(epsilon^2 / 2 +
     count_rho)``-zCDP (the Laplace releases as ``epsilon^2/2``-zCDP, plus the Gaussian counts);
-    :func:`laplace_privacy` gives the spend.
+    :func:`~.estimator.spend` gives the spend (``method="laplace"``).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_epsilon(epsilon)
@@ -110,7 +114,9 @@ def laplace_mean(key: jax.Array, x: Any, *, R: Any, gamma: Any, epsilon: Any,
     Privacy: replace-one within the one group (``n`` public; the default): ``epsilon``-DP. Add/remove
     or general replace-one (noisy ``n``): ``(epsilon^2/2 +
     count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * epsilon^2 / 2``
-    (:func:`laplace_privacy`).
+    (:func:`~.estimator.spend`).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     _check_data(x)
@@ -127,7 +133,7 @@ def _gaussian_core(key, x, s, num_groups, center, C, rho, weights, relation, cou
     c = jnp.broadcast_to(jnp.asarray(center, jnp.float32), (num_groups, x.shape[1]))
     Cg = jnp.broadcast_to(jnp.asarray(C, jnp.float32), (num_groups,))
     sums = _centered_clipped_sums(x, s, num_groups, c, Cg)
-    sigma = rel.replace_factor(relation) * Cg / jnp.sqrt(2.0 * jnp.asarray(rho, jnp.float32))
+    sigma = gaussian_std(rel.replace_factor(relation) * Cg, jnp.asarray(rho, jnp.float32))
     noisy = sums + gaussian_noise(key, sums.shape, sigma[:, None])
     means = jnp.where(present[:, None], c + noisy / den[:, None], c)
     return StratifiedEstimate(_recombine(means, w), means, w, sizes, present, Cg)
@@ -138,7 +144,7 @@ def _centered_clipped_sums(x, s, num_groups, c, C):
     diff = x - c[s]
     norm = jnp.sqrt(jnp.sum(diff * diff, axis=1))
     Ci = C[s]
-    scale = jnp.where(norm > Ci, Ci / jnp.where(norm > 0, norm, 1.0), 1.0)
+    scale = clip_to_ball_scale(norm, Ci)
     return jax.ops.segment_sum(diff * scale[:, None], s, num_segments=num_groups)
 
 
@@ -159,13 +165,21 @@ def stratified_gaussian_mean(key: jax.Array, x: Any, s: Any, num_groups: int, *,
 
     Privacy: replace-one within a stratum (public sizes): ``rho``-zCDP per group and overall
     (parallel composition). Add/remove, replace-one across strata, or ``count_rho`` given: ``(rho +
-    count_rho)``-zCDP (:func:`gaussian_privacy`).
+    count_rho)``-zCDP (:func:`~.estimator.spend`, ``method="gaussian"``).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     v.check_rho(rho)
     v.check_clip_norm(clip, "clip")
     v.check_finite("center", center)
     count_rho = resolve_count_rho(relation, jnp.asarray(rho, jnp.float32), count_rho)
+    return _gaussian_run(key, x, s, num_groups, center=center, clip=clip, rho=rho, weights=weights,
+                         relation=relation, count_rho=count_rho)
+
+
+def _gaussian_run(key, x, s, num_groups, *, center, clip, rho, weights, relation, count_rho):
+    """The estimator after validation; ``count_rho=None`` uses the exact sizes (public sizes)."""
     x2, _ = _as_2d(x)
     kn, kc = jax.random.split(key)
     return _gaussian_core(kn, x2, jnp.asarray(s, jnp.int32), num_groups, center, clip, rho, weights,
@@ -181,7 +195,9 @@ def gaussian_mean(key: jax.Array, x: Any, *, center: Any, clip: Any, rho: Any,
 
     Privacy: replace-one within the one group (``n`` public; the default): ``rho``-zCDP; add/remove
     or general replace-one (noisy ``n``): ``(rho + count_rho)``-zCDP, ``count_rho``
-    defaulting to ``DEFAULT_COUNT_FRACTION * rho`` (:func:`gaussian_privacy`).
+    defaulting to ``DEFAULT_COUNT_FRACTION * rho`` (:func:`~.estimator.spend`).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     _check_data(x)

@@ -15,6 +15,7 @@ from dpfair_jax import _validation as v
 from dpfair_jax.privacy import relations as rel
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.zcdp_noise import clip_to_ball_scale, gaussian_std
 
 from .groups import (StratifiedEstimate, _as_2d, _check_data, _common_checks, _recombine,
                      _sizes_and_weights, resolve_count_rho)
@@ -24,6 +25,8 @@ __all__ = ["REFERENCE_BETA", "REFERENCE_LOG_TERM", "gaussian_tailbound", "coinpr
 
 REFERENCE_BETA = 0.01  # COINPRESS reference: gaussian_tailbound(d, 0.01)
 REFERENCE_LOG_TERM = 3.0  # reference "3 in place of sqrt(log(2/beta))"
+# the reference code's sensitivity factor: replace-one (2 C per clipped sum)
+REFERENCE_FACTOR = rel.replace_factor("replace_one")
 
 
 def gaussian_tailbound(d: int, beta: float = REFERENCE_BETA) -> float:
@@ -74,10 +77,10 @@ def _coinpress_core(key, x, s, num_groups, center, radius, rhos, weights, relati
         diff = xs - c[s]
         norm = jnp.sqrt(jnp.sum(diff * diff, axis=1))
         Ci = C[s]
-        scale = jnp.where(norm > Ci, Ci / jnp.where(norm > 0, norm, 1.0), 1.0)
+        scale = clip_to_ball_scale(norm, Ci)
         proj = diff * scale[:, None]
         sums = jax.ops.segment_sum(proj, s, num_segments=num_groups)
-        sigma_sum = factor * C / jnp.sqrt(2.0 * rho_t)  # noise std on the centred clipped sum
+        sigma_sum = gaussian_std(factor * C, rho_t)  # noise std on the centred clipped sum
         noise = gaussian_noise(k_t, sums.shape, sigma_sum[:, None])
         c_new = jnp.where(present[:, None], c + (sums + noise) / den[:, None], c)
         sigma_mean = sigma_sum / den  # the reference's sigma = (2C/n)/sqrt(2 rho)
@@ -128,7 +131,9 @@ def stratified_coinpress(key: jax.Array, x: Any, s: Any, num_groups: int, *, cen
     overall (parallel composition over disjoint strata); a record moving to another stratum is not
     covered (the exact sizes differ). Add/remove, replace-one, or ``count_rho`` given:
     ``(sum(rhos) + count_rho)``-zCDP (a move between strata changes two groups' centred clipped
-    sums by at most ``C_g`` each, within the ``2 C_g`` each is noised for). :func:`stratified_privacy` reports either.
+    sums by at most ``C_g`` each, within the ``2 C_g`` each is noised for). :func:`~.estimator.spend` (``method="coinpress"``) reports either.
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     relation = _common_checks(key, x, s, num_groups, weights, relation, count_rho)
     _check_coinpress(center, radius, rhos, clip_mode, beta)
@@ -163,6 +168,8 @@ def coinpress_mean(key: jax.Array, x: Any, *, center: Any = 0.0, radius: Any = 3
     Privacy: replace-one within the one group (``n`` public; the default): ``sum(rhos)``-zCDP;
     add/remove or general replace-one (noisy ``n``): ``(sum(rhos) +
     count_rho)``-zCDP, ``count_rho`` defaulting to ``DEFAULT_COUNT_FRACTION * sum(rhos)``.
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     _check_data(x)
@@ -207,8 +214,8 @@ def reference_code_stratified_mean(key: jax.Array, x: Any, s: Any, num_groups: i
         C = coinpress_clip_radius(r, gamma)
         diff = xs - c
         norm = jnp.sqrt(jnp.sum(diff * diff, axis=1))
-        xs = c + diff * jnp.where(norm > C, C / jnp.where(norm > 0, norm, 1.0), 1.0)[:, None]
-        sigma = (2.0 * C / n) / jnp.sqrt(2.0 * jnp.asarray(rhos, jnp.float32)[t])
+        xs = c + diff * clip_to_ball_scale(norm, C)[:, None]
+        sigma = gaussian_std(REFERENCE_FACTOR * C / n, jnp.asarray(rhos, jnp.float32)[t])
         c = (m @ xs) / n + gaussian_noise(k_t, (d,), sigma)
         r = jnp.sqrt(1.0 / n + sigma ** 2) * gamma
     counts = jax.ops.segment_sum(m, s, num_segments=num_groups)

@@ -21,25 +21,28 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax._validation import is_traced
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as acc
 from dpfair_jax.privacy import relations as rel
 from dpfair_jax.privacy.precision import full_precision
 from dpfair_jax.privacy.sampling import SamplingReport
+from dpfair_jax.privacy.zcdp_noise import pure_dp_epsilon, pure_dp_rho
 
-from .clipped import stratified_gaussian_mean, stratified_laplace_mean
-from .coinpress import REFERENCE_BETA, stratified_coinpress
-from .groups import DEFAULT_COUNT_FRACTION, StratifiedEstimate
-from .ledger import gaussian_privacy, laplace_privacy, stratified_privacy
+from .._trio import FitResult, hparams_pytree
+from .clipped import _gaussian_run, _laplace_run
+from .coinpress import REFERENCE_BETA, _check_coinpress, _coinpress_run
+from .groups import DEFAULT_COUNT_FRACTION, _check_data, _check_gamma, _check_weights
+from .ledger import _gaussian_spend, _laplace_spend, _stratified_spend
 
-__all__ = ["METHODS", "COUNTS", "MeanConfig", "MeanHparams", "MeanFit", "fit", "spend", "calibrate"]
+__all__ = ["METHODS", "COUNTS", "MeanConfig", "MeanHparams", "fit", "spend", "calibrate"]
 
 METHODS = ("laplace", "gaussian", "coinpress")
 COUNTS = ("auto", "noisy")
@@ -99,8 +102,7 @@ class MeanConfig:
         return self.method == "laplace" and not self.noisy_counts
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@hparams_pytree
 class MeanHparams:
     """Traced hyperparameters (each may be a JAX array, e.g. a grid under ``vmap``).
 
@@ -121,25 +123,30 @@ class MeanHparams:
     gamma: Any = 0.1
     weights: Any = None
 
-
-class MeanFit(NamedTuple):
-    """Result of :func:`fit`: the estimate and what it spent (arrays; traced-friendly).
-
-    ``means``: the :class:`StratifiedEstimate`; ``rho``: the zCDP charged, the estimator's budget
-    plus ``count_rho`` (for the pure Laplace path, ``epsilon^2 / 2``, the rho its spend records);
-    ``count_rho``: the part spent on noisy counts (0 with exact sizes).
-    """
-
-    means: StratifiedEstimate
-    rho: jax.Array
-    count_rho: jax.Array
-    report: Any = None  # privacy.sampling.SamplingReport: the estimator's releases per group
+    def validate(self, config: "MeanConfig | None" = None) -> "MeanHparams":
+        """Check the fields ``config.method`` uses (every field without a config); traced values
+        are skipped."""
+        method = None if config is None else config.method
+        if method in (None, "laplace"):
+            v.check_epsilon(self.epsilon)
+            v.check_positive("R", self.R, allow_zero=True)
+            _check_gamma(self.gamma)
+        if method != "laplace":
+            v.check_rho(self.rho)
+            v.check_finite("center", self.center)
+        if method in (None, "gaussian"):
+            v.check_clip_norm(self.clip, "clip")
+        if method in (None, "coinpress"):
+            v.check_positive("radius", self.radius)
+        if config is not None:
+            _check_weights(self.weights, config.num_groups)
+        return self
 
 
 def _budget(config: MeanConfig, hparams: MeanHparams) -> Any:
     """The estimator's own zCDP budget (traced-friendly)."""
     if config.method == "laplace":
-        return 0.5 * jnp.square(jnp.asarray(hparams.epsilon, jnp.float32))
+        return pure_dp_rho(hparams.epsilon)
     return jnp.asarray(hparams.rho, jnp.float32)
 
 
@@ -158,40 +165,52 @@ def _split_data(data: Any, num_groups: int) -> tuple[Any, Any]:
 
 
 @full_precision
-def fit(key: jax.Array, data: Any, hparams: MeanHparams = MeanHparams(),
-        config: MeanConfig = MeanConfig()) -> MeanFit:
+def fit(key: jax.Array, data: Any, hparams: MeanHparams, config: MeanConfig) -> FitResult:
     """The stratified mean of ``data`` (``(x, s)``, a ``Dataset`` (``x``, ``s``), or ``x`` alone
-    for one group) by ``config.method``: :func:`stratified_laplace_mean`,
-    :func:`stratified_gaussian_mean` or :func:`stratified_coinpress` with the sizes and count
-    budget of ``config``. Pure in ``key`` and the traced fields of ``hparams``.
+    for one group) by ``config.method``: the clipped Laplace mean (eqs. 2-3), the clipped Gaussian
+    mean or StratCOINPRESS (Sec. 5), with the sizes and count budget of ``config``. Pure in
+    ``key`` and the traced fields of ``hparams``.
+
+    Returns a :class:`FitResult`: ``params`` the :class:`StratifiedEstimate` (all of it released:
+    the recombined ``estimate``, the ``group_means``, the ``weights``, the ``sizes`` (exact and
+    public under ``"replace_one_within_group"`` with ``counts="auto"``, else the noisy counts),
+    ``present`` and the final ``radius``, each a function of the noisy releases and public
+    values); ``diagnostics`` ``{"rho", "count_rho"}``: the zCDP charged (the estimator's budget
+    plus ``count_rho``; for the pure Laplace path ``epsilon^2 / 2``, the rho its spend records)
+    and the part spent on noisy counts (0 with exact sizes), public functions of the
+    hyperparameters; ``spend`` is :func:`spend` (``None`` when the budget is traced);
+    ``report`` the releases.
 
     Privacy: :func:`spend` (``config``, the sizes, ``hparams``) states what this spends.
     """
     config = config.validate()
+    hparams.validate(config)
+    v.check_threefry_key(key)
     x, s = _split_data(data, config.num_groups)
     k = config.num_groups
+    _check_data(x, s, k)
+    relation = config.relation
     budget = _budget(config, hparams)
     count_rho = config.count_fraction * budget if config.noisy_counts else None
     steps = 1
     if config.method == "laplace":
-        means = stratified_laplace_mean(key, x, s, k, R=hparams.R, gamma=hparams.gamma,
-                                        epsilon=hparams.epsilon, weights=hparams.weights,
-                                        relation=config.relation, variant=config.variant,
-                                        count_rho=count_rho)
+        means = _laplace_run(key, x, s, k, R=hparams.R, gamma=hparams.gamma, epsilon=hparams.epsilon,
+                             weights=hparams.weights, relation=relation, variant=config.variant,
+                             count_rho=count_rho)
     elif config.method == "gaussian":
-        means = stratified_gaussian_mean(key, x, s, k, center=hparams.center, clip=hparams.clip,
-                                         rho=hparams.rho, weights=hparams.weights,
-                                         relation=config.relation, count_rho=count_rho)
+        means = _gaussian_run(key, x, s, k, center=hparams.center, clip=hparams.clip, rho=hparams.rho,
+                              weights=hparams.weights, relation=relation, count_rho=count_rho)
     else:
         rhos = budget * jnp.asarray(config.split, jnp.float32)
         steps = int(rhos.shape[0])  # CoinPress iterations run (one per budget share)
-        means = stratified_coinpress(key, x, s, k, center=hparams.center, radius=hparams.radius,
-                                     rhos=rhos, weights=hparams.weights, relation=config.relation,
-                                     clip_mode=config.clip_mode, beta=config.beta,
-                                     count_rho=count_rho)
+        means = _coinpress_run(key, x, s, k, center=hparams.center, radius=hparams.radius, rhos=rhos,
+                               weights=hparams.weights, relation=relation, clip_mode=config.clip_mode,
+                               beta=config.beta, count_rho=count_rho)
     c = jnp.zeros_like(budget) if count_rho is None else count_rho
     report = SamplingReport(steps=steps, releases=(("noisy_counts", 1),) if count_rho is not None else ())
-    return MeanFit(means, budget + c, c, report)
+    traced = is_traced(hparams.epsilon if config.method == "laplace" else hparams.rho)
+    record = None if traced else _spend(config, hparams)
+    return FitResult(means, {"rho": budget + c, "count_rho": c}, record, report)
 
 
 def _check_sizes(config: MeanConfig, sizes: Any) -> None:
@@ -203,45 +222,60 @@ def _check_sizes(config: MeanConfig, sizes: Any) -> None:
 
 
 def spend(config: MeanConfig, sizes: Any, hparams: MeanHparams) -> acc.PrivacySpend:
-    """The spend of :func:`fit` with these arguments: the record of
-    :func:`laplace_privacy`, :func:`gaussian_privacy` or :func:`stratified_privacy` (pure
-    ``epsilon`` for the Laplace mean with exact sizes; otherwise the budget plus the count budget
-    in zCDP, converted at ``config.delta``). ``sizes``: the ``num_groups`` group sizes."""
+    """The spend of :func:`fit` with these arguments: pure ``epsilon`` for the Laplace mean with
+    exact sizes; otherwise the estimator's budget plus the count budget in zCDP (an
+    ``accounting.ZcdpLedger``: one charge per COINPRESS step or one for the clipped means, each
+    covering the disjoint strata at once by parallel composition, plus ``group_counts``),
+    converted at ``config.delta``. ``sizes``: the ``num_groups`` group sizes.
+
+    Privacy: under ``config.relation`` (``"replace_one_within_group"``: sizes public, a record
+    moving to another stratum not covered; otherwise the sizes released as noisy counts, paid for).
+    """
     config = config.validate()
     _check_sizes(config, sizes)
+    return _spend(config, hparams)
+
+
+def _spend(config: MeanConfig, hparams: MeanHparams) -> acc.PrivacySpend:
     k, relation, delta = config.num_groups, config.relation, config.delta
     if config.method == "laplace":
         eps = v.host_float("epsilon", hparams.epsilon)
         count_rho = config.count_fraction * (0.5 * eps ** 2) if config.noisy_counts else None
-        return laplace_privacy(eps, delta, num_groups=k, count_rho=count_rho, relation=relation)
+        return _laplace_spend(eps, delta, num_groups=k, count_rho=count_rho, relation=relation)
     rho = v.host_float("rho", hparams.rho)
     count_rho = config.count_fraction * rho if config.noisy_counts else None
     if config.method == "gaussian":
-        return gaussian_privacy(rho, delta, num_groups=k, count_rho=count_rho, relation=relation)
+        return _gaussian_spend(rho, delta, num_groups=k, count_rho=count_rho, relation=relation)
     rhos = rho * np.asarray(config.split, np.float64)
-    return stratified_privacy(rhos, k, delta, count_rho=count_rho, relation=relation)
+    return _stratified_spend(rhos, k, delta, count_rho=count_rho, relation=relation)
 
 
-def calibrate(config: MeanConfig, sizes: Any, target: tuple[float, float],
-              hparams: MeanHparams = MeanHparams()) -> MeanHparams:
-    """``hparams`` with the budget field (``epsilon`` for ``laplace``, ``rho`` otherwise) set so
-    that ``spend(config, sizes, result).epsilon <= target[0]``, within 1e-9 relative.
+def calibrate(config: MeanConfig, sizes: Any, target: tuple[float, float], *,
+              hparams: MeanHparams | None = None) -> MeanHparams:
+    """``hparams`` (default ``MeanHparams()``) with the budget field (``epsilon`` for ``laplace``,
+    ``rho`` otherwise) set so that ``spend(config, sizes, result).epsilon <= target[0]``, within
+    1e-9 relative.
 
-    ``target = (epsilon, delta)``: ``delta = 0`` only for the pure Laplace path; otherwise
-    ``delta`` must equal ``config.delta`` (the delta the spend is stated at). The zCDP total
-    ``dp_to_rho(epsilon, delta)`` is shared as ``budget (1 + count_fraction)`` with noisy counts.
+    ``target = (epsilon, delta)`` with ``delta = config.delta`` (``accounting.calibration_target``),
+    or ``delta = 0`` for the pure Laplace path (exact sizes), whose spend is pure epsilon-DP. The
+    zCDP total ``dp_to_rho(epsilon, delta)`` is shared as ``budget (1 + count_fraction)`` with
+    noisy counts.
+
+    Privacy: the returned hparams make :func:`fit` ``(epsilon, delta)``-DP under ``config.relation``.
     """
     config = config.validate()
     _check_sizes(config, sizes)
-    eps, delta = _check_target(config, target)
+    hparams = MeanHparams() if hparams is None else hparams
     if config.pure:
+        eps = _pure_target(target, config)
         return dataclasses.replace(hparams, epsilon=eps)
+    eps, delta = acc.calibration_target(target, config.delta)
     total = acc.dp_to_rho(eps, delta)
     budget = total / (1.0 + config.count_fraction) if config.noisy_counts else total
 
     def with_budget(b: float) -> MeanHparams:
         if config.method == "laplace":
-            return dataclasses.replace(hparams, epsilon=math.sqrt(2.0 * b))
+            return dataclasses.replace(hparams, epsilon=pure_dp_epsilon(b))
         return dataclasses.replace(hparams, rho=b)
 
     out = with_budget(budget)
@@ -251,18 +285,10 @@ def calibrate(config: MeanConfig, sizes: Any, target: tuple[float, float],
     return out
 
 
-def _check_target(config: MeanConfig, target: Any) -> tuple[float, float]:
-    if not isinstance(target, tuple) or len(target) != 2:
-        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
-    eps, delta = target
-    v.check_epsilon(eps, "target epsilon")
-    delta = v.as_float("target delta", delta)
-    if delta == 0.0:
-        if not config.pure:
-            raise ValueError("target delta = 0 (pure DP) is reachable only by method='laplace' with "
-                             "exact sizes (relation='replace_one_within_group', counts='auto'); this config's "
-                             f"spend is zCDP, stated at config.delta={config.delta}.")
-    elif not config.pure and delta != float(config.delta):
-        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
-                         "the spend is stated at; set config.delta to the target's.")
-    return float(eps), delta
+def _pure_target(target: Any, config: MeanConfig) -> float:
+    """The epsilon of a target for the pure Laplace path: ``(epsilon, 0)`` (pure DP) or
+    ``(epsilon, config.delta)`` (the shared check, ``accounting.calibration_target``)."""
+    if isinstance(target, tuple) and len(target) == 2 and target[1] == 0:
+        v.check_epsilon(target[0], "target epsilon")
+        return float(target[0])
+    return acc.calibration_target(target, config.delta)[0]

@@ -16,9 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpfair_jax import _validation as v
+from dpfair_jax._validation import is_traced
 from dpfair_jax.privacy import relations as rel
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax.privacy.zcdp_noise import gaussian_std, pure_dp_rho
 
 __all__ = ["RELATIONS", "DEFAULT_COUNT_FRACTION", "StratifiedEstimate", "resolve_count_rho",
            "public_weights", "noisy_counts"]
@@ -80,7 +82,7 @@ def _check_relation(relation: Any) -> str:
 
 
 def _check_gamma(gamma: Any) -> None:
-    if isinstance(gamma, jax.core.Tracer):
+    if is_traced(gamma):
         return
     g = np.asarray(gamma, np.float64)
     if np.any(~np.isfinite(g)) or np.any(g <= 0) or np.any(g >= 1):
@@ -93,7 +95,7 @@ def _check_weights(weights: Any, num_groups: int) -> None:
     if np.shape(weights) != (num_groups,):
         raise ValueError(f"weights must have shape ({num_groups},), one per group, got {np.shape(weights)}.")
     v.check_positive("weights", weights, allow_zero=True)
-    if not isinstance(weights, jax.core.Tracer) and float(np.sum(weights)) <= 0:
+    if not is_traced(weights) and float(np.sum(weights)) <= 0:
         raise ValueError("weights sum to 0; pass public group weights with a positive sum.")
 
 
@@ -149,6 +151,8 @@ def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
     Privacy: ``count_rho``-zCDP. ``Delta = 1`` under add/remove (one count changes by 1) and
     ``sqrt 2`` under replace-one, within a group too (a record may move between strata: two
     counts change by 1; within a group none does, so ``sqrt 2`` is an upper bound there).
+
+    Lower level: use :func:`~dpfair_jax.algorithms.mean_estimation.fit` (records no spend).
     """
     v.check_threefry_key(key)
     relation = _check_relation(relation)
@@ -160,7 +164,7 @@ def noisy_counts(key: jax.Array, s: Any, num_groups: int, count_rho: Any, *,
 
 def _noisy_counts(key, s, num_groups, count_rho, relation):
     delta = rel.histogram_sensitivity("l2").under(relation)  # 1 (add/remove), sqrt 2 (replace one)
-    sigma = delta / jnp.sqrt(2.0 * jnp.asarray(count_rho, jnp.float32))
+    sigma = gaussian_std(delta, jnp.asarray(count_rho, jnp.float32))
     return _counts(s, num_groups) + gaussian_noise(key, (num_groups,), sigma)
 
 
@@ -201,5 +205,5 @@ def _common_checks(key, x, s, num_groups, weights, relation, count_rho) -> str:
 
 def _laplace_budget(epsilon: Any) -> Any:
     """The zCDP budget of an ``epsilon``-DP release: ``epsilon^2 / 2`` (Bun and Steinke, Prop. 1.4)."""
-    return 0.5 * jnp.square(jnp.asarray(epsilon, jnp.float32))
+    return pure_dp_rho(epsilon)
 

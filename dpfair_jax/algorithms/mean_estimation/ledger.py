@@ -1,4 +1,6 @@
-"""The spend of the mean estimators: zCDP ledgers and :class:`PrivacySpend` records."""
+"""The spend of the mean estimators: their zCDP ledgers (``accounting.ZcdpLedger``) and
+:class:`PrivacySpend` records, the building blocks of :func:`~.estimator.spend` (lower level: use
+``spend``)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax.privacy import accounting as acc
+from dpfair_jax.privacy.relations import ADD_REMOVE, as_relation
 
 from .groups import _check_relation, resolve_count_rho
 
-__all__ = ["stratified_ledger", "stratified_privacy", "gaussian_privacy", "laplace_privacy"]
+__all__: list[str] = []
 
 
 def _count_charge(relation: str, budget_rho: float, count_rho: float | None) -> float | None:
@@ -27,12 +30,12 @@ def _sizes_note(relation: str, count_rho: float | None) -> str:
     if count_rho is None:
         return ("group sizes exact and public (replace-one within a stratum; a record moving to "
                 "another stratum is not covered)")
-    how = ("add/remove: sizes always noised" if relation == "add_remove"
+    how = ("add/remove: sizes always noised" if as_relation(relation) is ADD_REMOVE
            else "replace-one, a record may move across strata (count sensitivity sqrt 2)")
     return f"group sizes released as Gaussian noisy counts, count_rho = {count_rho:g} ({how})"
 
 
-def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: float | None = None,
+def _stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: float | None = None,
                       relation: str = "replace_one_within_group") -> acc.ZcdpLedger:
     """The zCDP ledger of one stratified COINPRESS run: one charge per step (each covers all
     ``num_groups`` disjoint groups at once: parallel composition, not ``num_groups`` charges),
@@ -52,23 +55,23 @@ def stratified_ledger(rhos: Sequence[float], num_groups: int, *, count_rho: floa
     return ledger
 
 
-def stratified_privacy(rhos: Sequence[float], num_groups: int, delta: float, *,
+def _stratified_spend(rhos: Sequence[float], num_groups: int, delta: float, *,
                        count_rho: float | None = None, relation: str = "replace_one_within_group"
                        ) -> acc.PrivacySpend:
     """:class:`~dpfair_jax.privacy.accounting.PrivacySpend` of a (stratified) COINPRESS run under
     ``relation`` (zCDP -> (eps, delta), CKS): ``sum(rhos)`` plus the count budget that the run
     spends (the add/remove default included)."""
     relation = _check_relation(relation)
-    ledger = stratified_ledger(rhos, num_groups, count_rho=count_rho, relation=relation)
+    ledger = _stratified_ledger(rhos, num_groups, count_rho=count_rho, relation=relation)
     c = ledger.charges.get("group_counts")
     notes = f"parallel composition over {num_groups} disjoint strata; " + _sizes_note(relation, c)
     return ledger.to_spend(delta, relation=relation, notes=notes)
 
 
-def gaussian_privacy(rho: float, delta: float, *, num_groups: int = 1,
+def _gaussian_spend(rho: float, delta: float, *, num_groups: int = 1,
                      count_rho: float | None = None, relation: str = "replace_one_within_group"
                      ) -> acc.PrivacySpend:
-    """Spend of :func:`gaussian_mean` / :func:`stratified_gaussian_mean`: ``rho`` (parallel over
+    """Spend of the clipped Gaussian means: ``rho`` (parallel over
     ``num_groups`` strata) plus the count budget the run spends (:func:`resolve_count_rho`)."""
     relation = _check_relation(relation)
     v.check_int("num_groups", num_groups, minimum=1)
@@ -82,10 +85,10 @@ def gaussian_privacy(rho: float, delta: float, *, num_groups: int = 1,
     return ledger.to_spend(delta, relation=relation, notes=notes)
 
 
-def laplace_privacy(epsilon: float, delta: float, *, num_groups: int = 1,
+def _laplace_spend(epsilon: float, delta: float, *, num_groups: int = 1,
                     count_rho: float | None = None, relation: str = "replace_one_within_group"
                     ) -> acc.PrivacySpend:
-    """Spend of :func:`laplace_mean` / :func:`stratified_laplace_mean`.
+    """Spend of the clipped Laplace means.
 
     Replace-one within a group with public sizes: pure ``epsilon``-DP (``delta = 0``; ``rho = epsilon^2/2``
     recorded). With noisy counts (add/remove, or ``count_rho`` given): ``epsilon^2/2 + count_rho``
