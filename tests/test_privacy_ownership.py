@@ -46,6 +46,25 @@ EXEMPT: dict[tuple[str, str, str], str] = {
     ("dpfair_jax/studies/stratification.py", "mixture_trial", "draw"):
         "simulates the Fig. 3 study's population (the reference generator's group sizes, means, "
         "values and private/public split); the estimators draw their noise through privacy",
+    ("dpfair_jax/studies/allocation.py", "two_group_trial", "draw"):
+        "one standard-normal draw per trial for its data and its noise (common random numbers across "
+        "budgets and methods); budget_tailoring.fit_many_from_draws scales the noise part by the "
+        "stds privacy.zcdp_noise computes",
+    ("dpfair_jax/algorithms/synthesis.py", "_sample_core", "draw"):
+        "samples synthetic rows from the released marginal model: post-processing of a DP release",
+    ("dpfair_jax/algorithms/reductions/oracles.py", "dp_weighted_least_squares.project", "hand_clip"):
+        "projection onto the public decision set {||theta|| <= R} of the constrained problem (an "
+        "optimizer step, not a sensitivity clip; the DP-GD gradients are clipped through privacy)",
+    ("dpfair_jax/algorithms/mean_estimation/coinpress.py", "coinpress_rhos", "zcdp_function"):
+        "splits the public budget rho by the public fractions of the config (no sensitivity, no "
+        "conversion); the ledger composes the parts",
+    ("dpfair_jax/algorithms/mean_estimation/groups.py", "resolve_count_rho", "zcdp_function"):
+        "chooses the count budget from the relation (privacy.relations) and public fractions; "
+        "no conversion",
+    ("dpfair_jax/algorithms/synthesis.py", "_rho_split", "zcdp_function"):
+        "splits the public budget rho by the config's public count fraction; no conversion",
+    ("dpfair_jax/algorithms/synthesis.py", "_host_rho", "zcdp_function"):
+        "reads and checks hparams.rho on the host; no conversion",
 }
 
 

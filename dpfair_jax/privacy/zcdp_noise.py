@@ -17,8 +17,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["gaussian_std", "gaussian_std_or_zero", "gaussian_stds_at_rho", "gaussian_std_per_step",
+from dpfair_jax.privacy.zcdp import dp_to_rho, zcdp_to_dp
+
+__all__ = ["float32_rho_for_epsilon", "gaussian_std", "gaussian_std_or_zero", "gaussian_stds_at_rho", "gaussian_std_per_step",
            "host_gaussian_std_per_step", "laplace_scale", "pure_dp_rho", "pure_dp_epsilon", "clip_to_ball_scale"]
 
 
@@ -108,3 +111,25 @@ def clip_to_ball_scale(norms: Any, radius: Any) -> jax.Array:
     ``privacy.bounding.clip_to_norm`` where a margin for that rounding is wanted).
     """
     return jnp.where(norms > radius, radius / jnp.where(norms > 0, norms, 1.0), 1.0)
+
+
+def float32_rho_for_epsilon(epsilon: float, delta: float, *, method: str = "cks") -> float:
+    """The largest float32 ``rho`` whose conversion ``zcdp_to_dp(rho, delta, method)`` is at most
+    ``epsilon`` (for runs that hold ``rho`` in float32): ``accounting.dp_to_rho``'s value rounded to
+    float32, then moved to the largest float32 that meets the target. Raises ``ValueError`` when no
+    positive float32 does.
+
+    Privacy: a ``rho``-zCDP run is then ``(epsilon, delta)``-DP (Bun & Steinke 2016, Prop. 1.3 for
+    ``method="bun_steinke"``; Canonne, Kamath & Steinke 2020 for ``"cks"``).
+    """
+    def meets(r: np.float32) -> bool:
+        return float(zcdp_to_dp(float(r), delta, method=method)) <= epsilon
+
+    rho = np.float32(dp_to_rho(epsilon, delta, method=method))
+    while rho > 0 and meets(np.nextafter(rho, np.float32(np.inf))):
+        rho = np.nextafter(rho, np.float32(np.inf))
+    while rho > 0 and not meets(rho):
+        rho = np.nextafter(rho, np.float32(0.0))
+    if not rho > 0:
+        raise ValueError(f"epsilon={epsilon!r} is too small for a float32 rho at delta={delta!r}.")
+    return float(rho)

@@ -17,7 +17,8 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax._validation import is_traced
-from dpfair_jax.privacy.accounting import PrivacySpend, ZcdpLedger, calibration_target, dp_to_rho, zcdp_to_dp
+from dpfair_jax.privacy.accounting import PrivacySpend, ZcdpLedger, calibration_target, zcdp_to_dp
+from dpfair_jax.privacy.zcdp_noise import float32_rho_for_epsilon
 
 from .core import Config, Hyperparams
 
@@ -25,26 +26,6 @@ __all__ = ["budget_ledger", "spend", "calibrate"]
 
 #: The paper's zCDP -> (epsilon, delta) conversion (Bun & Steinke 2016, Prop. 1.3; paper Sec. 2).
 CONVERSION = "bun_steinke"
-
-
-def _rho_for_epsilon(epsilon: float, delta: float) -> float:
-    """The largest float32 ``rho`` whose conversion ``zcdp_to_dp(rho, delta, "bun_steinke")`` is at
-    most ``epsilon`` (the precision the run uses): ``accounting.dp_to_rho``'s closed form rounded
-    to float32, then moved to the largest float32 that meets the target.
-
-    Privacy: a ``rho``-zCDP run is then ``(epsilon, delta)``-DP (Bun & Steinke 2016, Prop. 1.3).
-    """
-    def meets(r: np.float32) -> bool:
-        return float(zcdp_to_dp(float(r), delta, method=CONVERSION)) <= epsilon
-
-    rho = np.float32(dp_to_rho(epsilon, delta, method=CONVERSION))
-    while rho > 0 and meets(np.nextafter(rho, np.float32(np.inf))):
-        rho = np.nextafter(rho, np.float32(np.inf))
-    while rho > 0 and not meets(rho):
-        rho = np.nextafter(rho, np.float32(0.0))
-    if not rho > 0:
-        raise ValueError(f"epsilon={epsilon!r} is too small for a float32 rho at delta={delta!r}.")
-    return float(rho)
 
 
 def budget_ledger(rho: Any, se: Any, *, config: Config = Config(), tau_fraction: float = 0.2,
@@ -180,4 +161,4 @@ def calibrate(config: Config, sizes: Any, target: Any, *, hparams: Hyperparams |
     if config.method == "nonprivate":
         raise ValueError("method='nonprivate' adds no noise and has no guarantee; nothing to calibrate.")
     base = Hyperparams() if hparams is None else hparams
-    return dataclasses.replace(base, rho=_rho_for_epsilon(epsilon, delta))
+    return dataclasses.replace(base, rho=float32_rho_for_epsilon(epsilon, delta, method=CONVERSION))
