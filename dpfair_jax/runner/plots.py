@@ -67,12 +67,17 @@ def label(name: Any) -> str:
 
 
 def is_public(text: str) -> bool:
-    """Whether ``text`` (a legend entry, a title) uses only public words: no internal name that
-    :data:`LABELS` renames and no snake_case identifier."""
+    """Whether ``text`` (a legend entry, a title) uses only public words: no snake_case identifier
+    and no internal name that :data:`LABELS` renames (unless that word is itself part of a label,
+    as "group" is of "per-group normalization")."""
+    import re
+
     if _SNAKE.search(text):
         return False
-    words = set(__import__("re").findall(r"[A-Za-z0-9_]+", text))
-    return not any(w in LABELS and LABELS[w] != w and w.islower() and len(w) > 3 for w in words)
+    public = {w for v in LABELS.values() for w in re.findall(r"[A-Za-z0-9]+", v)}
+    internal = {k for k, v in LABELS.items() if k != v and k not in public}
+    return not (set(re.findall(r"[A-Za-z0-9_]+", text)) & internal)
+
 
 #: The one font family of every figure (ships with matplotlib, so it is the same on every machine).
 FONT = "DejaVu Serif"
@@ -326,10 +331,10 @@ def tradeoff(
                 counts += s["n"].astype(int).tolist()
                 xs = s[x].to_numpy(dtype=float)
                 color = colors[j % len(colors)]
-                label = f"mean of {y}" if hue is None else _value(hval)
+                entry = f"mean of {label(y)}" if hue is None else _value(hval)
                 (line,) = ax.plot(xs, s["mean"].to_numpy(dtype=float), color=color,
-                                  marker=marks[j % len(marks)] if markers else None, label=label)
-                handles.setdefault(label, line)
+                                  marker=marks[j % len(marks)] if markers else None, label=entry)
+                handles.setdefault(entry, line)
                 lims = _band(s, band, lim, log=logy)
                 if lims is not None:
                     ax.fill_between(xs, lims[0], lims[1], color=color, alpha=0.2, linewidth=0)
@@ -428,11 +433,11 @@ def grouped_bars(
             yerr = None
             if lims is not None:
                 yerr = np.clip(np.nan_to_num(np.vstack([means - lims[0], lims[1] - means]), nan=0.0), 0, None)
-            label = f"mean of {value}" if hue is None else _value(hval)
+            entry = f"mean of {label(value)}" if hue is None else _value(hval)
             bars = ax.bar(pos + (j - (len(hues) - 1) / 2) * width, means, width, yerr=yerr, capsize=2,
-                          color=colors[j % len(colors)], label=label)
-            handles[label] = bars
-        labels = [str(c) for c in cats]
+                          color=colors[j % len(colors)], label=entry)
+            handles[entry] = bars
+        labels = [label(c) for c in cats]
         ax.set_xticks(pos, labels)
         if sum(len(t) for t in labels) > 6 * len(labels) or len(labels) > 8:
             ax.tick_params(axis="x", labelrotation=30)

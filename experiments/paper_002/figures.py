@@ -37,6 +37,7 @@ def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0
     ax.axhline(level, color="k", lw=0.7)
     ax.axvline(eps_bound, color="gray", ls=":", label="Thm 3.6 + Cor 4.2 sufficient epsilon")
     ax.set_xlabel("epsilon")
+    ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("P(f <= f* + alpha, g <= alpha)")
     ax.set_title(f"{name}: Alg. 1, exact output law")
     ax.legend(fontsize=6)
@@ -50,7 +51,8 @@ def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0
             ax.axhline(float(fw[col].iloc[0]), color="k", ls="--", lw=0.8, label="Frank-Wolfe (non-private)")
         for meth, sub in df[df.method.astype(str).str.startswith("dpfermi")].groupby("method"):
             m = sub.groupby("epsilon")[col].mean()
-            ax.semilogx(m.index, m.to_numpy(), "o-", label=str(meth))
+            lam = str(meth)[len("dpfermi_lam"):]
+            ax.semilogx(m.index, m.to_numpy(), "o-", label=f"DP-FERMI, lambda = {lam}" if lam else plots.label(meth))
         ax.set_xlabel("epsilon")
         ax.set_ylabel(col.replace("_", " "))
         ax.set_title(f"{name}: EO via the reduction")
