@@ -365,10 +365,12 @@ def build_report(
         + (f", {fc['skipped']} skipped" if fc["skipped"] else "") + "**."
         + (f" {len(skipped_runs)} run(s) skipped (see their sections)." if skipped_runs else "")
         + (f" {len(failed_runs)} run(s) did not complete." if failed_runs else "")
-        + (f" {len(degen_runs)} run(s) have degenerate training runs (constant predictions or base-rate error; "
-           "see [Degenerate runs](#degenerate-runs))." if degen_runs else "")
     )
-    lines += _wrap(summary) + [""]
+    lines += _wrap(summary)
+    if degen_runs:  # its own line, so the sentence reads whole in the source too
+        lines.append(f"{len(degen_runs)} run(s) have degenerate training runs (constant predictions or base-rate "
+                     "error; see [Degenerate runs](#degenerate-runs)).")
+    lines.append("")
     lines += ["Statuses: **holds** (measured and within the paper's number or direction), **fails** (measured and "
               "not), **underpowered** (too few replicates", "to tell), **untestable** (the paper's setting cannot be "
               "run here), **reconstruction** (the paper leaves a detail open; the kit's choice is", "stated), "
@@ -575,7 +577,7 @@ def _statement(text: Any) -> str:
 
 def _first_sentence(text: str) -> str:
     m = re.search(r"(?<=[a-z0-9)\]])[.;] (?=[A-Z(])", text)
-    return text[:m.start()] if m and m.start() >= 20 else text
+    return text[:m.start()] if m and m.start() >= 12 else text
 
 
 def _clip(text: str, width: int) -> str:
