@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["FONT", "LABELS", "STYLE", "error_vs_budget", "finish", "frontier", "grouped_bars", "is_public",
-           "label", "new_figure", "pareto_mask", "summarize", "tradeoff"]
+           "label", "legend_outside", "new_figure", "pareto_mask", "summarize", "tradeoff"]
 
 #: The one place internal names (methods, estimators, variants, columns) become the words a figure's
 #: legend, title or axis shows. Every figure helper passes hue levels through :func:`label`; a
@@ -105,6 +105,13 @@ STYLE: dict[str, Any] = {
 }
 
 _BANDS = ("ci95", "se", "sd", None)
+
+
+def legend_outside(ax: Any, **kwargs: Any) -> Any:
+    """The axes' legend to the right of its panel, off the data (constrained layout makes room);
+    ``kwargs`` go to ``ax.legend``. Returns the legend."""
+    kwargs.setdefault("fontsize", 7)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
 def _check_columns(df: Any, **cols: Any) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpfair_jax.runner import plots
+
 from dpfair_jax.runner.plots import label
 
 __all__ = ["dpsgd", "fig9", "grid", "mitigation"]
@@ -38,7 +40,7 @@ def dpsgd(ctx: Any, df: Any, dec_df: Any, ratio_df: Any, dist: Any, trace: Any, 
     ax.set_xlabel("epsilon")
     ax.set_ylabel("excessive risk")
     ax.set_title("Fig 9: normalization")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][1]
     last = df[(df["checkpoint"] == df["checkpoint"].max()) & (df["normalization"] == "standard")]
     for a, g in last.groupby("group"):
@@ -48,7 +50,7 @@ def dpsgd(ctx: Any, df: Any, dec_df: Any, ratio_df: Any, dist: Any, trace: Any, 
     ax.set_xlabel("clip norm C")
     ax.set_ylabel("gradient norm, excessive risk")
     ax.set_title("gradient norm / risk vs C")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][2]
     for a, g in dec_df.groupby("group"):
         ax.plot(g["epsilon"], g["r_clip"], "o-", label=f"clipping term, group {a}")
@@ -56,14 +58,14 @@ def dpsgd(ctx: Any, df: Any, dec_df: Any, ratio_df: Any, dist: Any, trace: Any, 
     ax.set_xlabel("epsilon")
     ax.set_ylabel("risk term")
     ax.set_title("Fig 10: R_clip vs psi")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][3]
     for a, g in ratio_df.groupby("group"):
         ax.errorbar(g["ratio"], g["risk"], yerr=_bars(g["risk"], 2 * g["risk_se"]), marker="o", label=f"group {a}")
     ax.set_xlabel("p_1 / p_0")
     ax.set_ylabel("excessive risk")
     ax.set_title("Fig 11: group size ratio")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][4]
     ax.scatter(dist, trace, s=3, alpha=0.4)
     ax.set_xlabel("|logit| (distance to boundary)")
@@ -91,7 +93,7 @@ def fig9(ctx: Any, df: Any) -> None:
         ax.set_xlabel("epsilon")
         ax.set_ylabel("excessive risk")
         ax.set_title(f"Fig 9: {name}")
-        ax.legend(fontsize=6)
+        plots.legend_outside(ax)
     ctx.save_figure(fig, "fig9_normalization")
 
 

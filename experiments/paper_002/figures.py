@@ -40,7 +40,7 @@ def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("P(f <= f* + alpha, g <= alpha)")
     ax.set_title(f"{name}: Alg. 1, exact output law")
-    ax.legend(fontsize=6)
+    plots.legend_outside(ax)
     ctx.save_figure(fig, "p_success_vs_epsilon")
     fw = df[df.method == "frank_wolfe"]
     for col in ("test_error", "test_eo_gap"):
@@ -56,7 +56,7 @@ def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0
         ax.set_xlabel("epsilon")
         ax.set_ylabel(col.replace("_", " "))
         ax.set_title(f"{name}: EO via the reduction")
-        ax.legend(fontsize=6)
+        plots.legend_outside(ax)
         ctx.save_figure(fig, f"{col}_vs_epsilon")
 
 
@@ -72,5 +72,5 @@ def scaling(df: Any, ctx: Any) -> None:
         ax.set_xlabel("1/alpha")
         ax.set_ylabel("n0")
         ax.set_title(title)
-        ax.legend(fontsize=6)
+        plots.legend_outside(ax)
     ctx.save_figure(fig, "sample_complexity")

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from dpfair_jax.runner import plots
 from dpfair_jax.runner.plots import label, new_figure
 
 __all__ = ["mixture", "strata", "synthesis", "theory"]
@@ -23,7 +24,7 @@ def theory(df: Any, ctx: Any) -> None:
     axes[0].set_xlabel("Dirichlet concentration alpha")
     axes[0].set_ylabel("E sum log|G_i|")
     axes[0].set_title("Theorem 9: measured (3 SE bars) vs closed form")
-    axes[0].legend(fontsize=6)
+    plots.legend_outside(axes[0])
     p8 = df[df.check == "prop8"]
     for g_, g in p8.groupby("gamma_q"):
         axes[1].plot(g["k"], g["normalized"], "o-", label=f"gamma={g_}")
@@ -31,7 +32,7 @@ def theory(df: Any, ctx: Any) -> None:
     axes[1].set_xlabel("k (equal groups)")
     axes[1].set_ylabel("quantile / Prop. 8 scale")
     axes[1].set_title("Proposition 8: normalized error quantile")
-    axes[1].legend(fontsize=6)
+    plots.legend_outside(axes[1])
     ctx.save_figure(fig, "theory")
 
 
