@@ -144,6 +144,9 @@ def test_tradeoff_error_vs_budget_bars_in_range():
     check_figure(plots.error_vs_budget(df, "epsilon", "violation", hue="method", bounds=(0, 1), title="t"),
                  high=1.0)
     check_figure(plots.grouped_bars(df, "method", "violation", bounds=(0, 1), title="t"), high=1.0)
+    # a DP violation is a rate: the default bounds clip its band at 1 as well as at 0
+    dv = df.rename(columns={"violation": "dp_violation"})
+    check_figure(plots.error_vs_budget(dv, "epsilon", "dp_violation", hue="method", title="t"), high=1.0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,9 +7,11 @@ nor change the pyplot backend of a notebook. Save with ``ctx.save_figure(fig, na
 
 Bands (``band=``): ``"ci95"`` (default) the 95% Student-t interval of the mean over seeds,
 ``"se"`` +- one standard error, ``"sd"`` +- one standard deviation, ``None`` no band. Bands and
-error bars are clipped to the valid range of the quantity (``bounds=``; by default ``[0, inf)``
-when every value is non-negative, e.g. an error rate or a violation), and on a log axis to
-positive values.
+error bars are clipped to the valid range of the quantity (``bounds=``; by default ``[0, 1]`` for
+the rates of :data:`UNIT_RANGE`, such as an error rate or a DP/EO violation, else ``[0, inf)`` when
+every value is non-negative), and on a log axis to positive values. Legend names go through
+:func:`label` (:data:`LABELS`: internal names to the words a reader knows); :func:`frontier` draws
+error-violation frontiers (the Pareto set per method), one panel per epsilon.
 
 Every figure uses one font family (:data:`STYLE`, DejaVu Serif for text and mathematics; also
 applied to figures drawn elsewhere by :func:`finish`, which ``ctx.save_figure`` calls), constrained
@@ -25,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FONT", "LABELS", "STYLE", "error_vs_budget", "finish", "frontier", "grouped_bars", "is_public",
-           "label", "legend_outside", "new_figure", "pareto_mask", "summarize", "tradeoff"]
+__all__ = ["FONT", "LABELS", "STYLE", "UNIT_RANGE", "error_vs_budget", "finish", "frontier", "grouped_bars",
+           "is_public", "label", "legend_outside", "new_figure", "pareto_mask", "summarize", "tradeoff"]
 
 #: The one place internal names (methods, estimators, variants, columns) become the words a figure's
 #: legend, title or axis shows. Every figure helper passes hue levels through :func:`label`; a
@@ -105,6 +107,11 @@ STYLE: dict[str, Any] = {
 }
 
 _BANDS = ("ci95", "se", "sd", None)
+
+#: Columns whose values are rates or probabilities in [0, 1]: with ``bounds="auto"`` their bands
+#: are clipped to [0, 1], not only at 0.
+UNIT_RANGE = frozenset({"error", "test_error", "accuracy", "dp_violation", "eo_violation", "test_eo_gap",
+                        "p_success", "p_success_vs_mixture", "parity_error"})
 
 
 def legend_outside(ax: Any, **kwargs: Any) -> Any:
@@ -319,7 +326,7 @@ def tradeoff(
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    lim = _bounds(df[y], bounds)
+    lim = (0.0, 1.0) if isinstance(bounds, str) and bounds == "auto" and y in UNIT_RANGE else _bounds(df[y], bounds)
     panels = _levels(df, panel)
     hues = _levels(df, hue)
     fig, axes = new_figure(ncols=len(panels))
@@ -420,7 +427,8 @@ def grouped_bars(
     import matplotlib
     from matplotlib.lines import Line2D
 
-    lim = _bounds(df[value], bounds)
+    lim = (0.0, 1.0) if isinstance(bounds, str) and bounds == "auto" and value in UNIT_RANGE else _bounds(
+        df[value], bounds)
     cats = _levels(df, category)
     hues = _levels(df, hue)
     fig, axes = new_figure(panel_size=(max(3.4, 0.6 * len(cats) * max(1, len(hues)) + 1), 2.6))

@@ -2,21 +2,22 @@
 # report builder, whose sections they write.
 """The Markdown report: ``<root>/report/REPORT.md`` from every run under ``<root>/runs/``.
 
-Order: what the runs' size means (the quick size is a smoke check at small size; full sizes and
-their results are on the study pages ``experiments/<study>/README.md``), a summary line, every
-claim that does not hold with its status, reason and a link to the study page that explains it,
-the skipped claims (missing optional data or grid cells: counted apart, not as failures), the table
-of all claims, the formula checks, modules that failed to import and runs that did not complete,
-the run times, then one section per experiment with its description, config, status and timing,
-privacy spent (each row with its privacy unit and neighbouring relation) and figures (linked
-relative to the report).
+It reads like a paper's appendix: what the runs' size means (the quick size is a smoke check at
+small size), a summary line (skipped claims counted apart and told apart: grid cells the size
+leaves out vs missing data), then one section per paper headed by its title and citation
+(:data:`dpfair_jax.runner.papers.PAPERS`), the kit's own checks last. Each run gets a short
+block: its status ("skipped" with the reason when it skipped everything for missing data, not
+"complete"), counts, privacy spent on one line (unit and neighbouring relation named; a table when
+they differ), ``delta: 0`` explained as 1/n^2, a table (claim, paper's number, measured as ``value
+[low, high]``, status, one-line reason) and its figures inline. No line is longer than 200
+characters; the raw values (full statements and measured records, every privacy row with its
+notes, degenerate rows, the config) go to ``runs/<name>/details.md``, which the report links. Then
+the degenerate runs, modules that failed to import, runs that did not complete and the run times.
 
 Claims and formula checks are kept apart: a claim is measured (by simulation or on data) and a
 wrong paper or a wrong implementation could fail it; a formula check is a deterministic comparison
-of the kit's closed forms with an independent evaluation, true unless a formula is mis-coded, so
-it is no evidence for a paper. ``measured`` is printed as readable numbers (a
-:func:`~dpfair_jax.runner.context.comparison` as ``0.124 vs 0.130 (diff -0.006, 95% CI [-0.010,
--0.002])``). Rows written before ``status`` had its present values read as "holds"/"fails" (from
+of the kit's closed forms with an independent evaluation, counted per run and listed only when it
+fails. Rows written before ``status`` had its present values read as "holds"/"fails" (from
 ``passed`` or the former "passed"/"failed").
 """
 
