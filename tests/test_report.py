@@ -91,7 +91,7 @@ def test_report_reads_like_an_appendix(tmp_path, monkeypatch):
     fail = rows["error \\| below 0.1"]
     assert fail[1:] == ["0.1", "0.124 vs 0.13, diff -0.006 [-0.01, -0.002]", "**fails**",
                         "the paper's margin is below the test split's standard error"]
-    assert rows["mitigation is fairer"][2:4] == ["gap 0.228, gap_before 0.259", "reconstruction"]
+    assert rows["mitigation is fairer"][2:4] == ["gap = 0.228, gap_before = 0.259", "reconstruction"]
     assert rows["needs the K = 5 cell"][2:] == ["n/a", "skipped", "left out at this size: the grid has no K = 5 cell"]
     assert rows["ledger equals Lemma A.4 by hand"][3] == "**fails** (formula)"
     assert "closed form equals SciPy" not in good  # a formula check that holds is counted, not listed
@@ -119,6 +119,7 @@ def _delta_run(config, ctx):
                   target={"value": 0.0064, "low": None, "high": None, "source": "Fig 3"}, passed=False,
                   status="underpowered", reason="too few replicates. More text that is not shown.")
     ctx.skip_claim("g", "a grid claim", "needs two finite epsilons, the grid has 1")
+    ctx.record_privacy("fit", {"epsilon": 1.0, "delta": 1e-6, "relation": "add_remove", "unit": "example"})
 
 
 def test_skipped_run_and_delta_zero(tmp_path):
@@ -132,7 +133,7 @@ def test_skipped_run_and_delta_zero(tmp_path):
     start = text.index("### p_skip")
     block = text[start:text.index("\n#", start + 1)]
     assert "Status: **skipped** (Parkinsons CSV not given" in " ".join(block.split())
-    assert "**complete**" not in block
+    assert "**complete**" not in block and "1/n^2" not in block  # no spend recorded: nothing to explain
     assert "1 run(s) skipped" in " ".join(text.split())
     assert "(1 grid cells this size leaves out, 2 missing data or packages; not failures)" in " ".join(text.split())
     row = next(line for line in text.splitlines() if line.startswith("| a claim |"))
@@ -150,8 +151,9 @@ def test_skipped_run_and_delta_zero(tmp_path):
     ({"effect": 0.0015, "ci": [-0.346, 0.349], "mde": 0.36, "level": 0.9833, "per_split": [0.01, -0.007]},
      "effect 0.0015 [-0.346, 0.349] (98.3%)"),
     ({"group_mean": {"cells": 9, "ci": [0.53, 0.55], "value": 0.54}, "summed": {"value": 0.0}},
-     "group_mean 0.54 [0.53, 0.55]; +1 more"),
-    ({"a": 1.0, "b": 2, "c": "x", "d": 4.0, "e": {"f": 1}}, "a 1, b 2, c x, +2 more"),
+     "group_mean: 0.54 [0.53, 0.55]; +1 more"),
+    ({"a": 1.0, "b": 2, "c": "x", "d": 4.0, "e": {"f": 1}}, "a = 1, b = 2, c = x, +2 more"),
+    ({"r": {"s": {"t": 1}, "u": 2.0}}, "r: u = 2, +1 more"),
     ([1, 2, 3, 4, 5, 6], "[1, 2, 3, 4, ... 2 more]"),
 ])
 def test_format_short_has_no_nested_dumps(value, text):

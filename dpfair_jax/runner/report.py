@@ -413,6 +413,7 @@ def build_report(
         lines.append("")
 
     _timings(lines, runs)
+    lines = [ln for k, ln in enumerate(lines) if ln or k == 0 or lines[k - 1]]  # no double blank lines
     text = "\n".join(lines).rstrip() + "\n"
     store.atomic_write_text(report_dir / "REPORT.md", text)
     return report_dir / "REPORT.md"
@@ -546,8 +547,12 @@ def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | No
 
 
 def _delta_is_inverse_n2(r: Mapping[str, Any]) -> bool:
+    """Config ``delta: 0`` while every recorded spend has a positive delta: the study's default 1/n^2."""
     cfg = r.get("config") or {}
-    return isinstance(cfg, Mapping) and "delta" in cfg and _is_number(cfg["delta"]) and float(cfg["delta"]) == 0.0
+    if not (isinstance(cfg, Mapping) and _is_number(cfg.get("delta")) and float(cfg["delta"]) == 0.0):
+        return False
+    deltas = [sp.get("delta") for sp in (r.get("privacy") or {}).values() if isinstance(sp, Mapping)]
+    return bool(deltas) and all(_is_number(d) and float(d) > 0 for d in deltas)
 
 
 def _claim_row(c: Mapping[str, Any]) -> str:
@@ -599,7 +604,7 @@ def _wrap(text: str, width: int = 160) -> list[str]:
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
-def format_short(value: Any) -> str:
+def format_short(value: Any, _depth: int = 0) -> str:
     """``measured`` for the report's table: ``value [low, high]`` when there is an interval (a
     comparison as its difference, a verdict as its effect), a number, or at most three scalar
     fields of a record (``key value``); never a nested record (those are in ``details.md``)."""
@@ -627,13 +632,13 @@ def format_short(value: Any) -> str:
                 word = "" if key == "value" else f"{key} "
                 return f"{word}{format_number(value[key])}{interval}"
         subs = [(k, v) for k, v in value.items() if isinstance(v, Mapping)]
-        if subs and len(subs) == len(value):  # named readings: the first one, and how many more
+        if subs and len(subs) == len(value) and _depth == 0:  # named readings: the first one, how many more
             more = f"; +{len(subs) - 1} more" if len(subs) > 1 else ""
-            return f"{subs[0][0]} {format_short(subs[0][1])}{more}"
+            return f"{subs[0][0]}: {format_short(subs[0][1], 1)}{more}"
         scalars = [(k, v) for k, v in value.items() if _is_number(v) or isinstance(v, (str, bool))]
         scalars = [(k, v) for k, v in scalars if not (isinstance(v, str) and len(v) > 20)]
         more = len(value) - min(3, len(scalars))
-        text = ", ".join(f"{k} {format_number(v)}" for k, v in scalars[:3])
+        text = ", ".join(f"{k} = {format_number(v)}" for k, v in scalars[:3])
         return (text + (f", +{more} more" if more > 0 else "")) if text else f"{len(value)} fields"
     if isinstance(value, (list, tuple)):
         if all(_is_number(v) for v in value):
