@@ -40,9 +40,9 @@ def _interval_ys(fig: Any) -> np.ndarray:
     for ax in fig.axes:
         for coll in ax.collections:
             if isinstance(coll, PolyCollection):
-                ys += [p.vertices[:, 1] for p in coll.get_paths()]
+                ys += [np.asarray(p.vertices, dtype=float).reshape(-1, 2)[:, 1] for p in coll.get_paths()]
             elif isinstance(coll, LineCollection):
-                ys += [np.asarray(seg)[:, 1] for seg in coll.get_segments()]
+                ys += [np.asarray(seg, dtype=float).reshape(-1, 2)[:, 1] for seg in coll.get_segments()]
     return np.concatenate(ys) if ys else np.zeros(0)
 
 
