@@ -592,11 +592,16 @@ def frontier(
             ax.set_ylim(bottom=violation_bounds[0])
             ax.set_xlim(left=max(error_bounds[0], ax.get_xlim()[0]), right=min(error_bounds[1], ax.get_xlim()[1]))
         if handles:
-            handles[f"shaded: {confidence:.0%} CI of the violation; bars: of the error"] = Patch(
-                color="0.5", alpha=0.3, linewidth=0)
-            handles["faint: dominated points; numbers: " + knob_name + " at the frontier's ends"] = Line2D(
+            handles[f"band, bars: {confidence:.0%} CI (violation, error)"] = Patch(color="0.5", alpha=0.3,
+                                                                                  linewidth=0)
+            handles[f"faint: dominated; numbers: {knob_name}"] = Line2D(
                 [], [], linestyle="none", marker="o", color="0.5", alpha=0.3)
-            _legend(fig, axes, list(handles.values()), list(handles), "method (Pareto set)", inside=False)
+            width, height = fig.get_size_inches()
+            ncols = 1 if width < 4 else 2 if width < 9 else 3
+            rows = -(-len(handles) // ncols) + 1
+            fig.set_size_inches(width, height + 0.2 * rows + 0.15)  # room below the panels
+            fig.legend(list(handles.values()), list(handles), title="method (Pareto set)",
+                       loc="outside lower center", ncols=ncols)
         if title:
             fig.suptitle(title)
     return fig
