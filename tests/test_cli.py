@@ -105,7 +105,7 @@ def test_reproduce_runs_all_then_report(tmp_path, monkeypatch, capsys):
     _fake_discovery(monkeypatch, exps)
     assert cli.main(["reproduce", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     text = (tmp_path / "report" / "REPORT.md").read_text()
-    assert "| holds | t_cli_a_claim |" in text and "| holds | t_cli_b_claim |" in text
+    assert text.count("| a tiny claim | 1 | 1 | holds |  |") == 2 and "### t_cli_a" in text and "### t_cli_b" in text
     capsys.readouterr()
     assert cli.main(["reproduce", "--quick", "--only", "0", "--out", str(tmp_path / "only")]) == 0
     assert [p.name for p in (tmp_path / "only" / "runs").iterdir()] == ["t_cli_a"]
@@ -120,7 +120,7 @@ def test_reproduce_continues_past_failures(tmp_path, monkeypatch, capsys):
     assert "1 experiment(s) failed: t_cli_crash" in err and "1 module(s) failed to import" in err
     assert "Traceback" not in err
     text = (tmp_path / "report" / "REPORT.md").read_text()
-    assert "| holds | t_cli_ok_claim |" in text and "paper_003" in text and "crashed on purpose" in text
+    assert "| a tiny claim | 1 | 1 | holds |  |" in text and "paper_003" in text and "crashed on purpose" in text
 
 
 def test_run_failure_exit_code(tmp_path, monkeypatch, capsys):

@@ -189,7 +189,7 @@ def test_new_study_folder_registers_without_touching_the_package(tmp_path, monke
         assert code == 1  # the broken folder is reported; the good study still ran
         assert (tmp_path / "repro" / "runs" / "t_layout_new" / "claims.json").is_file()
         report = (tmp_path / "repro" / "report" / "REPORT.md").read_text()
-        assert "t_layout_broken" in report and "t_layout_claim" in report and "007" in report
+        assert "t_layout_broken" in report and "a study added as a folder runs" in report and "007" in report
         assert "dpfair_experiments.t_layout_study.study" in sys.modules
         assert "t_layout_broken" not in " ".join(sys.modules)
     finally:

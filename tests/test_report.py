@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from dpfair_jax.runner import plots, report
+from dpfair_jax.runner.papers import PAPERS, citation
 from dpfair_jax.runner.context import comparison, run_experiment
 from dpfair_jax.runner.registry import Experiment
 
@@ -56,11 +57,10 @@ def _rows(text: str, start: str, end: str, key: int = 1) -> dict[str, list[str]]
     return out
 
 
-def test_report_opens_with_the_size_then_what_does_not_hold(tmp_path, monkeypatch):
+def test_report_reads_like_an_appendix(tmp_path, monkeypatch):
     study = tmp_path / "experiments" / "paper_001"
     study.mkdir(parents=True)
-    (study / "README.md").write_text("# Paper 001\n\n## Reproduction (measured)\n\ntext\n\n## Fig 12\n\n"
-                                     "The reconstruction r_recon is explained here.\n")
+    (study / "README.md").write_text("# Paper 001\n\n## Reproduction (measured)\n\ntext\n")
     monkeypatch.setenv("DPFAIR_EXPERIMENTS", str(tmp_path / "experiments"))
     root = tmp_path / "results"
     _make_runs(root)
@@ -68,55 +68,111 @@ def test_report_opens_with_the_size_then_what_does_not_hold(tmp_path, monkeypatc
     assert path == root / "report" / "REPORT.md"
     text = path.read_text()
     lines = text.splitlines()
-    assert lines[0].startswith("# ")
+    assert lines[0].startswith("# ") and max(map(len, lines)) <= 200
     intro = lines[2]
     assert intro.startswith("**Quick size.**") and "smoke checks at small size" in intro
-    assert "dpfair run NAME" in intro and "experiments/paper_001/README.md" not in intro.split("](")[0]
-    assert "[paper_001/README.md](../../experiments/paper_001/README.md)" in intro
-    # statuses counted apart: skipped and labelled rows are not failures
+    assert "dpfair run NAME" in text.split("\n\n")[1]
+    # statuses counted apart; the skipped one named as a grid cell left out
+    summary = " ".join(text.split("\n\n")[2].splitlines())
     assert ("6 claims in 2 experiment runs: **2 hold, 1 fail, 1 untestable, 1 reconstructions, 1 skipped** "
-            "(skipped: a grid cell or optional data set absent from the run; not failures); 2 formula checks: "
-            "**1 hold, 1 fail**.") in text
-    order = [text.index(h) for h in ("## Claims that do not hold", "## Skipped claims", "## Claims\n",
-                                     "## Formula checks", "## Modules that failed to import",
-                                     "## Runs that did not complete", "## Run times", "## Experiments")]
-    assert order == sorted(order)
-    assert "###" not in text[:order[0]] and "![" not in text[:order[2]]
-    open_rows = _rows(text, "## Claims that do not hold", "## Skipped claims")
-    assert set(open_rows) == {"r_fail", "r_recon", "r_untest", "r_formula_bad"}
-    fail = open_rows["r_fail"]
-    assert fail[0] == "**fails**" and fail[2] == "error \\| below 0.1"  # pipes escaped inside cells
-    assert fail[3] == "0.124 vs 0.130 (diff -0.006, 95% CI [-0.010, -0.002])"
-    assert fail[5] == "the paper's margin is below the test split's standard error"
-    assert fail[6] == "[paper_001/README.md](../../experiments/paper_001/README.md#reproduction-measured)"
-    recon = open_rows["r_recon"]
-    assert recon[0] == "reconstruction" and recon[3] == "gap 0.228, gap_before 0.259"
-    assert recon[6].endswith("#fig-12)")  # the heading above the line that names the claim
-    assert open_rows["r_untest"][0] == "untestable" and open_rows["r_untest"][5] == "no GEM port"
-    assert open_rows["r_formula_bad"][0] == "**fails** (formula check)"
-    skipped = _rows(text, "## Skipped claims", "## Claims\n", key=0)
-    assert skipped["r_skip"][3] == "the grid has no K = 5 cell"
-    claims = _rows(text, "## Claims\n", "## Formula checks")
-    assert set(claims) == {"r_pass", "r_fail", "r_recon", "r_untest", "r_skip", "r_partial"}
-    assert claims["r_pass"][0] == "holds" and claims["r_skip"][0] == "skipped"
-    assert claims["r_skip"][5] == "n/a (the grid has no K = 5 cell)"
-    assert claims["r_partial"][2] == "002"
-    checks = _rows(text, "## Formula checks", "## Modules that failed")
-    assert checks["r_formula"][0] == "holds" and checks["r_formula"][5] == "1e-15"
-    assert "Claims: 1 hold, 1 fail, 1 untestable, 1 reconstructions, 1 skipped; formula checks: 1/2 hold." in text
-    # papers first, kit last
-    assert text.index("### r_good") < text.index("### r_bad")
-    assert "Status: **failed**" in text and "bad config value" in text
-    # every privacy row names its unit and relation
-    assert "| name | unit | relation | epsilon | delta | rho | notes |" in text
-    assert "| training | sensitive attribute only | replace-one | 2 | 1e-05 | n/a |  |" in text
-    assert "paper_004" in text
-    # wall, CPU, compiles, compile seconds, persistent-cache loads, chunks computed and reused
-    assert re.search(r"\| r_good \| quick \| complete \| \d+\.\d s \| \d+\.\d s \| \d+ \| [^|]+ \| \d+ \| 0 \| 0 \|", text)
+            "(1 grid cells this size leaves out; not failures); 2 formula checks: **1 hold, 1 fail**.") in summary
+    # one section per paper, headed by its title and citation, the study page linked
+    sec = text[text.index("## Paper 001: " + PAPERS["001"]["title"]):text.index("## Kit checks")]
+    assert PAPERS["001"]["authors"] in sec and PAPERS["001"]["link"] in sec
+    assert "[paper_001/README.md](../../experiments/paper_001/README.md)" in sec
+    assert text.index("## Paper 001") < text.index("## Kit checks") < text.index("## Modules that failed to import")
+    assert text.index("## Runs that did not complete") < text.index("## Run times")
+    good = sec[sec.index("### r_good"):]
+    assert "[details.md](../runs/r_good/details.md)" in good
+    rows = _rows(good, "| claim |", "![", key=0)
+    rows.pop("claim")  # the header
+    assert set(rows) == {"error falls with epsilon", "error \\| below 0.1", "mitigation is fairer",
+                         "GEM lowers parity error", "needs the K = 5 cell", "ledger equals Lemma A.4 by hand"}
+    fail = rows["error \\| below 0.1"]
+    assert fail[1:] == ["0.1", "0.124 vs 0.13, diff -0.006 [-0.01, -0.002]", "**fails**",
+                        "the paper's margin is below the test split's standard error"]
+    assert rows["mitigation is fairer"][2:4] == ["gap = 0.228, gap_before = 0.259", "reconstruction"]
+    assert rows["needs the K = 5 cell"][2:] == ["n/a", "skipped", "left out at this size: the grid has no K = 5 cell"]
+    assert rows["ledger equals Lemma A.4 by hand"][3] == "**fails** (formula)"
+    assert "closed form equals SciPy" not in good  # a formula check that holds is counted, not listed
+    assert "Formula checks: 1/2 hold" in good or "formula checks: 1/2 hold" in good
+    # privacy: unit and relation named
+    assert "unit sensitive attribute only, replace-one, epsilon 2, delta 1e-05" in " ".join(good.split())
     figs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert figs == ["../runs/r_good/figures/err_vs_eps.png"]
     assert (path.parent / figs[0]).resolve().is_file()
-    assert "[sweep.csv](../runs/r_good/sweep.csv)" in text
+    assert "Status: **failed**" in text and "bad config value" in text
+    # the raw values live in the run folder
+    details = (root / "runs" / "r_good" / "details.md").read_text()
+    assert "r_fail" in details and "| training | sensitive attribute only | replace-one |" in details
+    assert "[sweep.csv](sweep.csv)" in details and '"seed": 5' in details
+    assert re.search(r"\| r_good \| quick \| complete \| \d+\.\d s \| \d+\.\d s \| \d+ \| [^|]+ \| \d+ \| 0 \| 0 \|", text)
+
+
+def _skipped_run(config, ctx):
+    ctx.skip_claim("p_gain", "DP-FERMI is fairer on Parkinsons", "Parkinsons CSV not given (set config path=...)")
+    ctx.skip_claim("p_gain2", "second", "Parkinsons CSV not given (set config path=...)")
+
+
+def _delta_run(config, ctx):
+    ctx.add_claim("d", "a claim", measured={"effect": 0.01, "ci": [-0.02, 0.04], "mde": 0.03, "level": 0.95},
+                  target={"value": 0.0064, "low": None, "high": None, "source": "Fig 3"}, passed=False,
+                  status="underpowered", reason="too few replicates. More text that is not shown.")
+    ctx.skip_claim("g", "a grid claim", "needs two finite epsilons, the grid has 1")
+    ctx.record_privacy("fit", {"epsilon": 1.0, "delta": 1e-6, "relation": "add_remove", "unit": "example"})
+
+
+def test_skipped_run_and_delta_zero(tmp_path):
+    """A run that skipped every claim for missing data reads "skipped" with its reason (not "complete");
+    skipped cells are told apart from missing data; config delta 0 is explained as 1/n^2."""
+    run_experiment(Experiment("p_skip", "004", "Parkinsons.", {"quick": {"delta": 0.0}}, _skipped_run), root=tmp_path,
+                   progress=False)
+    run_experiment(Experiment("p_delta", "004", "Adult.", {"quick": {"delta": 0.0}}, _delta_run), root=tmp_path,
+                   progress=False)
+    text = report.build_report(tmp_path).read_text()
+    start = text.index("### p_skip")
+    block = text[start:text.index("\n#", start + 1)]
+    assert "Status: **skipped** (Parkinsons CSV not given" in " ".join(block.split())
+    assert "**complete**" not in block and "1/n^2" not in block  # no spend recorded: nothing to explain
+    assert "1 run(s) skipped" in " ".join(text.split())
+    assert "(1 grid cells this size leaves out, 2 missing data or packages; not failures)" in " ".join(text.split())
+    row = next(line for line in text.splitlines() if line.startswith("| a claim |"))
+    assert _rows(row + "\n", "| a claim", "\n", key=0)["a claim"][1:] == [
+        "0.0064", "effect 0.01 [-0.02, 0.04]", "underpowered", "too few replicates"]
+    assert "`delta: 0` means delta = 1/n^2" in " ".join(text.split())
+    assert "1/n^2" in (tmp_path / "runs" / "p_delta" / "details.md").read_text()
+    runs_row = next(line for line in text.splitlines() if line.startswith("| p_skip | quick |"))
+    assert runs_row.split("|")[3].strip() == "skipped"
+
+
+@pytest.mark.parametrize("value, text", [
+    (None, "n/a"),
+    (0.5, "0.5"),
+    ({"effect": 0.0015, "ci": [-0.346, 0.349], "mde": 0.36, "level": 0.9833, "per_split": [0.01, -0.007]},
+     "effect 0.0015 [-0.346, 0.349] (98.3%)"),
+    ({"group_mean": {"cells": 9, "ci": [0.53, 0.55], "value": 0.54}, "summed": {"value": 0.0}},
+     "group_mean: 0.54 [0.53, 0.55]; +1 more"),
+    ({"a": 1.0, "b": 2, "c": "x", "d": 4.0, "e": {"f": 1}}, "a = 1, b = 2, c = x, +2 more"),
+    ({"r": {"s": {"t": 1}, "u": 2.0}}, "r: u = 2, +1 more"),
+    ([1, 2, 3, 4, 5, 6], "[1, 2, 3, 4, ... 2 more]"),
+])
+def test_format_short_has_no_nested_dumps(value, text):
+    assert report.format_short(value) == text
+
+
+def test_citations_come_from_one_table():
+    assert set(PAPERS) == {"000", "001", "002", "003", "004"}
+    for pid, p in PAPERS.items():
+        assert p["title"] and p["authors"] and p["venue"]
+        assert p["title"] in citation(pid)
+    with pytest.raises(ValueError, match="unknown paper"):
+        citation("999")
+
+
+def test_skip_kind():
+    assert report.skip_kind("'law' not in this config's real_datasets []") == "grid"
+    assert report.skip_kind("AIM needs smartnoise-synth: pip install 'dpfair_jax[synth]'") == "data"
+    assert report.skip_kind("Parkinsons CSV not given") == "data"
 
 
 @pytest.mark.parametrize("value, text", [
@@ -160,8 +216,7 @@ def test_report_reads_rows_written_before_statuses(tmp_path):
                                    '"measured": 0, "target": 1, "passed": false, "status": "failed"}]')
     text = report.build_report(tmp_path).read_text()
     assert "3 claims in 1 experiment runs: **1 hold, 2 fail, 0 skipped**; 0 formula checks" in text
-    assert "| holds | a |" in text and "| **fails** | b |" in text and "| **fails** | c |" in text
-    assert "no reason recorded" in text
+    assert "| s | 1 | 1 | holds |  |" in text and text.count("| s | 1 | 0 | **fails** | no reason recorded |") == 2
 
 
 def test_report_tolerates_partial_run_directory(tmp_path):

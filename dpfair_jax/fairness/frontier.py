@@ -393,44 +393,24 @@ def paired_violation_gap(df: pd.DataFrame, first: str, baseline: str, *, slack: 
 def plot_frontiers(table: pd.DataFrame, *, method: str = "method", epsilon: str = "epsilon",
                    knob: str = "lam", violation_label: str = "fairness violation",
                    error_label: str = "test error", unit: str | None = None, title: str | None = None,
-                   confidence: float = 0.95):
-    """One panel per epsilon: each method's (mean error, mean violation) points joined in knob
-    order, with t-intervals in both directions, from :func:`frontier_table`'s output.
+                   confidence: float = 0.95, violation_bounds: tuple[float, float] = (0.0, 1.0),
+                   degenerate: str | None = "degenerate", converged: str | None = "converged"):
+    """One panel per epsilon (a small-multiples grid when there are many): each method's Pareto
+    set of (mean error, mean violation) with its interval band clipped to the metric's range,
+    degenerate and unconverged points marked, the knob written at the frontier's ends, from
+    :func:`frontier_table`'s output (:func:`dpfair_jax.runner.plots.frontier`).
 
     ``unit`` (e.g. "example-level" or "sensitive-attribute") is written in every panel title so a
-    figure never hides which privacy unit it compares. Returns the matplotlib figure.
+    figure never hides which privacy unit it compares. ``violation_bounds``: the violation's range
+    ([0, 1] for DP and EO violations). Returns the matplotlib figure.
     """
-    import matplotlib.pyplot as plt
+    from dpfair_jax.runner import plots
 
     need = [method, epsilon, knob, "error_mean", "error_lo", "error_hi", "violation_mean",
             "violation_lo", "violation_hi"]
     missing = [c for c in need if c not in table.columns]
     if missing:
         raise ValueError(f"plot_frontiers takes frontier_table's output; missing columns {missing}.")
-    eps_values = sorted(table[epsilon].astype(float).unique(), key=lambda x: (np.isinf(x), x))
-    methods = sorted(table[method].unique())
-    fig, axes = plt.subplots(1, len(eps_values), figsize=(4.2 * len(eps_values), 3.6), squeeze=False,
-                             sharey=True, constrained_layout=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, eps in zip(axes[0], eps_values):
-        for i, m in enumerate(methods):
-            sub = table[(table[method] == m) & np.isclose(table[epsilon].astype(float), eps)]
-            if sub.empty:
-                continue
-            sub = sub.sort_values(knob)
-            x, y = sub["error_mean"].to_numpy(), sub["violation_mean"].to_numpy()
-            xerr = np.vstack([x - sub["error_lo"].to_numpy(), sub["error_hi"].to_numpy() - x])
-            yerr = np.vstack([y - sub["violation_lo"].to_numpy(), sub["violation_hi"].to_numpy() - y])
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, marker="o", ms=3.5, lw=1.2, capsize=2,
-                        color=colors[i % len(colors)], label=f"{m} ({knob} {sub[knob].min():g}"
-                        f"..{sub[knob].max():g})")
-        head = "non-private" if np.isinf(eps) else f"epsilon = {eps:g}"
-        ax.set_title(head if unit is None else f"{head}, {unit} unit", fontsize=10)
-        ax.set_xlabel(f"{error_label} (mean, {confidence:.0%} CI)")
-        ax.set_ylim(bottom=0.0)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"{violation_label} (mean, {confidence:.0%} CI)")
-    axes[0][-1].legend(fontsize=8, loc="upper right", title="method (knob range)", title_fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    return fig
+    return plots.frontier(table, method=method, epsilon=epsilon, knob=knob, error_label=error_label,
+                          violation_label=violation_label, unit=unit, title=title, confidence=confidence,
+                          violation_bounds=violation_bounds, degenerate=degenerate, converged=converged)

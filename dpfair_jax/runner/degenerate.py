@@ -31,8 +31,9 @@ EXPLANATION = (
     "base-rate error, the error of always predicting the majority label, less a tolerance (at base rate; "
     "0.005 in the tradeoff studies, one standard error of the base rate in fairness.evaluate, so an error "
     "slightly below the base rate can be flagged): it learned nothing usable, so a fairness comparison that "
-    "includes it rewards a trivial classifier. Each claim measured in a run with degenerate rows says so in "
-    "the claim tables (the run's rows, not necessarily the rows the claim's verdict turned on).")
+    "includes it rewards a trivial classifier. A run with degenerate rows says so above its claims table "
+    "(the run's rows, not necessarily the rows a claim's verdict turned on); the rows are listed in its "
+    "details.md.")
 
 #: Columns that name a row (the grid point of a training run), in display order.
 ID_COLUMNS = ("method", "fairness", "cell0_group", "epsilon", "lam", "replicate", "seed")

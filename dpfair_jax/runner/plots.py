@@ -7,9 +7,11 @@ nor change the pyplot backend of a notebook. Save with ``ctx.save_figure(fig, na
 
 Bands (``band=``): ``"ci95"`` (default) the 95% Student-t interval of the mean over seeds,
 ``"se"`` +- one standard error, ``"sd"`` +- one standard deviation, ``None`` no band. Bands and
-error bars are clipped to the valid range of the quantity (``bounds=``; by default ``[0, inf)``
-when every value is non-negative, e.g. an error rate or a violation), and on a log axis to
-positive values.
+error bars are clipped to the valid range of the quantity (``bounds=``; by default ``[0, 1]`` for
+the rates of :data:`UNIT_RANGE`, such as an error rate or a DP/EO violation, else ``[0, inf)`` when
+every value is non-negative), and on a log axis to positive values. Legend names go through
+:func:`label` (:data:`LABELS`: internal names to the words a reader knows); :func:`frontier` draws
+error-violation frontiers (the Pareto set per method), one panel per epsilon.
 
 Every figure uses one font family (:data:`STYLE`, DejaVu Serif for text and mathematics; also
 applied to figures drawn elsewhere by :func:`finish`, which ``ctx.save_figure`` calls), constrained
@@ -25,7 +27,59 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FONT", "STYLE", "error_vs_budget", "finish", "grouped_bars", "new_figure", "summarize", "tradeoff"]
+__all__ = ["FONT", "LABELS", "STYLE", "UNIT_RANGE", "error_vs_budget", "finish", "frontier", "grouped_bars",
+           "is_public", "label", "legend_outside", "new_figure", "pareto_mask", "summarize", "tradeoff"]
+
+#: The one place internal names (methods, estimators, variants, columns) become the words a figure's
+#: legend, title or axis shows. Every figure helper passes hue levels through :func:`label`; a
+#: study's own figure calls :func:`label` on each legend entry. Names not listed are shown as they
+#: are, so a new internal (snake_case) name fails :func:`is_public` until it is listed here.
+LABELS: dict[str, str] = {
+    # paper 004 (DP-FERMI) and its baselines
+    "dpfermi": "DP-FERMI", "dpsgd": "DP-SGD (lambda = 0)", "pfld": "PF-LD",
+    "pfld_epoch": "PF-LD (Tran et al.)", "pfld_stochastic": "PF-LD, stochastic variant",
+    "dp_violation": "DP violation", "eo_violation": "EO violation", "error": "test error",
+    # paper 003 (stratified private means and synthesis)
+    "coinpress": "COINPRESS", "strat": "StratCOINPRESS", "pub_strat": "StratCOINPRESS, public group sizes",
+    "strat_add_remove": "StratCOINPRESS, add/remove", "reference_code": "authors' code (non-private)",
+    "vanilla": "unstratified", "sex_race": "sex and race", "parity_error": "parity error",
+    "dp_ratio": "DP ratio", "accuracy": "accuracy",
+    # paper 000 (budget tailoring)
+    "dpse": "DPSE", "dpnose": "DPNoSE (pooled)", "equal": "DPNoSE (equal)", "dpse_fair": "DPSE, fair",
+    "equal_fair": "DPNoSE (equal), fair",
+    # paper 002 (reductions)
+    "exp_sampling": "Alg. 1 (exponential sampling)", "lopt_alg2": "Alg. 2 (private LOPT)",
+    "frank_wolfe": "Frank-Wolfe (non-private)", "fairlearn_eg": "fairlearn EG (non-private)",
+    "unconstrained": "unconstrained",
+    # paper 001 (fairness lens)
+    "standard": "global normalization", "group": "per-group normalization",
+    # kit checks
+    "K_label": "K", "eps_exact": "exact", "eps_pld": "PLD accountant", "eps_rdp": "RDP accountant",
+    "eps_zcdp_cks": "zCDP conversion (Canonne et al.)", "lam": "lambda",
+}
+
+_SNAKE = __import__("re").compile(r"\b[a-z0-9]+(?:_[a-z0-9]+)+\b")
+
+
+def label(name: Any) -> str:
+    """The public label of an internal name (:data:`LABELS`); other values as text (``1.0`` -> ``1``)."""
+    if isinstance(name, str):
+        return LABELS.get(name, name)
+    return _fmt("", name)[1:]
+
+
+def is_public(text: str) -> bool:
+    """Whether ``text`` (a legend entry, a title) uses only public words: no snake_case identifier
+    and no internal name that :data:`LABELS` renames (unless that word is itself part of a label,
+    as "group" is of "per-group normalization")."""
+    import re
+
+    if _SNAKE.search(text):
+        return False
+    public = {w for v in LABELS.values() for w in re.findall(r"[A-Za-z0-9]+", v)}
+    internal = {k for k, v in LABELS.items() if k != v and k not in public}
+    return not (set(re.findall(r"[A-Za-z0-9_]+", text)) & internal)
+
 
 #: The one font family of every figure (ships with matplotlib, so it is the same on every machine).
 FONT = "DejaVu Serif"
@@ -53,6 +107,18 @@ STYLE: dict[str, Any] = {
 }
 
 _BANDS = ("ci95", "se", "sd", None)
+
+#: Columns whose values are rates or probabilities in [0, 1]: with ``bounds="auto"`` their bands
+#: are clipped to [0, 1], not only at 0.
+UNIT_RANGE = frozenset({"error", "test_error", "accuracy", "dp_violation", "eo_violation", "test_eo_gap",
+                        "p_success", "p_success_vs_mixture", "parity_error"})
+
+
+def legend_outside(ax: Any, **kwargs: Any) -> Any:
+    """The axes' legend to the right of its panel, off the data (constrained layout makes room);
+    ``kwargs`` go to ``ax.legend``. Returns the legend."""
+    kwargs.setdefault("fontsize", 7)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
 
 
 def _check_columns(df: Any, **cols: Any) -> None:
@@ -197,8 +263,8 @@ def _levels(df: Any, col: str | None) -> list[Any]:
 
 
 def _value(value: Any) -> str:
-    """A hue level as a legend entry (the legend's title names the column)."""
-    return _fmt("", value)[1:]
+    """A hue level as a legend entry (the legend's title names the column): its :func:`label`."""
+    return label(value)
 
 
 def _fmt(col: str, value: Any) -> str:
@@ -206,7 +272,9 @@ def _fmt(col: str, value: Any) -> str:
         value = "inf"
     elif isinstance(value, float):
         value = f"{value:g}"
-    return f"{col}={value}"
+    elif isinstance(value, str):
+        value = LABELS.get(value, value)
+    return f"{LABELS.get(col, col)}={value}" if col else f"={value}"
 
 
 def _log_axis(axis: Any, set_scale: Any, values: Any = None) -> None:
@@ -258,7 +326,7 @@ def tradeoff(
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    lim = _bounds(df[y], bounds)
+    lim = (0.0, 1.0) if isinstance(bounds, str) and bounds == "auto" and y in UNIT_RANGE else _bounds(df[y], bounds)
     panels = _levels(df, panel)
     hues = _levels(df, hue)
     fig, axes = new_figure(ncols=len(panels))
@@ -277,10 +345,10 @@ def tradeoff(
                 counts += s["n"].astype(int).tolist()
                 xs = s[x].to_numpy(dtype=float)
                 color = colors[j % len(colors)]
-                label = f"mean of {y}" if hue is None else _value(hval)
+                entry = f"mean of {label(y)}" if hue is None else _value(hval)
                 (line,) = ax.plot(xs, s["mean"].to_numpy(dtype=float), color=color,
-                                  marker=marks[j % len(marks)] if markers else None, label=label)
-                handles.setdefault(label, line)
+                                  marker=marks[j % len(marks)] if markers else None, label=entry)
+                handles.setdefault(entry, line)
                 lims = _band(s, band, lim, log=logy)
                 if lims is not None:
                     ax.fill_between(xs, lims[0], lims[1], color=color, alpha=0.2, linewidth=0)
@@ -290,8 +358,8 @@ def tradeoff(
                 _log_axis(ax.xaxis, ax.set_xscale, sub[x])
             if logy:
                 _log_axis(ax.yaxis, ax.set_yscale)
-            ax.set_xlabel(xlabel or x)
-            ax.set_ylabel(ylabel or y)
+            ax.set_xlabel(xlabel or label(x))
+            ax.set_ylabel(ylabel or label(y))
             if panel is not None:
                 ax.set_title(_fmt(panel, pval))
         if band is not None and handles:
@@ -299,7 +367,7 @@ def tradeoff(
         if reference is not None:
             handles[f"dashed: {reference_label}"] = Line2D([], [], color="0.3", linestyle="--", linewidth=1.0)
         if hue is not None or len(handles) > 1:
-            _legend(fig, axes, list(handles.values()), list(handles), hue)
+            _legend(fig, axes, list(handles.values()), list(handles), None if hue is None else label(hue))
         if title:
             fig.suptitle(title)
     return fig
@@ -359,7 +427,8 @@ def grouped_bars(
     import matplotlib
     from matplotlib.lines import Line2D
 
-    lim = _bounds(df[value], bounds)
+    lim = (0.0, 1.0) if isinstance(bounds, str) and bounds == "auto" and value in UNIT_RANGE else _bounds(
+        df[value], bounds)
     cats = _levels(df, category)
     hues = _levels(df, hue)
     fig, axes = new_figure(panel_size=(max(3.4, 0.6 * len(cats) * max(1, len(hues)) + 1), 2.6))
@@ -379,23 +448,160 @@ def grouped_bars(
             yerr = None
             if lims is not None:
                 yerr = np.clip(np.nan_to_num(np.vstack([means - lims[0], lims[1] - means]), nan=0.0), 0, None)
-            label = f"mean of {value}" if hue is None else _value(hval)
+            entry = f"mean of {label(value)}" if hue is None else _value(hval)
             bars = ax.bar(pos + (j - (len(hues) - 1) / 2) * width, means, width, yerr=yerr, capsize=2,
-                          color=colors[j % len(colors)], label=label)
-            handles[label] = bars
-        labels = [str(c) for c in cats]
+                          color=colors[j % len(colors)], label=entry)
+            handles[entry] = bars
+        labels = [label(c) for c in cats]
         ax.set_xticks(pos, labels)
         if sum(len(t) for t in labels) > 6 * len(labels) or len(labels) > 8:
             ax.tick_params(axis="x", labelrotation=30)
             for t in ax.get_xticklabels():
                 t.set_horizontalalignment("right")
-        ax.set_xlabel(xlabel or category)
-        ax.set_ylabel(ylabel or value)
+        ax.set_xlabel(xlabel or label(category))
+        ax.set_ylabel(ylabel or label(value))
         if band is not None:
             handles[f"bars: {_BAND_LABEL[band]}{_seeds_text(counts)}"] = Line2D(
                 [], [], color="black", marker="|", linestyle="none", markersize=8)
         if hue is not None or band is not None:
-            _legend(fig, [ax], list(handles.values()), list(handles), hue, inside=False)
+            _legend(fig, [ax], list(handles.values()), list(handles), None if hue is None else label(hue),
+                    inside=False)
         if title:
             ax.set_title(title)
+    return fig
+
+
+def pareto_mask(error: Any, violation: Any) -> np.ndarray:
+    """Which points are on the Pareto set (lower error and lower violation are better): a point is
+    kept unless another has error and violation both <= its own and one strictly lower. NaN
+    points are never kept."""
+    e, v = np.asarray(error, dtype=float), np.asarray(violation, dtype=float)
+    if e.shape != v.shape or e.ndim != 1:
+        raise ValueError(f"error and violation must be 1-d of one length, got {e.shape} and {v.shape}.")
+    ok = np.isfinite(e) & np.isfinite(v)
+    le = (e[None, :] <= e[:, None]) & (v[None, :] <= v[:, None])  # [i, j]: j at least as good as i
+    lt = (e[None, :] < e[:, None]) | (v[None, :] < v[:, None])
+    dominated = np.any(le & lt & ok[None, :], axis=1)
+    return ok & ~dominated
+
+
+def _flag(table: Any, column: str | None, invert: bool = False) -> np.ndarray:
+    """A boolean per row from ``column`` (a bool or a fraction > 0); all False when absent."""
+    if column is None or column not in table.columns:
+        return np.zeros(len(table), dtype=bool)
+    vals = table[column].to_numpy()
+    out = np.asarray(vals, dtype=float) > 0 if vals.dtype != bool else vals.astype(bool)
+    return ~out if invert else out
+
+
+def frontier(
+    table: Any,
+    *,
+    method: str = "method",
+    epsilon: str = "epsilon",
+    knob: str = "lam",
+    error_label: str = "test error",
+    violation_label: str = "fairness violation",
+    unit: str | None = None,
+    title: str | None = None,
+    confidence: float = 0.95,
+    error_bounds: tuple[float, float] = (0.0, 1.0),
+    violation_bounds: tuple[float, float] = (0.0, 1.0),
+    degenerate: str | None = "degenerate",
+    converged: str | None = "converged",
+    max_panel_cols: int = 3,
+) -> Any:
+    """Error-violation frontiers, one panel per epsilon (a small-multiples grid when there are many).
+
+    ``table`` has one row per (method, epsilon, knob) with ``error_mean/_lo/_hi`` and
+    ``violation_mean/_lo/_hi`` (:func:`dpfair_jax.fairness.frontier.frontier_table`). Each method's
+    Pareto set (:func:`pareto_mask`; its other points faint) is drawn left to right with its
+    ``confidence`` violation band, both intervals clipped to the metric's range (``error_bounds``,
+    ``violation_bounds``: a DP/EO violation and an error rate lie in [0, 1]). Points flagged in
+    column ``degenerate`` (True or a fraction > 0) get a black cross and those with ``converged``
+    False a hollow square, each with its legend entry; the knob is written at the two ends of each
+    frontier only. Method names go through :func:`label`; the legend sits below the panels.
+    """
+    need = [method, epsilon, knob, "error_mean", "error_lo", "error_hi", "violation_mean", "violation_lo",
+            "violation_hi"]
+    _check_columns(table, **{f"column {c}": c for c in need})
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
+    for name, b in (("error_bounds", error_bounds), ("violation_bounds", violation_bounds)):
+        if len(b) != 2 or not b[0] < b[1]:
+            raise ValueError(f"{name} must be (low, high) with low < high, got {b!r}.")
+    import matplotlib
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    eps_values = sorted(table[epsilon].astype(float).unique(), key=lambda v: (math.isinf(v), v))
+    methods = _levels(table, method)
+    ncols = min(len(eps_values), max_panel_cols)
+    nrows = -(-len(eps_values) // ncols)
+    fig, axes = new_figure(ncols, nrows, panel_size=(3.4, 2.8), sharey=True)
+    for ax in axes[len(eps_values):]:
+        ax.set_visible(False)
+    knob_name = LABELS.get(knob, knob)
+    handles: dict[str, Any] = {}
+    degen_all = _flag(table, degenerate)
+    unconv_all = _flag(table, converged, invert=True)
+    with matplotlib.rc_context(STYLE):
+        colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+        marks = "osD^vP*X"
+        for ax, eps in zip(axes, eps_values):
+            in_panel = np.isclose(table[epsilon].astype(float).to_numpy(), eps) | (
+                np.isinf(eps) & np.isinf(table[epsilon].astype(float).to_numpy()))
+            for j, m in enumerate(methods):
+                rows = in_panel & (table[method] == m).to_numpy()
+                if not rows.any():
+                    continue
+                sub = table[rows]
+                color, mark = colors[j % len(colors)], marks[j % len(marks)]
+                e = sub["error_mean"].to_numpy(dtype=float)
+                v = sub["violation_mean"].to_numpy(dtype=float)
+                keep = pareto_mask(e, v)
+                ax.plot(e[~keep], v[~keep], linestyle="none", marker=mark, color=color, alpha=0.3, markersize=3)
+                order = np.argsort(e[keep])
+                ek, vk = e[keep][order], v[keep][order]
+                vlo = np.clip(sub["violation_lo"].to_numpy(dtype=float)[keep][order], *violation_bounds)
+                vhi = np.clip(sub["violation_hi"].to_numpy(dtype=float)[keep][order], *violation_bounds)
+                elo = np.clip(sub["error_lo"].to_numpy(dtype=float)[keep][order], *error_bounds)
+                ehi = np.clip(sub["error_hi"].to_numpy(dtype=float)[keep][order], *error_bounds)
+                (line,) = ax.plot(ek, vk, marker=mark, color=color, drawstyle="default")
+                handles.setdefault(label(m), line)
+                ax.fill_between(ek, np.nan_to_num(vlo, nan=vk), np.nan_to_num(vhi, nan=vk), color=color,
+                                alpha=0.18, linewidth=0)
+                xerr = np.clip(np.nan_to_num(np.vstack([ek - elo, ehi - ek]), nan=0.0), 0, None)
+                ax.errorbar(ek, vk, xerr=xerr, fmt="none", ecolor=color, elinewidth=0.8, capsize=0, alpha=0.7)
+                knobs = sub[knob].to_numpy()[keep][order]
+                for idx in sorted({0, len(ek) - 1}) if len(ek) else ():
+                    ax.annotate(f"{_fmt('', knobs[idx])[1:]}", (ek[idx], vk[idx]), textcoords="offset points",
+                                xytext=(3, 3), fontsize=6, color=color)
+                dg, uc = degen_all[rows], unconv_all[rows]
+                if dg.any():
+                    handles.setdefault("degenerate (constant or base-rate predictions)", ax.plot(
+                        e[dg], v[dg], linestyle="none", marker="x", color="black", markersize=6)[0])
+                if uc.any():
+                    handles.setdefault("not converged", ax.plot(
+                        e[uc], v[uc], linestyle="none", marker="s", markerfacecolor="none",
+                        markeredgecolor="black", markersize=7)[0])
+            head = "non-private" if math.isinf(eps) else f"epsilon = {eps:g}"
+            ax.set_title(head if unit is None else f"{head}, {unit} unit")
+            ax.set_xlabel(f"{error_label} (mean)")
+            ax.set_ylabel(f"{violation_label} (mean)")
+            ax.set_ylim(bottom=violation_bounds[0])
+            ax.set_xlim(left=max(error_bounds[0], ax.get_xlim()[0]), right=min(error_bounds[1], ax.get_xlim()[1]))
+        if handles:
+            handles[f"band, bars: {confidence:.0%} CI (violation, error)"] = Patch(color="0.5", alpha=0.3,
+                                                                                  linewidth=0)
+            handles[f"faint: dominated; numbers: {knob_name}"] = Line2D(
+                [], [], linestyle="none", marker="o", color="0.5", alpha=0.3)
+            width, height = fig.get_size_inches()
+            ncols = 1 if width < 4 else 2 if width < 9 else 3
+            rows = -(-len(handles) // ncols) + 1
+            fig.set_size_inches(width, height + 0.2 * rows + 0.15)  # room below the panels
+            fig.legend(list(handles.values()), list(handles), title="method (Pareto set)",
+                       loc="outside lower center", ncols=ncols)
+        if title:
+            fig.suptitle(title)
     return fig

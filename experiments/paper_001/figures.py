@@ -4,16 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpfair_jax.runner import plots
+
+from dpfair_jax.runner.plots import label
+
 __all__ = ["dpsgd", "fig9", "grid", "mitigation"]
 
 
 def grid(nrows: int, ncols: int, w: float = 4.0, h: float = 3.2):
     """A ``Figure`` with an ``nrows x ncols`` grid of axes (``axes[row][col]``), ``w x h`` inches per panel."""
-    from matplotlib.figure import Figure
+    import numpy as np
 
-    fig = Figure(figsize=(w * ncols, h * nrows))
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
+    from dpfair_jax.runner import plots
+
+    fig, axes = plots.new_figure(ncols, nrows, panel_size=(w, h))
+    return fig, np.asarray(axes).reshape(nrows, ncols)
+
+
+def _bars(mean, half):
+    """Asymmetric error bars for a non-negative quantity: the lower bar stops at 0."""
+    import numpy as np
+
+    mean, half = np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
+    return np.vstack([np.minimum(half, np.maximum(mean, 0.0)), half])
 
 
 def dpsgd(ctx: Any, df: Any, dec_df: Any, ratio_df: Any, dist: Any, trace: Any, main_c: float) -> None:
@@ -22,34 +35,37 @@ def dpsgd(ctx: Any, df: Any, dec_df: Any, ratio_df: Any, dist: Any, trace: Any, 
     fig, axes = grid(1, 5)
     ax = axes[0][0]
     for (nm, a), g in df[df["clip_norm"] == main_c].groupby(["normalization", "group"]):
-        ax.errorbar(g["epsilon"], g["risk"], yerr=2 * g["risk_se"], marker="o", ls="-" if nm == "standard" else "--",
-                    label=f"{nm}, group {a}")
+        ax.errorbar(g["epsilon"], g["risk"], yerr=_bars(g["risk"], 2 * g["risk_se"]), marker="o",
+                    ls="-" if nm == "standard" else "--", label=f"{label(nm)}, group {a}")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("excessive risk")
     ax.set_title("Fig 9: normalization")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][1]
     last = df[(df["checkpoint"] == df["checkpoint"].max()) & (df["normalization"] == "standard")]
     for a, g in last.groupby("group"):
-        ax.plot(g["clip_norm"], g["grad_norm"], "o-", label=f"group {a} ||g_a||")
+        ax.plot(g["clip_norm"], g["grad_norm"], "o-", label=f"group {a} gradient norm")
         ax.plot(g["clip_norm"], g["risk"], "s--", label=f"group {a} risk")
     ax.set_xscale("log")
     ax.set_xlabel("clip norm C")
+    ax.set_ylabel("gradient norm, excessive risk")
     ax.set_title("gradient norm / risk vs C")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][2]
     for a, g in dec_df.groupby("group"):
-        ax.plot(g["epsilon"], g["r_clip"], "o-", label=f"R_clip group {a}")
-        ax.plot(g["epsilon"], g["psi_term"], "x:", label=f"eta^2/2 psi group {a}")
+        ax.plot(g["epsilon"], g["r_clip"], "o-", label=f"clipping term, group {a}")
+        ax.plot(g["epsilon"], g["psi_term"], "x:", label=f"noise term (eta^2/2) psi, group {a}")
     ax.set_xlabel("epsilon")
+    ax.set_ylabel("risk term")
     ax.set_title("Fig 10: R_clip vs psi")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][3]
     for a, g in ratio_df.groupby("group"):
-        ax.errorbar(g["ratio"], g["risk"], yerr=2 * g["risk_se"], marker="o", label=f"group {a}")
+        ax.errorbar(g["ratio"], g["risk"], yerr=_bars(g["risk"], 2 * g["risk_se"]), marker="o", label=f"group {a}")
     ax.set_xlabel("p_1 / p_0")
+    ax.set_ylabel("excessive risk")
     ax.set_title("Fig 11: group size ratio")
-    ax.legend(fontsize=7)
+    plots.legend_outside(ax)
     ax = axes[0][4]
     ax.scatter(dist, trace, s=3, alpha=0.4)
     ax.set_xlabel("|logit| (distance to boundary)")
@@ -69,14 +85,15 @@ def fig9(ctx: Any, df: Any) -> None:
     for ax, name in zip(axes, names):
         sub = df[df["dataset"] == name]
         for norm, style in (("standard", "o"), ("group", "s")):
-            ax.errorbar(sub["epsilon"], sub[f"gap_{norm}"], yerr=2 * sub[f"gap_{norm}_se"], marker=style, ls="-",
-                        label=f"gap, {norm}")
-            ax.errorbar(sub["epsilon"], sub[f"mean_risk_{norm}"], yerr=2 * sub[f"mean_risk_{norm}_se"], marker=style,
-                        ls="--", label=f"mean, {norm}")
+            ax.errorbar(sub["epsilon"], sub[f"gap_{norm}"], yerr=_bars(sub[f"gap_{norm}"], 2 * sub[f"gap_{norm}_se"]),
+                        marker=style, ls="-", label=f"gap, {label(norm)}")
+            ax.errorbar(sub["epsilon"], sub[f"mean_risk_{norm}"],
+                        yerr=_bars(sub[f"mean_risk_{norm}"], 2 * sub[f"mean_risk_{norm}_se"]), marker=style,
+                        ls="--", label=f"mean, {label(norm)}")
         ax.set_xlabel("epsilon")
         ax.set_ylabel("excessive risk")
         ax.set_title(f"Fig 9: {name}")
-        ax.legend(fontsize=6)
+        plots.legend_outside(ax)
     ctx.save_figure(fig, "fig9_normalization")
 
 

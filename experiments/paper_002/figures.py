@@ -37,9 +37,10 @@ def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0
     ax.axhline(level, color="k", lw=0.7)
     ax.axvline(eps_bound, color="gray", ls=":", label="Thm 3.6 + Cor 4.2 sufficient epsilon")
     ax.set_xlabel("epsilon")
+    ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("P(f <= f* + alpha, g <= alpha)")
     ax.set_title(f"{name}: Alg. 1, exact output law")
-    ax.legend(fontsize=6)
+    plots.legend_outside(ax)
     ctx.save_figure(fig, "p_success_vs_epsilon")
     fw = df[df.method == "frank_wolfe"]
     for col in ("test_error", "test_eo_gap"):
@@ -50,11 +51,12 @@ def eo_exact(df: Any, ctx: Any, name: str, *, eps_bound: float, level: float = 0
             ax.axhline(float(fw[col].iloc[0]), color="k", ls="--", lw=0.8, label="Frank-Wolfe (non-private)")
         for meth, sub in df[df.method.astype(str).str.startswith("dpfermi")].groupby("method"):
             m = sub.groupby("epsilon")[col].mean()
-            ax.semilogx(m.index, m.to_numpy(), "o-", label=str(meth))
+            lam = str(meth)[len("dpfermi_lam"):]
+            ax.semilogx(m.index, m.to_numpy(), "o-", label=f"DP-FERMI, lambda = {lam}" if lam else plots.label(meth))
         ax.set_xlabel("epsilon")
         ax.set_ylabel(col.replace("_", " "))
         ax.set_title(f"{name}: EO via the reduction")
-        ax.legend(fontsize=6)
+        plots.legend_outside(ax)
         ctx.save_figure(fig, f"{col}_vs_epsilon")
 
 
@@ -70,5 +72,5 @@ def scaling(df: Any, ctx: Any) -> None:
         ax.set_xlabel("1/alpha")
         ax.set_ylabel("n0")
         ax.set_title(title)
-        ax.legend(fontsize=6)
+        plots.legend_outside(ax)
     ctx.save_figure(fig, "sample_complexity")
