@@ -10,7 +10,7 @@ import pytest
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.algorithms.fermi import algorithm as FA
-from dpfair_jax.algorithms import fermi_theory as FT
+from dpfair_jax.algorithms.fermi import theory as FT
 from dpfair_jax.data import make_dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness import evaluate
