@@ -20,7 +20,7 @@ def _data(n=48, d=3, seed=0):
 
 
 def _leaves(res):
-    return [np.asarray(a) for a in jax.tree_util.tree_leaves((res.params, res.W))]
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves((res.params, res.diagnostics["W"]))]
 
 
 def test_a_python_loop_over_hparams_compiles_fit_once():
