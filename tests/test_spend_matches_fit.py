@@ -82,16 +82,11 @@ class Row:
         return f"{mark} {self.what}: fit {self.fit!r} {self.op} spend {self.spend!r}{tol}"
 
 
-
 def _privacy(cfg, n, zt, zw, delta):
     """fermi's spend at these multipliers and delta (the trio's spend with the delta in the config)."""
+    from dpfair_jax.algorithms import fermi as F
+
     return F.spend(dataclasses.replace(cfg, delta=delta), n, F.FermiHparams(noise_theta=zt, noise_w=zw))
-
-
-def _calibrate_noise(cfg, n, epsilon, delta, w_relative=1.0):
-    """``(noise_theta, noise_w)`` of fermi's calibrate for ``(epsilon, delta)`` at ``w_relative``."""
-    hp = F.calibrate(dataclasses.replace(cfg, delta=delta, w_relative=w_relative), n, (epsilon, delta))
-    return hp.noise_theta, hp.noise_w
 
 
 def _std_rtol(m: int) -> float:
