@@ -24,6 +24,7 @@ Run: ``python benchmarks/fermi_grid.py [--quick]``; writes ``benchmarks/results/
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -122,10 +123,11 @@ def build(train, test, *, seeds: int, epochs: int, batch_size: int = BATCH, chun
 
     n = train.n
     steps = epochs * math.ceil(n / batch_size)
-    cfg = F.FermiConfig(model=M.logistic(input_dim=train.d), num_groups=train.num_groups, num_classes=2,
-                        steps=steps, batch_size=batch_size, fairness="dp").validate(n)
     delta = 1.0 / n**2
-    zs = [F.calibrate_noise(cfg, n, e, delta) for e in EPSILONS]
+    cfg = F.FermiConfig(model=M.logistic(input_dim=train.d), num_groups=train.num_groups, num_classes=2,
+                        steps=steps, batch_size=batch_size, fairness="dp", delta=delta).validate(n)
+    cal = [F.calibrate(cfg, n, (e, delta)) if math.isfinite(e) else F.FermiHparams() for e in EPSILONS]  # inf: no noise
+    zs = [(h.noise_theta, h.noise_w) for h in cal]
     lam_g, eps_i = (a.ravel() for a in np.meshgrid(np.asarray(LAMS), np.arange(len(EPSILONS)), indexing="ij"))
     lam_a = jnp.asarray(lam_g, jnp.float32)
     zt_a = jnp.asarray([zs[i][0] for i in eps_i], jnp.float32)
@@ -136,7 +138,7 @@ def build(train, test, *, seeds: int, epochs: int, batch_size: int = BATCH, chun
         bkey = jax.random.fold_in(key, 7)
 
         def point(g, lam_g, zt_g, zw_g):
-            h = base._replace(lam=lam_g, noise_theta=zt_g, noise_w=zw_g)
+            h = dataclasses.replace(base, lam=lam_g, noise_theta=zt_g, noise_w=zw_g)
             r = F.fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey, validate=False)
             out = evaluate(cfg.model, r.params, test, 2)
             return {"error": out["error"], "dp_violation": out["dp_violation"]}

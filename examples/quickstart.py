@@ -32,7 +32,7 @@ print("accuracy", float(metrics.accuracy(pred, data.y)),
 #    is protected (Poisson sampling, add/remove), and the group frequencies come from a noisy
 #    histogram whose cost is part of the spend.
 config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=batch, delta=delta)
-hp = fermi.calibrate(config, n, (1.0, delta), fermi.FermiHparams(lam=1.0))  # both updates composed
+hp = fermi.calibrate(config, n, (1.0, delta), hparams=fermi.FermiHparams(lam=1.0))  # both updates composed
 result = fermi.fit(jax.random.key(3), data, hp, config)
 print(fermi.spend(config, n, hp))
 print(evaluate(model, result.params, data))  # error, violations, degenerate-run flags

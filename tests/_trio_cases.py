@@ -50,26 +50,52 @@ def case_mitigation() -> TrioCase:
 # ------------------------------------------------------------------------------- min-max family
 
 
+def _bilinear_loss(theta, w, ex):
+    """A smooth min-max loss of one example: ``<theta, x> <w, x> - |theta|^2 / 2``."""
+    import jax.numpy as jnp
+
+    return jnp.dot(theta, ex["x"]) * jnp.dot(w, ex["x"]) - 0.5 * jnp.dot(theta, theta)
+
+
 def case_sgda() -> TrioCase:
-    raise NotImplementedError("sgda: fill in with the trio")
+    from dpfair_jax.algorithms import sgda
+
+    data = _two_group_logistic()
+    cfg = sgda.SGDAConfig(steps=4, batch_size=12, delta=DELTA, private_loss=_bilinear_loss,
+                          theta_shape=(3,), w_shape=(3,))
+    return TrioCase("sgda", {"x": data.x}, cfg, data.n, (2.0, DELTA))
 
 
 
 
 def case_fermi() -> TrioCase:
-    raise NotImplementedError("fermi: fill in with the trio")
+    from dpfair_jax.algorithms import fermi
+
+    data = _two_group_logistic()
+    cfg = fermi.FermiConfig(model=models.logistic(input_dim=3), num_groups=2, steps=4, batch_size=12,
+                            delta=DELTA)
+    return TrioCase("fermi", data, cfg, data.n, (2.0, DELTA))
 
 
 
 
 def case_pfld() -> TrioCase:
-    raise NotImplementedError("pfld: fill in with the trio")
+    from dpfair_jax.algorithms import pfld
+
+    data = _two_group_logistic()
+    cfg = pfld.config(model=models.logistic(input_dim=3), num_groups=2, steps=4, batch_size=12, delta=DELTA)
+    return TrioCase("pfld", data, cfg, data.n, (2.0, DELTA))
 
 
 
 
 def case_pfld_epoch() -> TrioCase:
-    raise NotImplementedError("pfld_epoch: fill in with the trio")
+    from dpfair_jax.algorithms import pfld_epoch
+
+    data = _two_group_logistic()
+    cfg = pfld_epoch.PFLDEpochConfig(model=models.logistic(input_dim=3), num_groups=2, epochs=2, batch_size=12,
+                                     delta=DELTA)
+    return TrioCase("pfld_epoch", data, cfg, data.n, (2.0, DELTA))
 
 
 

@@ -107,7 +107,7 @@ CATALOGUE = [
     ("fermi_one_group", lambda: _fermi_config(num_groups=1), "num_groups"),
     ("fermi_unknown_unit", lambda: _fermi_config(privacy_unit="group"), "privacy_unit"),
     ("fermi_calibrate_epsilon_negative",
-     lambda: fermi.calibrate_noise(_fermi_config(), 6, -1.0, 1e-5), "epsilon"),
+     lambda: fermi.calibrate(_fermi_config(), 6, (-1.0, 1e-5)), "epsilon"),
     ("fermi_negative_lam",
      lambda: fermi.fit(KEY, _dataset(), fermi.FermiHparams(lam=-1.0), _fermi_config()), "lam"),
     ("output_perturbation_epsilon_zero",

@@ -15,6 +15,7 @@ Every reference below is independent of the code under test: closed-form Gaussia
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import dp_accounting
@@ -31,6 +32,18 @@ from dpfair_jax.algorithms import output_perturbation as OP
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import aggregation as agg
 from dpfair_jax.privacy import sampling as smp
+
+
+
+def _privacy(cfg, n, zt, zw, delta):
+    """fermi's spend at these multipliers and delta (the trio's spend with the delta in the config)."""
+    return F.spend(dataclasses.replace(cfg, delta=delta), n, F.FermiHparams(noise_theta=zt, noise_w=zw))
+
+
+def _calibrate_noise(cfg, n, epsilon, delta, w_relative=1.0):
+    """``(noise_theta, noise_w)`` of fermi's calibrate for ``(epsilon, delta)`` at ``w_relative``."""
+    hp = F.calibrate(dataclasses.replace(cfg, delta=delta, w_relative=w_relative), n, (epsilon, delta))
+    return hp.noise_theta, hp.noise_w
 
 
 def _gaussian_delta(mu: float, eps: float) -> float:
@@ -200,7 +213,7 @@ def test_fermi_all_features_shuffle_is_composed_gaussians(freq):
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=epochs * (n // m), batch_size=m,
                         sampling="shuffle", group_frequencies=freq)
     zt, zw = 1.5, 3.0
-    sp = F.privacy(cfg, n, zt, zw, delta)
+    sp = _privacy(cfg, n, zt, zw, delta)
     extra = 1.0 / cfg.count_noise_multiplier if freq == "noisy" else 0.0
     mu = math.sqrt(epochs * (zt**-2 + zw**-2) + extra**2)
     assert sp.epsilon == pytest.approx(_gaussian_eps(mu, delta), rel=1e-8)
@@ -211,10 +224,10 @@ def test_fermi_all_features_shuffle_is_composed_gaussians(freq):
     want = inner if freq == "public" else dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(cfg.count_noise_multiplier), inner])
     assert sp.event == want
-    zt2, zw2 = F.calibrate_noise(cfg, n, 2.0, delta, w_relative=2.0)
+    zt2, zw2 = _calibrate_noise(cfg, n, 2.0, delta, w_relative=2.0)
     assert zw2 == pytest.approx(2 * zt2)
-    assert F.privacy(cfg, n, zt2, zw2, delta).epsilon == pytest.approx(2.0, rel=1e-6)
-    assert F.privacy(cfg, n, zt2, zw2, delta).epsilon <= 2.0 * (1 + 1e-9)
+    assert _privacy(cfg, n, zt2, zw2, delta).epsilon == pytest.approx(2.0, rel=1e-6)
+    assert _privacy(cfg, n, zt2, zw2, delta).epsilon <= 2.0 * (1 + 1e-9)
 
 
 def test_fermi_fixed_size_keeps_sampling_without_replacement():
@@ -224,7 +237,7 @@ def test_fermi_fixed_size_keeps_sampling_without_replacement():
     acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(n, m, dp_accounting.ComposedDpEvent(
         [dp_accounting.GaussianDpEvent(1.5), dp_accounting.GaussianDpEvent(3.0)])), T)
-    assert F.privacy(cfg, n, 1.5, 3.0, delta).epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
+    assert _privacy(cfg, n, 1.5, 3.0, delta).epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
 
 
 # ------------------------------------------------------------------------------------------------

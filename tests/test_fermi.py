@@ -1,5 +1,6 @@
 """DP-FERMI (paper 004, Algorithm 1): exact limits, calibrated noise, variants, sweeps, closed forms."""
 
+import dataclasses
 import math
 
 import jax
@@ -10,10 +11,22 @@ import pytest
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.algorithms.fermi import algorithm as FA
-from dpfair_jax.algorithms import fermi_theory as FT
+from dpfair_jax.algorithms.fermi import theory as FT
 from dpfair_jax.data import make_dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness import evaluate
+
+
+
+def _privacy(cfg, n, zt, zw, delta):
+    """fermi's spend at these multipliers and delta (the trio's spend with the delta in the config)."""
+    return F.spend(dataclasses.replace(cfg, delta=delta), n, F.FermiHparams(noise_theta=zt, noise_w=zw))
+
+
+def _calibrate_noise(cfg, n, epsilon, delta, w_relative=1.0):
+    """``(noise_theta, noise_w)`` of fermi's calibrate for ``(epsilon, delta)`` at ``w_relative``."""
+    hp = F.calibrate(dataclasses.replace(cfg, delta=delta, w_relative=w_relative), n, (epsilon, delta))
+    return hp.noise_theta, hp.noise_w
 
 
 def _data(n=120, d=4, k=2, l=2, seed=0, zero_x=False):
@@ -69,7 +82,7 @@ def test_eps_inf_equals_nonprivate_two_timescale_gda(unit, fairness):
     res = jax.jit(lambda k: F.fit(k, ds, hp, cfg, validate=False, p_s=p_s))(jax.random.key(0))
     th, W = _reference_gda(ds, 2.0, 0.3, 0.5, 25, 0.4, fairness)
     np.testing.assert_allclose(res.params["w"], th["w"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(res.W, W, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(res.diagnostics["W"], W, rtol=1e-4, atol=1e-5)
     assert float(jnp.sqrt(jnp.sum(W**2))) == pytest.approx(0.4, rel=1e-4)  # projection was active
 
 
@@ -144,7 +157,7 @@ def _fit_against_numpy(ds, cfg, clip_t, clip_w, P, p_s=None, steps=3):
                                cfg.privacy_unit)
     got = np.r_[np.asarray(res.params["w"]).ravel(), np.asarray(res.params["b"])]
     np.testing.assert_allclose(got, th, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(res.W), W, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(res.diagnostics["W"]), W, rtol=1e-5, atol=1e-6)
     # the reference exercised both sides of each clip, and the projection
     assert 0.1 < clipped[..., 0].mean() < 0.9 and 0.1 < clipped[..., 1].mean() < 0.9, clipped.mean((0, 1))
     assert float(np.sqrt(np.sum(W**2))) == pytest.approx(radius)
@@ -215,8 +228,8 @@ def test_ascent_alone_reaches_w_star_dp_and_eo(fairness):
         P = p_s
         c = ds.y
     assert float(jnp.max(jnp.abs(want))) > 0.1  # a non-trivial maximizer
-    np.testing.assert_allclose(res.W, want, atol=1e-4)
-    val = jnp.mean(jax.vmap(E.psi)(probs, ds.s, res.W[c], P[c]))
+    np.testing.assert_allclose(res.diagnostics["W"], want, atol=1e-4)
+    val = jnp.mean(jax.vmap(E.psi)(probs, ds.s, res.diagnostics["W"][c], P[c]))
     assert float(val) == pytest.approx(float(target), abs=1e-5)
 
 
@@ -224,12 +237,12 @@ def _one_step_noise(cfg, lam, z_t, z_w, c_t=0.7, c_w=1.3, lr_t=1.0, lr_w=1.0, re
     ds = _data(n=60, zero_x=True)  # zero features: theta gradients vanish exactly
     hp = F.FermiHparams(lam=lam, lr_theta=lr_t, lr_w=lr_w, clip_theta=c_t, clip_w=c_w,
                         noise_theta=z_t, noise_w=z_w, radius=jnp.inf)
-    hp0 = hp._replace(noise_theta=0.0, noise_w=0.0)
+    hp0 = dataclasses.replace(hp, noise_theta=0.0, noise_w=0.0)
 
     def diff(k):
         a = F.fit(k, ds, hp, cfg, validate=False)
         b = F.fit(k, ds, hp0, cfg, validate=False)  # same key: same batch and init
-        return a.params["w"].ravel() - b.params["w"].ravel(), (a.W - b.W).ravel()
+        return a.params["w"].ravel() - b.params["w"].ravel(), (a.diagnostics["W"] - b.diagnostics["W"]).ravel()
 
     dt, dw = jax.jit(jax.vmap(diff))(jax.random.split(jax.random.key(3), reps))
     return np.asarray(dt).ravel(), np.asarray(dw).ravel()
@@ -283,7 +296,7 @@ def test_one_compiled_sweep_equals_single_runs():
     def run(key, lam, z):
         hp = F.FermiHparams(lam=lam, lr_theta=0.2, lr_w=0.3, noise_theta=z, noise_w=z)
         r = F.fit(key, ds, hp, cfg, validate=False)
-        return r.params["w"], r.W
+        return r.params["w"], r.diagnostics["W"]
 
     keys = jax.random.split(jax.random.key(5), 4)
     gw, gW = jax.jit(jax.vmap(run))(keys, lams, zs)
@@ -300,7 +313,7 @@ def test_mlp_equalized_odds_multiclass_runs():
     cfg = F.FermiConfig(model=M.mlp(hidden=(8,), out=3), num_groups=3, num_classes=3, steps=2,
                         batch_size=20, fairness="eo")
     res = F.fit(jax.random.key(7), ds, F.FermiHparams(noise_theta=1.0, noise_w=1.0), cfg)
-    assert res.W.shape == (3, 3, 3)
+    assert res.diagnostics["W"].shape == (3, 3, 3)
     assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(res))
 
 
@@ -320,9 +333,9 @@ def test_cnn_runs():
 @pytest.mark.parametrize("unit", ["all_features", "sensitive_attribute"])
 def test_calibrate_and_privacy_round_trip(unit):
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=200, batch_size=100, privacy_unit=unit)
-    zt, zw = F.calibrate_noise(cfg, 2000, 1.0, 1e-5, w_relative=2.0)
+    zt, zw = _calibrate_noise(cfg, 2000, 1.0, 1e-5, w_relative=2.0)
     assert zw == pytest.approx(2 * zt)
-    spend = F.privacy(cfg, 2000, zt, zw, 1e-5)
+    spend = _privacy(cfg, 2000, zt, zw, 1e-5)
     assert spend.epsilon == pytest.approx(1.0, rel=1e-4)
     assert spend.unit == ("example" if unit == "all_features" else "sensitive_attribute")
     assert spend.relation == ("add_remove" if unit == "all_features" else "replace_one")
@@ -330,9 +343,9 @@ def test_calibrate_and_privacy_round_trip(unit):
     # both updates are composed: one Gaussian at z alone would be cheaper
     from dpfair_jax.privacy import accounting as A
     assert A.dpsgd_epsilon(zt, 0.05, 200, 1e-5) < 1.0
-    assert F.calibrate_noise(cfg, 2000, math.inf, 1e-5) == (0.0, 0.0)
-    with pytest.raises(ValueError, match="epsilon"):
-        F.calibrate_noise(cfg, 2000, -1.0, 1e-5)
+    for bad in (math.inf, -1.0):  # a finite, positive target only
+        with pytest.raises(ValueError, match="epsilon"):
+            _calibrate_noise(cfg, 2000, bad, 1e-5)
 
 
 def test_all_features_epsilon_matches_dp_accounting_called_directly():
@@ -357,7 +370,7 @@ def test_all_features_epsilon_matches_dp_accounting_called_directly():
         cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m, group_frequencies=freq)
         assert cfg.privacy_unit == "all_features" and cfg.sampling == "poisson"
         hist = cfg.count_noise_multiplier if freq == "noisy" else None
-        spend = F.privacy(cfg, n, zt, zw, delta)
+        spend = _privacy(cfg, n, zt, zw, delta)
         eps[freq] = spend.epsilon
         assert spend.epsilon == pytest.approx(direct(zt, zw, hist), rel=1e-9)
         assert spend.relation == "add_remove" and spend.unit == "example"
@@ -371,7 +384,7 @@ def test_all_features_epsilon_matches_dp_accounting_called_directly():
     # both Gaussians count: the theta update alone (w noise -> huge) would claim much less
     assert eps["public"] > 1.2 * direct(zt, 1e6, None)
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m)
-    zt2, zw2 = F.calibrate_noise(cfg, n, 2.0, delta, w_relative=1.5)
+    zt2, zw2 = _calibrate_noise(cfg, n, 2.0, delta, w_relative=1.5)
     assert zw2 == pytest.approx(1.5 * zt2)
     assert direct(zt2, zw2, cfg.count_noise_multiplier) == pytest.approx(2.0, rel=1e-3)
     assert direct(zt2, zw2, cfg.count_noise_multiplier) <= 2.0 * (1 + 1e-6)
@@ -442,7 +455,7 @@ def test_sensitive_attribute_spend_is_membership_visible_not_subsampled():
     for freq in ("public", "noisy"):
         cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=T, batch_size=m,
                             privacy_unit="sensitive_attribute", group_frequencies=freq)
-        spend = F.privacy(cfg, n, 1.0, 1.0, 1e-5)
+        spend = _privacy(cfg, n, 1.0, 1.0, 1e-5)
         extra = 1.0 / cfg.count_noise_multiplier if freq == "noisy" else 0.0
         ref = _membership_visible_eps_reference(math.sqrt(2.0), T, m / n, 1e-5, extra)
         assert spend.epsilon == pytest.approx(ref, rel=1e-6)
@@ -457,12 +470,12 @@ def test_noisy_group_frequencies_are_charged_and_exclusive():
     ds = _data(n=200)
     base = dict(model=M.logistic(), num_groups=2, steps=20, batch_size=50)
     noisy, public = F.FermiConfig(**base), F.FermiConfig(**base, group_frequencies="public")
-    e_noisy = F.privacy(noisy, ds.n, 2.0, 2.0, 1e-5).epsilon
-    e_public = F.privacy(public, ds.n, 2.0, 2.0, 1e-5).epsilon
+    e_noisy = _privacy(noisy, ds.n, 2.0, 2.0, 1e-5).epsilon
+    e_public = _privacy(public, ds.n, 2.0, 2.0, 1e-5).epsilon
     assert e_noisy > e_public
     import dp_accounting
 
-    ev = F.privacy(noisy, ds.n, 2.0, 2.0, 1e-5).event
+    ev = _privacy(noisy, ds.n, 2.0, 2.0, 1e-5).event
     assert isinstance(ev, dp_accounting.ComposedDpEvent)
     assert dp_accounting.GaussianDpEvent(noisy.count_noise_multiplier) in ev.events
     hp = F.FermiHparams(lam=1.0, noise_theta=1.0, noise_w=1.0)
@@ -489,7 +502,7 @@ def test_noisy_frequencies_change_the_run_and_public_ones_do_not():
     exact = E.group_frequencies(ds.s, 2)
     a = F.fit(jax.random.key(1), ds, hp, F.FermiConfig(**base))
     b = F.fit(jax.random.key(1), ds, hp, F.FermiConfig(**base, group_frequencies="public"), p_s=exact)
-    assert not np.allclose(np.asarray(a.W), np.asarray(b.W))
+    assert not np.allclose(np.asarray(a.diagnostics["W"]), np.asarray(b.diagnostics["W"]))
     cells = jnp.asarray(np.arange(300) % 3, jnp.int32)
     for relation, want in (("replace_one", 7.0 * math.sqrt(2.0)), ("add_remove", 7.0)):
         draws = jax.vmap(lambda k: Mech.noisy_histogram(k, cells, 3, noise_multiplier=7.0, relation=relation))(
@@ -523,7 +536,7 @@ def test_linear_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
             cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=6, batch_size=20,
                                 privacy_unit=unit, grad_path=path)
             r = F.fit(jax.random.key(12), ds, hp, cfg)
-            outs.append((r.params["w"], r.W, r.diagnostics["clipped_frac_theta"]))
+            outs.append((r.params["w"], r.diagnostics["W"], r.diagnostics["clipped_frac_theta"]))
         np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-6)
         assert float(outs[0][2]) == pytest.approx(float(outs[1][2])) and float(outs[0][2]) > 0
@@ -545,8 +558,8 @@ def test_cnn_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
         theta0 = cnn.init(jax.random.key(0))
         assert FA._grad_path(cfg, ds.x, theta0) == ("cnn" if path == "auto" else "generic")
         outs.append(F.fit(jax.random.key(8), ds, hp, cfg, params0=theta0, validate=False))
-    for a, b in zip(jax.tree_util.tree_leaves((outs[0].params, outs[0].W)),
-                    jax.tree_util.tree_leaves((outs[1].params, outs[1].W))):
+    for a, b in zip(jax.tree_util.tree_leaves((outs[0].params, outs[0].diagnostics["W"])),
+                    jax.tree_util.tree_leaves((outs[1].params, outs[1].diagnostics["W"]))):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     c0, c1 = (float(o.diagnostics["clipped_frac_theta"]) for o in outs)
     assert c0 == pytest.approx(c1) and 0 < c0

@@ -1,6 +1,7 @@
 """DP-FERMI refuses every out-of-range hyperparameter and a model/data shape mismatch on the host,
 before any compute, with a ValueError naming the field."""
 
+import dataclasses
 import math
 
 import jax
@@ -31,7 +32,7 @@ def _data(n=40, d=3):
 def test_every_hparam_field_is_checked_before_compute(field, value):
     ds = _data()
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=2, batch_size=10)
-    hp = F.FermiHparams()._replace(**{field: value})
+    hp = dataclasses.replace(F.FermiHparams(), **{field: value})
     key = jax.random.key(0)
     for fit in (F.fit, pfld.fit):
         c = cfg if fit is F.fit else pfld.config(model=M.logistic(), num_groups=2, steps=2, batch_size=10)
@@ -55,7 +56,7 @@ def test_infinite_clip_with_noise_is_refused():
     ds = _data()
     cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=2, batch_size=10)
     for clip, noise in (("clip_theta", "noise_theta"), ("clip_w", "noise_w")):
-        hp = F.FermiHparams()._replace(**{clip: math.inf, noise: 1.0})
+        hp = dataclasses.replace(F.FermiHparams(), **{clip: math.inf, noise: 1.0})
         with pytest.raises(ValueError, match=f"{clip}=inf"):
             F.fit(jax.random.key(0), ds, hp, cfg)
 
@@ -83,7 +84,7 @@ def test_hparams_of_the_wrong_type_are_refused():
 ])
 def test_every_sgda_hparam_field_is_checked_before_compute(field, value):
     x = {"x": np.zeros((20, 2), np.float32)}
-    hp = S.SGDAHparams()._replace(**{field: value})
+    hp = dataclasses.replace(S.SGDAHparams(), **{field: value})
     loss = lambda t, w, e: jnp.sum(t * e["x"]) + jnp.sum(w)  # noqa: E731
     args = (jax.random.key(0), x, jnp.zeros(2), jnp.zeros(1), hp, S.SGDAConfig(steps=2, batch_size=5))
     with cc.track_compiles() as st, pytest.raises(ValueError, match=field):

@@ -1,15 +1,16 @@
 """The common interface of DP-FERMI, PF-LD and DP-SGDA: ``fit(key, data, hparams, config)``,
-``spend(config, sizes, hparams)``, ``calibrate(config, sizes, target, hparams)``.
+``spend(config, sizes, hparams)``, ``calibrate(config, sizes, target, *, hparams=None)``.
 
 * ``spend(calibrate(target))`` meets the target epsilon and is within 1% of it, for every unit,
   sampling scheme and sensitivity factor;
-* ``fermi.spend`` is what ``fermi.privacy`` records; ``sgda.spend`` equals an independent
+* ``sgda.spend`` equals an independent
   ``dp_accounting`` computation of the run it describes (events built here from the sampling and
   the effective multipliers), and the noise ``sgda.fit`` adds has the std that multiplier implies
   (zero gradients: the iterates move by the noise alone);
 * hparams are pytrees (a grid of them is one vmap) and bad inputs are refused, naming the field.
 """
 
+import dataclasses
 import math
 
 import dp_accounting
@@ -27,6 +28,7 @@ from dpfair_jax.algorithms import sgda as S
 from dpfair_jax.data import make_dataset
 
 N, DELTA = 600, 1e-5
+
 
 
 def _fermi_config(**kw):
@@ -51,26 +53,25 @@ FERMI_CASES = {
 def test_fermi_and_pfld_calibrate_hit_the_target(case, eps):
     cfg = _fermi_config(**FERMI_CASES[case])
     base = F.FermiHparams(lam=2.0, lr_theta=0.3)
-    hp = F.calibrate(cfg, N, (eps, cfg.delta), base, w_relative=2.0)
-    assert hp._replace(noise_theta=0.0, noise_w=0.0) == base._replace(noise_theta=0.0, noise_w=0.0)
+    hp = F.calibrate(dataclasses.replace(cfg, w_relative=2.0), N, (eps, cfg.delta), hparams=base)
+    assert dataclasses.replace(hp, noise_theta=0.0, noise_w=0.0) == dataclasses.replace(base, noise_theta=0.0, noise_w=0.0)
     assert hp.noise_w == pytest.approx(2.0 * hp.noise_theta)
     sp = F.spend(cfg, N, hp)
     assert 0.99 * eps <= sp.epsilon <= eps
-    rec = F.privacy(cfg, N, hp.noise_theta, hp.noise_w, cfg.delta)
-    assert (sp.epsilon, sp.delta, sp.relation, sp.unit, sp.event) == (
-        rec.epsilon, rec.delta, rec.relation, rec.unit, rec.event)
     # sizes may be per-group sizes (public), summed
     assert F.spend(cfg, (N - 200, 200), hp).epsilon == sp.epsilon
     pcfg = pfld.config(**{**dict(model=cfg.model, num_groups=2, steps=cfg.steps, batch_size=50),
                           **FERMI_CASES[case]})
-    php = pfld.calibrate(pcfg, N, (eps, pcfg.delta), base, w_relative=2.0)
+    php = pfld.calibrate(dataclasses.replace(pcfg, w_relative=2.0), N, (eps, pcfg.delta), hparams=base)
     assert 0.99 * eps <= pfld.spend(pcfg, N, php).epsilon <= eps
 
 
 def test_fermi_calibrate_inf_and_bad_targets():
     cfg = _fermi_config()
-    hp = F.calibrate(cfg, N, (math.inf, cfg.delta))
-    assert (hp.noise_theta, hp.noise_w) == (0.0, 0.0) and math.isinf(F.spend(cfg, N, hp).epsilon)
+    with pytest.raises(ValueError, match="epsilon"):  # no noise is not a calibration
+        F.calibrate(cfg, N, (math.inf, cfg.delta))
+    hp = F.FermiHparams()
+    assert math.isinf(F.spend(cfg, N, hp).epsilon)
     with pytest.raises(ValueError, match="config.delta"):
         F.calibrate(cfg, N, (1.0, 1e-6))
     with pytest.raises(ValueError, match="target"):
@@ -80,12 +81,12 @@ def test_fermi_calibrate_inf_and_bad_targets():
     with pytest.raises(ValueError, match="sizes"):
         F.spend(cfg, 0, hp)
     with pytest.raises(ValueError, match="noise_theta"):
-        F.spend(cfg, N, hp._replace(noise_theta=jnp.asarray([1.0, 2.0])))
+        F.spend(cfg, N, dataclasses.replace(hp, noise_theta=jnp.asarray([1.0, 2.0])))
     with pytest.raises(ValueError, match="delta"):
         _fermi_config(delta=0.0).validate()
-    # the old calibration, under its descriptive name, gives the same multipliers
-    assert F.calibrate_noise(cfg, N, 1.0, cfg.delta, w_relative=3.0) == pytest.approx(
-        tuple(F.calibrate(cfg, N, (1.0, cfg.delta), w_relative=3.0)[5:7]))
+    # w_relative is a config field: noise_w = w_relative * noise_theta
+    hp3 = F.calibrate(dataclasses.replace(cfg, w_relative=3.0), N, (1.0, cfg.delta))
+    assert hp3.noise_w == pytest.approx(3.0 * hp3.noise_theta)
 
 
 SGDA_CASES = {
@@ -128,7 +129,8 @@ def _sgda_reference_epsilon(cfg: S.SGDAConfig, n: int, zt: float, zw: float) -> 
 def test_sgda_spend_and_calibrate(case):
     kw = dict(SGDA_CASES[case])
     cfg = S.SGDAConfig(steps=kw.pop("steps", 30), batch_size=50, **kw)
-    hp = S.calibrate(cfg, N, (2.0, cfg.delta), S.SGDAHparams(lr_theta=0.1), w_relative=1.5)
+    hp = S.calibrate(dataclasses.replace(cfg, w_relative=1.5), N, (2.0, cfg.delta),
+                     hparams=S.SGDAHparams(lr_theta=0.1))
     assert hp.lr_theta == 0.1 and hp.noise_w == pytest.approx(1.5 * hp.noise_theta)
     sp = S.spend(cfg, N, hp)
     assert 0.99 * 2.0 <= sp.epsilon <= 2.0
@@ -155,11 +157,12 @@ def test_sgda_fit_adds_the_noise_its_spend_accounts(sampling, factor):
     states, within 4 standard errors."""
     n, m, T, dim, C, lr = 200, 20, 9, 20000, 0.7, 1.0
     cfg = S.SGDAConfig(steps=T, batch_size=m, sampling=sampling, sensitivity_factor=factor, projection="none")
-    hp = S.calibrate(cfg, n, (4.0, cfg.delta), S.SGDAHparams(lr_theta=lr, lr_w=lr, clip_theta=C, clip_w=C))
+    hp = S.calibrate(cfg, n, (4.0, cfg.delta), hparams=S.SGDAHparams(lr_theta=lr, lr_w=lr, clip_theta=C, clip_w=C))
     zero = lambda t, w, e: 0.0 * (jnp.sum(t) + jnp.sum(w) + jnp.sum(e["x"]))  # noqa: E731
-    res = S.fit(jax.random.key(3), {"x": jnp.zeros((n, 1))}, hp, cfg, theta0=jnp.zeros(dim), w0=jnp.zeros(2),
-                private_loss=zero)
-    std = float(np.std(np.asarray(res.theta, np.float64))) * m / (lr * math.sqrt(T))
+    cfg = dataclasses.replace(cfg, private_loss=zero, theta_shape=(dim,), w_shape=(2,))
+    res = S.fit(jax.random.key(3), {"x": jnp.zeros((n, 1))}, hp, cfg)
+    assert res.spend == S.spend(cfg, n, hp)
+    std = float(np.std(np.asarray(res.params.theta, np.float64))) * m / (lr * math.sqrt(T))
     sens = C * (1.0 if S.spend(cfg, n, hp).relation == "add_remove" else 2.0)
     z_run = std / sens
     event = S.spend(cfg, n, hp).event
@@ -175,10 +178,10 @@ def test_hparams_are_pytrees_and_fields_are_checked():
     rng = np.random.default_rng(0)
     ds = make_dataset(rng.normal(size=(60, 3)), rng.integers(0, 2, 60), np.arange(60) % 2, num_groups=2)
     cfg = _fermi_config(steps=3, batch_size=20)
-    stacked = F.FermiHparams(*(jnp.broadcast_to(jnp.asarray(f, jnp.float32), (2,)) for f in grid))
-    out = jax.vmap(lambda h: F.fit(jax.random.key(0), ds, h, cfg, validate=False).W)(stacked)
+    stacked = jax.tree_util.tree_map(lambda f: jnp.broadcast_to(jnp.asarray(f, jnp.float32), (2,)), grid)
+    out = jax.vmap(lambda h: F.fit(jax.random.key(0), ds, h, cfg, validate=False).diagnostics["W"])(stacked)
     assert out.shape == (2, 1, 2, 2)
     with pytest.raises(ValueError, match="hparams"):
-        S.calibrate(S.SGDAConfig(steps=2, batch_size=5), 10, (1.0, 1e-5), F.FermiHparams())
+        S.calibrate(S.SGDAConfig(steps=2, batch_size=5), 10, (1.0, 1e-5), hparams=F.FermiHparams())
     with pytest.raises(ValueError, match="config.delta"):
         S.calibrate(S.SGDAConfig(steps=2, batch_size=5), 10, (1.0, 1e-6))

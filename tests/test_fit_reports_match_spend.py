@@ -131,9 +131,10 @@ def _case_sgda(sampling: str) -> tuple[Any, Any]:
 
     data, loss = _sgda_problem()
     cfg = sgda.SGDAConfig(steps=8, batch_size=12, sampling=sampling, delta=DELTA,
-                          sensitivity_factor=1.0 if sampling == "poisson" else 2.0)
+                          sensitivity_factor=1.0 if sampling == "poisson" else 2.0, private_loss=loss,
+                          theta_shape=(3,), w_shape=(3,))
     hp = sgda.SGDAHparams(noise_theta=1.2, noise_w=1.5)
-    res = sgda.fit(jax.random.key(1), data, hp, cfg, theta0=jnp.zeros(3), w0=jnp.zeros(3), private_loss=loss)
+    res = sgda.fit(jax.random.key(1), data, hp, cfg)
     return res.report, sgda.spend(cfg, 48, hp)
 
 

@@ -1,4 +1,4 @@
-"""Tests of the papers' closed forms (algorithms.fermi_theory, budget_tailoring.formulas,
+"""Tests of the papers' closed forms (algorithms.fermi.theory, budget_tailoring.formulas,
 reductions.theory): hand computations, golden values, identities."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from dpfair_jax.privacy import accounting as A
 import types
 
-from dpfair_jax.algorithms import fermi_theory
+from dpfair_jax.algorithms.fermi import theory as fermi_theory
 from dpfair_jax.algorithms.budget_tailoring import formulas as bt_formulas
 from dpfair_jax.algorithms.reductions import theory as reductions_theory
 from dpfair_jax.privacy import relations as R

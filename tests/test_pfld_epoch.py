@@ -40,7 +40,7 @@ def _cfg(**kw) -> PE.PFLDEpochConfig:
 def test_calibrate_hits_target_and_spend_is_the_event():
     cfg = _cfg()
     for eps in (2.0,):
-        hp = PE.calibrate(cfg, N, (eps, 1e-5), PE.PFLDEpochHparams(lr_dual=2.0))
+        hp = PE.calibrate(cfg, N, (eps, 1e-5), hparams=PE.PFLDEpochHparams(lr_dual=2.0))
         assert hp.lr_dual == 2.0 and hp.noise_violation == pytest.approx(cfg.violation_noise_ratio * hp.noise_theta)
         sp = PE.spend(cfg, N, hp)
         assert 0.99 * eps <= sp.epsilon <= eps
@@ -49,7 +49,8 @@ def test_calibrate_hits_target_and_spend_is_the_event():
                                 E.SelfComposedDpEvent(E.GaussianDpEvent(hp.noise_violation), 4)])
         assert A.epsilon_of_event(ev, 1e-5, accountant="pld") <= sp.epsilon * 1.01
         assert sp.relation == "add_remove" and sp.unit == "example"
-    assert PE.calibrate(cfg, N, (math.inf, 1e-5)).noise_theta == 0.0
+    with pytest.raises(ValueError, match="epsilon"):  # a finite target only
+        PE.calibrate(cfg, N, (math.inf, 1e-5))
     with pytest.raises(ValueError, match="config.delta"):
         PE.calibrate(cfg, N, (1.0, 1e-6))
 
@@ -105,7 +106,7 @@ def test_spend_matches_what_fit_draws(monkeypatch):
 
     # the run: a scan over epochs (traced once), each one primal DP-SGD and one release
     assert len(sgda_calls) == 1 and len(noise_calls) == 1 and len(clip_calls) == 1
-    assert res.violations.shape[0] == cfg.epochs
+    assert res.diagnostics["violations"].shape[0] == cfg.epochs
     h, sc, kw = sgda_calls[0]
     assert sc.sampling == "poisson" and sc.sensitivity_factor == 1.0 and kw.get("public_loss") is None
     assert float(h.noise_theta) == 1.3 and float(h.clip_theta) == 0.7
@@ -180,9 +181,9 @@ def test_dual_update_and_vmap_over_lambda_and_fairness_effect():
     np.testing.assert_allclose(res.params["w"][1], one.params["w"], rtol=1e-5, atol=1e-6)
     lam_mult = np.zeros((1, 2, 2))
     for e in range(cfg.epochs):
-        lam_mult = np.clip(lam_mult + 2.0 * np.abs(np.asarray(res.violations[1, e])), 0.0, 5.0)
-    np.testing.assert_allclose(res.multipliers[1], lam_mult, rtol=1e-5, atol=1e-6)
-    assert np.all(np.asarray(res.multipliers) >= 0) and np.all(np.asarray(res.multipliers) <= 5.0)
+        lam_mult = np.clip(lam_mult + 2.0 * np.abs(np.asarray(res.diagnostics["violations"][1, e])), 0.0, 5.0)
+    np.testing.assert_allclose(res.diagnostics["multipliers"][1], lam_mult, rtol=1e-5, atol=1e-6)
+    assert np.all(np.asarray(res.diagnostics["multipliers"]) >= 0) and np.all(np.asarray(res.diagnostics["multipliers"]) <= 5.0)
     assert float(viol[1]) < 0.5 * float(viol[0])
 
 

@@ -74,7 +74,7 @@ def test_fermi_same_key_same_bits():
     data = Dataset(jnp.asarray(X), jnp.asarray(Y), jnp.asarray(S), 2)
     r1 = fermi.fit(jax.random.key(5), data, hp, cfg)
     r2 = fermi.fit(jax.random.key(5), data, hp, cfg)
-    for a, b in zip(jax.tree_util.tree_leaves((r1.params, r1.W)), jax.tree_util.tree_leaves((r2.params, r2.W))):
+    for a, b in zip(jax.tree_util.tree_leaves((r1.params, r1.diagnostics["W"])), jax.tree_util.tree_leaves((r2.params, r2.diagnostics["W"]))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 

@@ -229,7 +229,6 @@ def _sgda_case(sampling: str, relation: str, factor: float):
 
     x, y, s = base_data()
     n, d = x.shape
-    cfg = sgda.SGDAConfig(steps=2, batch_size=n, sampling=sampling, sensitivity_factor=factor)
     hp = sgda.SGDAHparams(lr_theta=0.3, lr_w=0.2, clip_theta=0.7, clip_w=0.4, noise_theta=1.2,
                           noise_w=1.2, radius=5.0)
 
@@ -237,10 +236,12 @@ def _sgda_case(sampling: str, relation: str, factor: float):
         z = ex["x"] @ th
         return jax.nn.softplus(z) - ex["y"] * z + w * z  # dL/dw = x . theta: unbounded
 
+    cfg = sgda.SGDAConfig(steps=2, batch_size=n, sampling=sampling, sensitivity_factor=factor, private_loss=loss)
+
     def run(data):
         xx, yy, _ = data
         sgda.fit(jax.random.key(5), {"x": jnp.asarray(xx), "y": jnp.asarray(yy, jnp.float32)}, hp, cfg,
-                 theta0=jnp.full((d,), 0.1, jnp.float32), w0=jnp.zeros((), jnp.float32), private_loss=loss)
+                 theta0=jnp.full((d,), 0.1, jnp.float32), w0=jnp.zeros((), jnp.float32))
         return sgda.spend(cfg, xx.shape[0], hp)
 
     def multiplier(rel, spend):

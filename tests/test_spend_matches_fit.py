@@ -6,7 +6,7 @@ running code the facts its privacy claim depends on:
 
 * the sampling it draws (which sampler is called, with which rate and padded width), read by
   spies on the samplers at trace time, and the number of steps it takes (diagnostics' length);
-* the noise it adds, either read from the values the fit computes (``sgda._noise_std``) or
+* the noise it adds, either read from the values the fit computes (``privacy.minmax_noise.clipped_sum_std``) or
   measured: the data are zeros, so every clipped gradient (or centred sum) is exactly 0 and the
   parameters / estimates move by the noise alone; thousands of coordinates give its std to ~1%;
 * which private statistics are released (noisy histograms, noisy counts, group statistics) and
@@ -78,6 +78,13 @@ class Row:
         tol = f" (rtol {self.rtol:.3g})" if self.op != "==" else ""
         mark = "ok  " if self.ok() else "FAIL"
         return f"{mark} {self.what}: fit {self.fit!r} {self.op} spend {self.spend!r}{tol}"
+
+
+def _privacy(cfg, n, zt, zw, delta):
+    """fermi's spend at these multipliers and delta (the trio's spend with the delta in the config)."""
+    from dpfair_jax.algorithms import fermi as F
+
+    return F.spend(dataclasses.replace(cfg, delta=delta), n, F.FermiHparams(noise_theta=zt, noise_w=zw))
 
 
 def _std_rtol(m: int) -> float:
@@ -325,7 +332,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     # by trace order: theta's update first, then w's)
     stds_clips: dict[int, tuple[float, float]] = {}
     traced: list[int] = []
-    noise_std = sgda._noise_std
+    noise_std = sgda._mm.clipped_sum_std
 
     def noise_std_spy(z, clip, factor):
         out = noise_std(z, clip, factor)
@@ -335,7 +342,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
                            jnp.asarray(clip, jnp.float32))
         return out
 
-    monkeypatch.setattr(sgda, "_noise_std", noise_std_spy)
+    monkeypatch.setattr(sgda._mm, "clipped_sum_std", noise_std_spy)
     sp_pois = Spy(monkeypatch, S, "poisson_sample")
     sp_clip = Spy(monkeypatch, clipping, "clipped_grad_sum")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
@@ -343,7 +350,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     # traced afresh inside a new jit (the key is traced), so the spies see this run's program
     res = jax.jit(lambda k: fit(k, data, hp, config, p_s=p_s))(jax.random.key(3))
     jax.effects_barrier()
-    spend = F.privacy(config, n, hp.noise_theta, hp.noise_w, DELTA)
+    spend = _privacy(config, n, hp.noise_theta, hp.noise_w, DELTA)
 
     (args, kwargs, _), = sp_run.calls
     scfg = args[5]

@@ -28,7 +28,7 @@ Privacy: as :func:`dpfair_jax.algorithms.fermi.fit` for the same config: the all
 default (add/remove for Poisson sampling, the subsampled Gaussian), the sensitive-attribute unit
 accounted as membership-visible releases (substitution of one ``s_i``); the group frequencies
 ``P_{S|c}`` in the constraints come from the same noisy, charged histogram as DP-FERMI's by
-default (:func:`dpfair_jax.algorithms.fermi.privacy` states it).
+default (:func:`dpfair_jax.algorithms.fermi.spend` states it).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from dpfair_jax.algorithms import fermi as _F
+from dpfair_jax.algorithms._trio import FitResult
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy.precision import full_precision
 
@@ -66,12 +67,15 @@ def config(**kwargs) -> _F.FermiConfig:
 
 
 @full_precision
-def fit(key, data, hparams: _F.FermiHparams, config: _F.FermiConfig, **kwargs) -> _F.FermiResult:
-    """Train PF-LD; same signature, traced hyperparameters and privacy as
-    :func:`dpfair_jax.algorithms.fermi.fit` (``W`` holds the multipliers ``nu [C, k, l]``;
-    ``hparams.radius`` is the multiplier bound)."""
+def fit(key, data, hparams: _F.FermiHparams, config: _F.FermiConfig, *, batch_key=None, params0=None,
+        p_s=None, p_y=None, validate: bool = True) -> FitResult:
+    """Train PF-LD; same keywords, traced hyperparameters, result and privacy as
+    :func:`dpfair_jax.algorithms.fermi.fit` (``diagnostics["W"]`` holds the multipliers
+    ``nu [C, k, l]``, released and covered by ``spend``; ``hparams.radius`` is the multiplier
+    bound)."""
     _check_config(config)
-    return _F.fit(key, data, hparams, config, parts_builder=_pfld_parts, **kwargs)
+    return _F.fit(key, data, hparams, config, batch_key=batch_key, params0=params0, p_s=p_s, p_y=p_y,
+                  validate=validate, parts_builder=_pfld_parts)
 
 
 def _check_config(config: _F.FermiConfig) -> None:
@@ -89,13 +93,15 @@ def spend(config: _F.FermiConfig, sizes, hparams: _F.FermiHparams):
     return _F.spend(config, sizes, hparams)
 
 
-def calibrate(config: _F.FermiConfig, sizes, target: tuple[float, float],
-              hparams: _F.FermiHparams = _F.FermiHparams(), *, w_relative: float = 1.0) -> _F.FermiHparams:
+def calibrate(config: _F.FermiConfig, sizes, target: tuple[float, float], *,
+              hparams: _F.FermiHparams | None = None) -> _F.FermiHparams:
     """``hparams`` with the noise multipliers of :func:`dpfair_jax.algorithms.fermi.calibrate`
-    (``noise_w = w_relative * noise_theta``) so that ``spend(config, sizes, result).epsilon <=
-    target[0]``; ``target = (epsilon, config.delta)``."""
+    (``noise_w = config.w_relative * noise_theta``) so that ``spend(config, sizes, result).epsilon
+    <= target[0]``; ``target = (epsilon, config.delta)``.
+
+    Privacy: as :func:`dpfair_jax.algorithms.fermi.calibrate` for ``config``'s unit."""
     _check_config(config)
-    return _F.calibrate(config, sizes, target, hparams, w_relative=w_relative)
+    return _F.calibrate(config, sizes, target, hparams=hparams)
 
 
 def violations(probs, s, num_groups: int, weights=None) -> jax.Array:

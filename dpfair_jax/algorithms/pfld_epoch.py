@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import dp_accounting
 import jax
@@ -67,18 +67,19 @@ from scipy import optimize
 
 from dpfair_jax import _validation as v
 from dpfair_jax.algorithms import fermi, sgda
+from dpfair_jax.algorithms._trio import FitResult, hparams_pytree
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import clipping as C
 from dpfair_jax.privacy import mechanisms as Mech
+from dpfair_jax.privacy import minmax_noise as MM
 from dpfair_jax.privacy import sampling as Smp
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
     "PFLDEpochConfig",
     "PFLDEpochHparams",
-    "PFLDEpochResult",
     "fit",
     "spend",
     "calibrate",
@@ -154,8 +155,7 @@ class PFLDEpochConfig:
                                projection="none", iterate="last", sensitivity_factor=1.0)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
+@hparams_pytree
 class PFLDEpochHparams:
     """Traced hyperparameters (scalars, or arrays under ``vmap``).
 
@@ -176,23 +176,16 @@ class PFLDEpochHparams:
     radius: Any = 10.0
     tol: Any = 0.0
 
-
-class PFLDEpochResult(NamedTuple):
-    """``params``; the final ``multipliers`` and ``signs`` ``[C, k, l]``; ``violations``: the released
-    (noisy) ``h_hat`` of every epoch ``[epochs, C, k, l]``; ``diagnostics``; ``report``: the
-    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the run (every epoch's Poisson steps
-    in ``steps``, ``epochs`` the epochs run, ``("violations", epochs)`` the noisy releases)."""
-
-    params: Any
-    multipliers: jax.Array
-    signs: jax.Array
-    violations: jax.Array
-    diagnostics: dict
-    report: Any = None
-
-
-def _traced(x: Any) -> bool:
-    return isinstance(x, jax.core.Tracer)
+    def validate(self) -> "PFLDEpochHparams":
+        """Refuse out-of-range fields on the host, traced values skipped (:func:`check_hparams`)."""
+        v.check_positive("lam", self.lam, allow_zero=True)
+        v.check_positive("tol", self.tol, allow_zero=True)
+        for name in ("lr_theta", "lr_dual", "radius", "clip_violation"):
+            v.check_positive(name, getattr(self, name))
+        v.check_positive("clip_theta", self.clip_theta, allow_inf=True)
+        for name in ("noise_theta", "noise_violation"):
+            v.check_noise_multiplier(getattr(self, name), name)
+        return self
 
 
 def check_hparams(hparams: PFLDEpochHparams) -> PFLDEpochHparams:
@@ -201,14 +194,7 @@ def check_hparams(hparams: PFLDEpochHparams) -> PFLDEpochHparams:
     without noise); noise multipliers >= 0 finite; ``radius`` > 0 finite."""
     if not isinstance(hparams, PFLDEpochHparams):
         raise ValueError(f"hparams must be PFLDEpochHparams, got {type(hparams).__name__}.")
-    v.check_positive("lam", hparams.lam, allow_zero=True)
-    v.check_positive("tol", hparams.tol, allow_zero=True)
-    for name in ("lr_theta", "lr_dual", "radius", "clip_violation"):
-        v.check_positive(name, getattr(hparams, name))
-    v.check_positive("clip_theta", hparams.clip_theta, allow_inf=True)
-    for name in ("noise_theta", "noise_violation"):
-        v.check_noise_multiplier(getattr(hparams, name), name)
-    return hparams
+    return hparams.validate()
 
 
 def _check_data(data: Dataset, config: PFLDEpochConfig) -> None:
@@ -223,7 +209,7 @@ def _check_data(data: Dataset, config: PFLDEpochConfig) -> None:
     if shape is not None and tuple(shape) != tuple(data.x.shape[1:]):
         raise ValueError(f"the model expects examples of shape {tuple(shape)} but data.x has "
                          f"{tuple(data.x.shape[1:])}.")
-    if _traced(data.x):
+    if v.is_traced(data.x):
         return
     v.check_finite("x", data.x)
     v.check_group_ids(data.s, config.num_groups, "s", min_size=1)
@@ -278,12 +264,22 @@ def _grad_path(config: PFLDEpochConfig, data: Dataset) -> str:
 @full_precision
 def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEpochConfig, *,
         batch_key: jax.Array | None = None, params0: Any = None, validate: bool = True
-        ) -> PFLDEpochResult:
+        ) -> FitResult:
     """Train PF-LD (per-epoch dual updates); pure in ``(key, data, hparams)``, jit/vmap-able.
 
     ``batch_key`` (optional) draws the Poisson batches (runs vmapped over hyperparameters may share
     them); ``params0`` overrides ``config.model.init``. ``validate=False`` skips the host checks
     (for use under ``vmap`` after checking once).
+
+    Returns :class:`~dpfair_jax.algorithms.FitResult`: ``params`` the model parameters;
+    ``diagnostics``: ``violations`` (the noisy ``h_hat`` released each epoch, ``[epochs, C, k,
+    l]``), ``multipliers`` and ``signs`` (the final ``lam`` and ``sign(h_hat)``, ``[C, k, l]``,
+    post-processing of the releases): all three released and covered by ``spend``;
+    ``truncated_steps`` (depends on the sampling only) and ``clipped_frac_theta`` (computed from
+    the private data: do not publish); ``spend`` = :func:`spend` ``(config, n, hparams)``
+    (``None`` when a noise multiplier is traced); ``report``: the SamplingReport (every epoch's
+    Poisson steps in ``steps``, ``epochs`` the epochs run, ``("violations", epochs)`` the noisy
+    releases).
 
     Privacy: (epsilon, delta)-DP at the example level under add/remove with the epsilon of
     :func:`spend` for the same config, data size and noise multipliers (module docstring).
@@ -309,8 +305,7 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
                           clip_w=0.0, noise_theta=hparams.noise_theta, noise_w=0.0, radius=jnp.inf)
     scfg = config.sgda_config(n)
     w_unused = jnp.zeros((), jnp.float32)
-    std_rel = jnp.asarray(hparams.noise_violation, jnp.float32) * jnp.asarray(hparams.clip_violation,
-                                                                              jnp.float32)
+    std_rel = MM.clipped_sum_std(hparams.noise_violation, hparams.clip_violation)
 
     seen: dict = {}
 
@@ -346,29 +341,22 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
     init = (theta0, jnp.zeros((Cn, k, l), jnp.float32), jnp.zeros((Cn, k, l), jnp.float32),
             jnp.full((Cn, k), 1.0 / k, jnp.float32))
     (theta, lam, sign, _), (hs, trunc, clipped) = jax.lax.scan(epoch, init, jnp.arange(config.epochs))
-    diag = {"truncated_steps": jnp.sum(trunc), "clipped_frac_theta": jnp.mean(clipped)}
+    diag = {"multipliers": lam, "signs": sign, "violations": hs, "truncated_steps": jnp.sum(trunc),
+            "clipped_frac_theta": jnp.mean(clipped)}
     epochs_run = int(hs.shape[0])  # the outer scan's length; each epoch traced once
     per = seen["epoch"]
     report = dataclasses.replace(per, steps=epochs_run * per.steps, epochs=epochs_run).with_releases(
         ("violations", epochs_run * seen["violations"]))
-    return PFLDEpochResult(theta, lam, sign, hs, diag, report)
+    recorded = None
+    if not v.is_traced(hparams.noise_theta, hparams.noise_violation):
+        recorded = _spend(config, n, v.host_float("noise_theta", hparams.noise_theta),
+                          v.host_float("noise_violation", hparams.noise_violation))
+    return FitResult(theta, diag, recorded, report)
 
 
 # ------------------------------------------------------------------------------------------------
 # privacy: spend and calibrate
 # ------------------------------------------------------------------------------------------------
-def _n(sizes: Any) -> int:
-    n = int(np.sum(sizes)) if np.ndim(sizes) else sizes
-    return v.check_int("sizes (the training size n)", n, minimum=1)
-
-
-def _host(name: str, value: Any) -> float:
-    if _traced(value) or np.ndim(value) != 0:
-        raise ValueError(f"hparams.{name} must be one host number for spend (one spend per grid "
-                         f"point), got {type(value).__name__} of shape {np.shape(value)}.")
-    return float(value)
-
-
 def run_event(config: PFLDEpochConfig, n: int, noise_theta: float, noise_violation: float
               ) -> dp_accounting.DpEvent:
     """The ``DpEvent`` of one run: ``T`` Poisson-subsampled Gaussians (multiplier ``noise_theta``)
@@ -394,12 +382,15 @@ def spend(config: PFLDEpochConfig, sizes: Any, hparams: PFLDEpochHparams) -> A.P
     multipliers: :func:`run_event` through the RDP accountant at ``config.delta``, plus the Poisson
     padding's truncation probability in delta. ``sizes``: the training size ``n`` (an int, or
     per-group sizes that sum to it; treated as public, as the sampling rate ``m / n``)."""
-    config.validate()
-    n = _n(sizes)
-    config.sgda_config(n).validate(n)
-    zt, zv = _host("noise_theta", hparams.noise_theta), _host("noise_violation", hparams.noise_violation)
-    v.check_noise_multiplier(zt, "noise_theta")
-    v.check_noise_multiplier(zv, "noise_violation")
+    n = v.training_size(sizes)
+    config.validate(n)
+    check_hparams(hparams)
+    zt, zv = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_violation", hparams.noise_violation)
+    return _spend(config, n, zt, zv)
+
+
+def _spend(config: PFLDEpochConfig, n: int, zt: float, zv: float) -> A.PrivacySpend:
+    """:func:`spend` on checked inputs (host multipliers)."""
     notes = (f"PF-LD per-epoch dual ({config.fairness}): {config.steps(n)} Poisson-subsampled "
              f"DP-SGD steps (q = {config.batch_size}/{n}) + {config.epochs} full-data violation "
              "releases")
@@ -415,25 +406,23 @@ def spend(config: PFLDEpochConfig, sizes: Any, hparams: PFLDEpochHparams) -> A.P
                           unit="example", accountant="rdp", notes=notes)
 
 
-def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float],
-              hparams: PFLDEpochHparams = PFLDEpochHparams()) -> PFLDEpochHparams:
-    """``hparams`` with ``noise_theta = z`` and ``noise_violation = config.violation_noise_ratio * z``,
-    ``z`` the smallest (within 0.5%) with ``spend(config, sizes, result).epsilon <= target[0]``.
+def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], *,
+              hparams: PFLDEpochHparams | None = None) -> PFLDEpochHparams:
+    """``hparams`` (default :class:`PFLDEpochHparams`) with ``noise_theta = z`` and
+    ``noise_violation = config.violation_noise_ratio * z``, ``z`` the smallest (within 0.5%) with
+    ``spend(config, sizes, result).epsilon <= target[0]``.
 
-    ``target = (epsilon, delta)`` with ``delta == config.delta``; ``epsilon = inf`` gives zero noise.
+    ``target = (epsilon, delta)`` with ``delta == config.delta``
+    (:func:`~dpfair_jax.privacy.accounting.calibration_target`).
+
+    Privacy: the returned multipliers make :func:`fit` (epsilon, delta)-DP as :func:`spend` states.
     """
-    config.validate()
-    n = _n(sizes)
-    config.sgda_config(n).validate(n)
-    if not isinstance(target, tuple) or len(target) != 2:
-        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
-    eps_t, delta = target
-    v.check_epsilon(eps_t, "target epsilon", allow_inf=True)
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
-                         "the spend is stated at; make them equal.")
-    if math.isinf(float(eps_t)):
-        return dataclasses.replace(hparams, noise_theta=0.0, noise_violation=0.0)
+    n = v.training_size(sizes)
+    config.validate(n)
+    eps_t, _ = A.calibration_target(target, config.delta)
+    hparams = PFLDEpochHparams() if hparams is None else hparams
+    if not isinstance(hparams, PFLDEpochHparams):
+        raise ValueError(f"hparams must be PFLDEpochHparams, got {type(hparams).__name__}.")
     r = float(config.violation_noise_ratio)
 
     def eps(z: float) -> float:

@@ -41,7 +41,11 @@ membership in each batch, so amplification by subsampling no longer applies. Acc
 membership-visible Gaussian releases
 (:func:`dpfair_jax.privacy.accounting.membership_visible_epsilon` with
 :func:`~dpfair_jax.privacy.accounting.participation_distribution`), as
-:func:`dpfair_jax.algorithms.fermi.privacy` does for the sensitive-attribute unit.
+:func:`dpfair_jax.algorithms.fermi.spend` does for the sensitive-attribute unit.
+
+The kit's trio: ``fit(key, data, hparams, config) -> FitResult`` (the loss and the gradient path
+in :class:`SGDAConfig`), :func:`spend`, :func:`calibrate`; :func:`dpsgda` is the lower-level
+building block (public parts, shared batch keys) that DP-FERMI and PF-LD run on.
 """
 
 from __future__ import annotations
@@ -57,9 +61,11 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
+from dpfair_jax.algorithms._trio import FitResult, hparams_pytree
 from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax.privacy import minmax_noise as _mm
 from dpfair_jax.privacy import relations as _rel
 from dpfair_jax.privacy import sampling as _smp
 from dpfair_jax.privacy.precision import full_precision
@@ -67,6 +73,7 @@ from dpfair_jax.privacy.precision import full_precision
 __all__ = [
     "SGDAConfig",
     "SGDAHparams",
+    "SGDAParams",
     "SGDAResult",
     "fit",
     "spend",
@@ -92,7 +99,15 @@ class SGDAConfig:
     entrywise, ``"none"``), ``iterate`` (``"last"`` or ``"random"``), ``sensitivity_factor``
     (L2 sensitivity of a clipped sum in clip units: 1 add/remove, 2 replace-one; the noise std is
     ``multiplier x clip x sensitivity_factor``) and ``delta`` (the delta :func:`spend` states;
-    accounting only)."""
+    accounting only).
+
+    What :func:`fit` trains: ``private_loss(theta, w, example) -> scalar`` for ONE example (a
+    static callable; its per-example gradients in ``theta`` and ``w`` are clipped and noised) and
+    the gradient path: ``linear`` (GLM ghost norms), ``cnn_model`` (CNN ghost norms) or ``model``
+    (the dispatcher's path for any ``models.Model``), at most one (see :func:`dpsgda`). The start:
+    ``theta_shape``/``w_shape`` give :func:`fit`'s default ``theta0``/``w0`` (float32 zeros of
+    those shapes; pass ``theta0=``/``w0=`` for pytrees or other values). ``w_relative``: the
+    ratio ``noise_w / noise_theta`` that :func:`calibrate` sets."""
 
     steps: int
     batch_size: int
@@ -102,6 +117,13 @@ class SGDAConfig:
     iterate: str = "last"
     sensitivity_factor: float = 1.0
     delta: float = 1e-5
+    private_loss: Callable[..., Any] | None = None
+    linear: bool = False
+    cnn_model: Any = None
+    model: Any = None
+    theta_shape: tuple[int, ...] | None = None
+    w_shape: tuple[int, ...] | None = None
+    w_relative: float = 1.0
 
     def validate(self, n: int) -> "SGDAConfig":
         v.check_int("steps", self.steps, minimum=1)
@@ -110,7 +132,12 @@ class SGDAConfig:
         v.check_choice("projection", self.projection, PROJECTIONS)
         v.check_choice("iterate", self.iterate, ITERATES)
         v.check_positive("sensitivity_factor", self.sensitivity_factor)
+        v.check_positive("w_relative", self.w_relative)
         v.check_delta(self.delta)
+        if self.private_loss is not None and not callable(self.private_loss):
+            raise ValueError("private_loss must be a callable f(theta, w, example) -> scalar.")
+        if sum((bool(self.linear), self.cnn_model is not None, self.model is not None)) > 1:
+            raise ValueError("pass at most one of linear=True, cnn_model and model.")
         if self.batch_size > n:
             raise ValueError(f"batch_size ({self.batch_size}) must be <= n ({n}); lower batch_size.")
         if self.max_batch_size is not None:
@@ -131,7 +158,8 @@ class SGDAConfig:
         return default_max_batch_size(n, self.batch_size)
 
 
-class SGDAHparams(NamedTuple):
+@hparams_pytree
+class SGDAHparams:
     """Traced hyperparameters (scalars, or arrays under ``vmap``).
 
     ``noise_*`` are noise multipliers: the noise on the clipped *sum* has std
@@ -147,9 +175,28 @@ class SGDAHparams(NamedTuple):
     noise_w: Any = 0.0
     radius: Any = 5.0
 
+    def validate(self) -> "SGDAHparams":
+        """Refuse out-of-range fields on the host, traced values skipped (:func:`check_hparams`)."""
+        for name in ("lr_theta", "lr_w"):
+            v.check_positive(name, getattr(self, name))
+        for name in ("clip_theta", "clip_w", "radius"):
+            v.check_positive(name, getattr(self, name), allow_inf=True)
+        for name in ("noise_theta", "noise_w"):
+            v.check_noise_multiplier(getattr(self, name), name)
+        _check_noise_with_clip(self)
+        return self
+
+
+class SGDAParams(NamedTuple):
+    """What :func:`fit` releases (``FitResult.params``): the returned iterate ``theta`` (the min
+    variable) and its partner ``w`` (the max variable)."""
+
+    theta: PyTree
+    w: PyTree
+
 
 class SGDAResult(NamedTuple):
-    """``theta`` (returned iterate), ``w`` (its partner), ``theta_last``, ``w_last``,
+    """What :func:`dpsgda` (lower level: use fit) returns: ``theta`` (returned iterate), ``w`` (its partner), ``theta_last``, ``w_last``,
     ``diagnostics`` (``truncated_steps``, ``clipped_frac_theta``, ``clipped_frac_w``: mean over
     steps of the fraction of sampled examples whose gradient was clipped) and ``report``: the
     :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps run."""
@@ -180,11 +227,6 @@ def project(w: PyTree, radius: Any, kind: str) -> PyTree:
     norm = jnp.sqrt(sq)
     scale = jnp.where(norm <= radius, 1.0, radius / jnp.maximum(norm, _TINY))
     return jax.tree_util.tree_map(lambda x: x * scale, w)
-
-
-def _noise_std(z: Any, clip: Any, factor: float) -> jax.Array:
-    z = jnp.asarray(z, jnp.float32)
-    return jnp.where(z == 0, 0.0, z * jnp.asarray(clip, jnp.float32) * factor)
 
 
 def _n_rows(data: PyTree) -> int:
@@ -367,7 +409,7 @@ def _check_noise_with_clip(hparams: Any) -> None:
     """A positive noise multiplier on an unclipped (``clip = inf``) update would add infinite noise."""
     for z_name, c_name in (("noise_theta", "clip_theta"), ("noise_w", "clip_w")):
         z, c = getattr(hparams, z_name), getattr(hparams, c_name)
-        if isinstance(z, jax.core.Tracer) or isinstance(c, jax.core.Tracer):
+        if v.is_traced(z, c):
             continue
         if np.any(np.isinf(np.asarray(c, np.float64)) & (np.asarray(z, np.float64) > 0)):
             raise ValueError(f"{c_name}=inf (no clipping) with {z_name} > 0 adds infinite noise; use a "
@@ -381,14 +423,7 @@ def check_hparams(hparams: SGDAHparams) -> SGDAHparams:
     values are skipped (checked where they were made). Returns ``hparams``."""
     if not isinstance(hparams, SGDAHparams):
         raise ValueError(f"hparams must be an sgda.SGDAHparams, got {type(hparams).__name__}.")
-    for name in ("lr_theta", "lr_w"):
-        v.check_positive(name, getattr(hparams, name))
-    for name in ("clip_theta", "clip_w", "radius"):
-        v.check_positive(name, getattr(hparams, name), allow_inf=True)
-    for name in ("noise_theta", "noise_w"):
-        v.check_noise_multiplier(getattr(hparams, name), name)
-    _check_noise_with_clip(hparams)
-    return hparams
+    return hparams.validate()
 
 
 def _check_run(key: jax.Array, n: int, hparams: SGDAHparams, config: SGDAConfig) -> None:
@@ -415,6 +450,8 @@ def dpsgda(
     model: Any = None,
 ) -> SGDAResult:
     """Noisy DP-SGDA (Algorithm 2): simultaneous projected descent-ascent with clipping and noise.
+    Lower level: use fit (this records no spend; it takes a public part and a shared batch key for
+    DP-FERMI and PF-LD, which account their runs themselves).
 
     Args:
       key: threefry key for the noise (and the batches unless ``batch_key`` is given).
@@ -464,10 +501,10 @@ def dpsgda(
         _check_run(key, n, hparams, config)
     k_batch, k_noise, k_iter = jax.random.split(key, 3)
     k_batch = k_batch if batch_key is None else batch_key
-    t_hat = jax.random.randint(k_iter, (), 1, config.steps + 1)  # returned iterate index for "random"
+    t_hat = _mm.random_iterate(k_iter, config.steps)  # returned iterate index for "random"
     fct = float(config.sensitivity_factor)
-    std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)
-    std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)
+    std_theta = _mm.clipped_sum_std(hparams.noise_theta, hparams.clip_theta, fct)
+    std_w = _mm.clipped_sum_std(hparams.noise_w, hparams.clip_w, fct)
     sums_fn = _sums_fn(theta0, private_loss, public_loss, hparams, linear, cnn_model, model)
 
     def step(carry, t, idx, mask, trunc):
@@ -497,22 +534,54 @@ def dpsgda(
 # ------------------------------------------------------------------------------------------------
 # the kit's common interface: fit, spend, calibrate
 # ------------------------------------------------------------------------------------------------
-def fit(key: jax.Array, data: PyTree, hparams: SGDAHparams, config: SGDAConfig, *, theta0: PyTree,
-        w0: PyTree, private_loss: Callable[..., jax.Array], batch_key: jax.Array | None = None,
-        linear: bool = False, cnn_model: Any = None, model: Any = None) -> SGDAResult:
-    """Noisy DP-SGDA (Algorithm 2) on a loss that is private as a whole: :func:`dpsgda` with
-    every input checked and no public part (a public part makes batch membership visible, which
-    :func:`spend` does not account; see the module docstring). ``theta0``, ``w0``,
-    ``private_loss``, ``batch_key``, ``linear``, ``cnn_model``, ``model`` as in :func:`dpsgda`.
+def _starts(config: SGDAConfig, theta0: PyTree, w0: PyTree) -> tuple[PyTree, PyTree]:
+    """``theta0``/``w0`` as given, else float32 zeros of ``config.theta_shape``/``config.w_shape``."""
+    out = []
+    for name, given, shape in (("theta0", theta0, config.theta_shape), ("w0", w0, config.w_shape)):
+        if given is None:
+            if shape is None:
+                raise ValueError(f"sgda.fit needs a start: pass {name}= or set SGDAConfig("
+                                 f"{name[:-1]}_shape=...) for zeros of that shape.")
+            given = jnp.zeros(tuple(shape), jnp.float32)
+        out.append(given)
+    return out[0], out[1]
+
+
+def fit(key: jax.Array, data: PyTree, hparams: SGDAHparams, config: SGDAConfig, *, theta0: PyTree = None,
+        w0: PyTree = None, batch_key: jax.Array | None = None) -> FitResult:
+    """Noisy DP-SGDA (Algorithm 2) on ``config.private_loss``, a loss private as a whole, on the
+    gradient path of ``config`` (``linear``, ``cnn_model``, ``model`` or generic ``vmap(grad)``;
+    see :func:`dpsgda`). No public part (it would make batch membership visible, which
+    :func:`spend` does not account; see the module docstring).
+
+    ``data``: a pytree of arrays with a leading axis of ``n`` examples. ``theta0``/``w0``: the
+    start (default: float32 zeros of ``config.theta_shape``/``config.w_shape``). ``batch_key``:
+    draws the batches only (runs vmapped over hyperparameters may share them). Every input is
+    checked once, on the host, before any compute.
+
+    Returns :class:`~dpfair_jax.algorithms.FitResult`: ``params`` = :class:`SGDAParams` (the
+    returned iterate ``theta`` and its partner ``w``; released, covered by ``spend``);
+    ``diagnostics``: ``theta_last``, ``w_last`` (the last iterates; post-processing of the noisy
+    updates, covered), ``truncated_steps`` (Poisson overflow count; depends on the sampling only),
+    ``clipped_frac_theta``, ``clipped_frac_w`` (computed from the private data: do not publish);
+    ``spend`` = :func:`spend` ``(config, n, hparams)`` (``None`` when the noise multipliers are
+    traced); ``report``: the run's SamplingReport.
 
     Privacy: (epsilon, delta)-DP as :func:`spend` states for ``config``, whole records protected.
     """
-    return dpsgda(key, data, theta0, w0, hparams, config, private_loss=private_loss, batch_key=batch_key,
-                  validate=True, linear=linear, cnn_model=cnn_model, model=model)
-
-
-
-
+    n = _n_rows(data)
+    _check_run(key, n, hparams, config)
+    if not callable(config.private_loss):
+        raise ValueError("sgda.fit needs SGDAConfig(private_loss=f) with f(theta, w, example) -> scalar.")
+    theta0, w0 = _starts(config, theta0, w0)
+    res = dpsgda(key, data, theta0, w0, hparams, config, private_loss=config.private_loss, batch_key=batch_key,
+                 validate=False, linear=config.linear, cnn_model=config.cnn_model, model=config.model)
+    recorded = None
+    if not v.is_traced(hparams.noise_theta, hparams.noise_w):
+        recorded = _spend(config, n, v.host_float("noise_theta", hparams.noise_theta),
+                          v.host_float("noise_w", hparams.noise_w))
+    diag = {**res.diagnostics, "theta_last": res.theta_last, "w_last": res.w_last}
+    return FitResult(SGDAParams(res.theta, res.w), diag, recorded, res.report)
 
 
 def _relation(config: SGDAConfig) -> str:
@@ -542,7 +611,12 @@ def spend(config: SGDAConfig, sizes: Any, hparams: SGDAHparams) -> _acc.PrivacyS
     n = v.training_size(sizes)
     config.validate(n)
     check_hparams(hparams)
-    zt, zw = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_w", hparams.noise_w)
+    return _spend(config, n, v.host_float("noise_theta", hparams.noise_theta),
+                  v.host_float("noise_w", hparams.noise_w))
+
+
+def _spend(config: SGDAConfig, n: int, zt: float, zw: float) -> _acc.PrivacySpend:
+    """:func:`spend` on checked inputs (host multipliers ``zt``, ``zw``)."""
     relation, T, m = _relation(config), config.steps, config.batch_size
     notes = f"DP-SGDA: {T} steps, {config.sampling} batches of {m} (n = {n}), descent and ascent released"
     if zt == 0 or zw == 0:
@@ -552,7 +626,7 @@ def spend(config: SGDAConfig, sizes: Any, hparams: SGDAHparams) -> _acc.PrivacyS
     zt_e, ratio = zt * eff, zw / zt
     if config.sampling == "shuffle":
         spe = _smp.steps_per_epoch(n, m)
-        mu = math.sqrt(zt_e**-2 + (zw * eff) ** -2)
+        mu = _mm.combined_shift(zt_e, zw * eff)
         eps = _acc.membership_visible_epsilon(
             mu, config.delta, _acc.participation_distribution(T, "shuffle", steps_per_epoch=spe))
         event = _acc.shuffled_event(zt_e, T, spe, relative_noise=(1.0, ratio))
@@ -571,41 +645,31 @@ def spend(config: SGDAConfig, sizes: Any, hparams: SGDAHparams) -> _acc.PrivacyS
                              unit="example", accountant="rdp", notes=notes)
 
 
-def calibrate(config: SGDAConfig, sizes: Any, target: tuple[float, float],
-              hparams: SGDAHparams = SGDAHparams(), *, w_relative: float = 1.0) -> SGDAHparams:
-    """``hparams`` with ``noise_theta = z`` and ``noise_w = w_relative * z``, ``z`` the smallest
-    (to the solver's tolerance) with ``spend(config, sizes, result).epsilon <= target[0]``.
+def calibrate(config: SGDAConfig, sizes: Any, target: tuple[float, float], *,
+              hparams: SGDAHparams | None = None) -> SGDAHparams:
+    """``hparams`` (default :class:`SGDAHparams`) with ``noise_theta = z`` and ``noise_w =
+    config.w_relative * z``, ``z`` the smallest (to the solver's tolerance) with
+    ``spend(config, sizes, result).epsilon <= target[0]``.
 
-    ``target = (epsilon, delta)`` with ``delta == config.delta``; ``epsilon = inf`` gives zero
-    noise. ``sizes`` as in :func:`spend`.
+    ``target = (epsilon, delta)`` with ``delta == config.delta``
+    (:func:`~dpfair_jax.privacy.accounting.calibration_target`). ``sizes`` as in :func:`spend`.
+
+    Privacy: the returned multipliers make :func:`fit` (epsilon, delta)-DP as :func:`spend` states.
     """
     n = v.training_size(sizes)
     config.validate(n)
-    if not isinstance(target, tuple) or len(target) != 2:
-        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
-    eps, delta = target
-    v.check_epsilon(eps, "target epsilon", allow_inf=True)
-    v.check_delta(delta, "target delta")
-    v.check_positive("w_relative", w_relative)
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
-                         "the spend is stated at; set SGDAConfig(delta=...) to the target's.")
+    eps, delta = _acc.calibration_target(target, config.delta)
+    hparams = SGDAHparams() if hparams is None else hparams
     if not isinstance(hparams, SGDAHparams):
         raise ValueError(f"hparams must be an sgda.SGDAHparams, got {type(hparams).__name__}.")
-    if math.isinf(float(eps)):
-        return hparams._replace(noise_theta=0.0, noise_w=0.0)
-    w, eps, m, T = float(w_relative), float(eps), config.batch_size, config.steps
+    w, m, T = float(config.w_relative), config.batch_size, config.steps
     if config.sampling == "shuffle":
         part = _acc.participation_distribution(T, "shuffle", steps_per_epoch=_smp.steps_per_epoch(n, m))
-        z_eff = math.sqrt(1.0 + w**-2) / _acc.calibrate_membership_visible(eps, float(delta), part)
+        z_eff = _mm.multiplier_for_shift(_acc.calibrate_membership_visible(eps, delta, part), w)
     else:
         poisson = config.sampling == "poisson"
         z_eff = _acc.calibrate_noise_multiplier(
-            eps, float(delta), m / n, T, sampling="poisson" if poisson else "without_replacement",
+            eps, delta, m / n, T, sampling="poisson" if poisson else "without_replacement",
             relative_noise=(1.0, w), dataset_size=None if poisson else n)
-    z = z_eff / _effective(config)
-    out = hparams._replace(noise_theta=z, noise_w=w * z)
-    while spend(config, n, out).epsilon > eps:  # solver rounding: step up
-        z *= 1.0 + 1e-9
-        out = hparams._replace(noise_theta=z, noise_w=w * z)
-    return out
+    z = _acc.step_up_until(lambda z: _spend(config, n, z, w * z).epsilon, z_eff / _effective(config), eps)
+    return dataclasses.replace(hparams, noise_theta=z, noise_w=w * z)

@@ -114,7 +114,7 @@ def fermi_default_game(
 
     def stat(res) -> jax.Array:
         if w_stat:
-            return res.W[0, 0, 1] * batch_size / (lr_w * lam * clip_w)
+            return res.diagnostics["W"][0, 0, 1] * batch_size / (lr_w * lam * clip_w)
         return -res.params["w"][2, 0] * batch_size / (lr_t * clip_theta)
 
     return FitSpendGame(
@@ -172,7 +172,7 @@ def fermi_sensitive_game(
 
     def stat(res) -> jax.Array:
         sampled = -res.params["w"][2, 0] > half_signal
-        diff = (res.W[0, 1, 1] - res.W[0, 0, 1]) * batch_size / (lr_w * lam * clip_w)
+        diff = (res.diagnostics["W"][0, 1, 1] - res.diagnostics["W"][0, 0, 1]) * batch_size / (lr_w * lam * clip_w)
         return jnp.where(sampled, diff, -1e9)
 
     run = plant(hp, bug if bug in ("noise", "noise_half") else None, _NOISE)

@@ -96,7 +96,7 @@ def sgda_game(
     check_family_bug(FAMILY_BUGS, "sgda", bug)
     n = V.check_int("n", n, minimum=8)
     batch_size = V.check_int("batch_size", batch_size, minimum=1)
-    cfg = sgda.SGDAConfig(steps=1, batch_size=batch_size, delta=delta)
+    cfg = sgda.SGDAConfig(steps=1, batch_size=batch_size, delta=delta, private_loss=_linear_loss)
     hp = sgda.SGDAHparams(lr_theta=lr_theta, lr_w=lr_w, clip_theta=clip_theta, clip_w=clip_w,
                           noise_theta=noise_theta, noise_w=noise_w)
     run_hp = plant(hp, bug, (("noise_theta", "clip_theta"), ("noise_w", "clip_w")))
@@ -104,15 +104,15 @@ def sgda_game(
     unit_t, unit_w = batch_size / (lr_theta * clip_theta), batch_size / (lr_w * clip_w)
 
     def statistic(res: Any) -> jax.Array:
-        t = -res.theta["w"][2] * unit_t
-        u = res.w[1] * unit_w
+        t = -res.params.theta["w"][2] * unit_t
+        u = res.params.w[1] * unit_w
         return (prec_t * t + prec_w * u) / (prec_t + prec_w)
 
     theta0 = {"w": jnp.zeros((3,), jnp.float32)}
     return FitSpendGame(
         algorithm=sgda, config=cfg, hparams=hp, neighbours=_canary_pair(n, canary_scale, seed),
         statistic=statistic, sizes=(n - 1, n), relation="add_remove", run_hparams=run_hp,
-        fit_kwargs={"theta0": theta0, "w0": jnp.zeros((2,), jnp.float32), "private_loss": _linear_loss},
+        fit_kwargs={"theta0": theta0, "w0": jnp.zeros((2,), jnp.float32)},
         info={"bound": "subsampled_gaussian", "sample_rate": batch_size / n},
     )
 
@@ -131,7 +131,8 @@ def sgda_shuffle_game(
     check_family_bug(FAMILY_BUGS, "sgda_shuffle", bug)
     n = V.check_int("n", n, minimum=8)
     batch_size = V.check_int("batch_size", batch_size, minimum=1)
-    cfg = sgda.SGDAConfig(steps=n // batch_size, batch_size=batch_size, sampling="shuffle", delta=delta)
+    cfg = sgda.SGDAConfig(steps=n // batch_size, batch_size=batch_size, sampling="shuffle", delta=delta,
+                          private_loss=_linear_loss)
     hp = sgda.SGDAHparams(lr_theta=lr_theta, lr_w=lr_w, clip_theta=clip_theta, clip_w=clip_w,
                           noise_theta=noise_theta, noise_w=noise_w)
     run_hp = plant(hp, bug, (("noise_theta", "clip_theta"), ("noise_w", "clip_w")))
@@ -146,15 +147,15 @@ def sgda_shuffle_game(
     unit_t, unit_w = batch_size / (lr_theta * clip_theta), batch_size / (lr_w * clip_w)
 
     def statistic(res: Any) -> jax.Array:
-        t = -res.theta["w"][2] * unit_t
-        u = res.w[1] * unit_w
+        t = -res.params.theta["w"][2] * unit_t
+        u = res.params.w[1] * unit_w
         return (prec_t * t + prec_w * u) / (prec_t + prec_w)
 
     theta0 = {"w": jnp.zeros((3,), jnp.float32)}
     return FitSpendGame(
         algorithm=sgda, config=cfg, hparams=hp, neighbours=neighbours, statistic=statistic,
         sizes=(n, n), relation="replace_one", run_hparams=run_hp,
-        fit_kwargs={"theta0": theta0, "w0": jnp.zeros((2,), jnp.float32), "private_loss": _linear_loss},
+        fit_kwargs={"theta0": theta0, "w0": jnp.zeros((2,), jnp.float32)},
         info={"bound": "gaussian", "sample_rate": 1.0},
     )
 

@@ -10,7 +10,7 @@ the soft ERMI (:func:`dpfair_jax.fairness.ermi.ermi`) and those flags in one jit
 
 Privacy: none of these is differentially private; they read labels and sensitive attributes
 directly and are meant for test splits. Computed on private training data (as
-``fermi.FermiResult.diagnostics`` does) they flag runs and must not be released.
+``fermi.fit``'s diagnostics are) they flag runs and must not be released.
 """
 
 from __future__ import annotations

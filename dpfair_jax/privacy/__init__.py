@@ -19,7 +19,9 @@ compose these and draw no noise themselves. The public names of the submodules a
 - ``release_noise``: sensitivities and noise scales of the one-shot releases (output perturbation,
   marginal synthesis, the reductions' loss vectors);
 - ``zcdp_noise``: Gaussian stds and Laplace scales from a zCDP or pure-DP budget (budget tailoring,
-  mean estimation), and the exact projection onto a ball.
+  mean estimation), and the exact projection onto a ball;
+- ``minmax_noise``: the noise stds, combined shifts and random iterate of the min-max family (DP-SGDA,
+  DP-FERMI, PF-LD).
 """
 
 from . import (  # noqa: F401
@@ -40,6 +42,7 @@ from . import (  # noqa: F401
     precision,
     release_noise,
     zcdp_noise,
+    minmax_noise,
 )
 from .relations import (  # noqa: F401
     NeighboringRelation,

@@ -87,10 +87,11 @@ _PREPROCESSING = ("the tabular loader standardizes the features with the trainin
 
 
 def _method_fns(method: str):
+    """``(config maker, module)``: the module's trio (``fit``, ``spend``, ``calibrate``) runs it."""
     if method == "dpfermi":
-        return F.FermiConfig, F.fit
+        return F.FermiConfig, F
     if method == "pfld":
-        return pfld.config, pfld.fit
+        return pfld.config, pfld
     raise ValueError(f"unknown method {method!r}; use 'dpfermi' or 'pfld'.")
 
 
@@ -111,21 +112,22 @@ def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsi
     Privacy: each finite epsilon is (epsilon, delta)-DP for ``unit`` under add/remove (module
     docstring); ``ctx.record_privacy`` receives each spend when ``ctx`` is given.
     """
-    make_cfg, fit = _method_fns(method)
+    make_cfg, mod = _method_fns(method)
     n = train.n
     steps = epochs * math.ceil(n / batch_size)
     cfg = make_cfg(model=model, num_groups=train.num_groups, num_classes=max(train.num_classes, 2),
-                   steps=steps, batch_size=batch_size, fairness=fairness, privacy_unit=unit)
+                   steps=steps, batch_size=batch_size, fairness=fairness, privacy_unit=unit, delta=delta)
     cfg.validate(n)
     eps = [float(e) for e in epsilons]
-    # fermi's (config, n, epsilon, delta) calibration: named calibrate_noise once fermi.calibrate is
-    # the trio's (config, sizes, target)
-    calibrate_noise = getattr(F, "calibrate_noise", None) or F.calibrate
-    zs = [calibrate_noise(cfg, n, e, delta) for e in eps]
+    base = F.FermiHparams(lr_theta=hp["lr_theta"], lr_w=hp["lr_w"], clip_theta=hp["clip_theta"],
+                          clip_w=hp["clip_w"], radius=hp["radius"])
+    # epsilon = inf: no noise (no guarantee, nothing recorded)
+    hps = [mod.calibrate(cfg, n, (e, delta), hparams=base) if math.isfinite(e) else base for e in eps]
+    zs = [(h.noise_theta, h.noise_w) for h in hps]
     if ctx is not None:
-        for e, (zt, zw) in zip(eps, zs):
+        for e, h in zip(eps, hps):
             if math.isfinite(e):
-                ctx.record_privacy(f"{method}_{fairness}_eps{e:g}", F.privacy(cfg, n, zt, zw, delta),
+                ctx.record_privacy(f"{method}_{fairness}_eps{e:g}", mod.spend(cfg, n, h),
                                    not_covered=_PREPROCESSING)
     lam_g, eps_g = np.meshgrid(np.asarray(lams, float), np.arange(len(eps)), indexing="ij")
     lam_g, eps_i = lam_g.ravel(), eps_g.ravel()
@@ -133,16 +135,14 @@ def tradeoff_study(train, test, *, method: str, model, fairness: str, lams, epsi
     zw_g = np.asarray([zs[i][1] for i in eps_i], np.float32)
     lam_a, zt_a, zw_a = (jnp.asarray(a, jnp.float32) for a in (lam_g, zt_g, zw_g))
     G = lam_a.shape[0]
-    base = F.FermiHparams(lr_theta=hp["lr_theta"], lr_w=hp["lr_w"], clip_theta=hp["clip_theta"],
-                          clip_w=hp["clip_w"], radius=hp["radius"])
     num_classes = cfg.num_classes
 
     def one_seed(key):
         bkey = jax.random.fold_in(key, 7)
 
         def point(g, lam, zt, zw):
-            h = base._replace(lam=lam, noise_theta=zt, noise_w=zw)
-            r = fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey)
+            h = dataclasses.replace(base, lam=lam, noise_theta=zt, noise_w=zw)
+            r = mod.fit(jax.random.fold_in(key, g), train, h, cfg, batch_key=bkey)
             out = EV.evaluate(cfg.model, r.params, test, num_classes)
             out["truncated_steps"] = r.diagnostics["truncated_steps"]
             return out
@@ -607,15 +607,9 @@ def _stack(ds, arrays):
 
 
 def _fermi_event(cfg, n: int, z_theta: float, z_w: float):
-    """The ``DpEvent`` :func:`dpfair_jax.algorithms.fermi.privacy` states for an all-features,
-    Poisson-sampled run with noisy group frequencies (the histogram composed with the steps)."""
-    import dp_accounting
-
-    from dpfair_jax.privacy import accounting as A
-
-    steps = A.dpsgd_event(float(z_theta), cfg.batch_size / n, cfg.steps, relative_noise=(1.0, z_w / z_theta))
-    return dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(float(cfg.count_noise_multiplier)),
-                                          steps])
+    """The ``DpEvent`` :func:`dpfair_jax.algorithms.fermi.spend` states for a run of ``cfg`` with
+    these multipliers (all features, Poisson: the histogram composed with the steps)."""
+    return F.spend(cfg, n, F.FermiHparams(noise_theta=float(z_theta), noise_w=float(z_w))).event
 
 
 @functools.lru_cache(maxsize=16)

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.algorithms.fermi_theory import official_dpfermi_calibration
+from dpfair_jax.algorithms.fermi.theory import official_dpfermi_calibration
 from dpfair_jax.fairness import evaluate
 from dpfair_jax.runner import Experiment, plots, register
 from dpfair_jax.studies.tradeoff import plot_tradeoff
@@ -494,14 +494,16 @@ def run_cnn_synthetic(config: dict, ctx) -> pd.DataFrame:
     train = _synthetic_images(jax.random.fold_in(key, 1), config["n_train"])
     test = _synthetic_images(jax.random.fold_in(key, 2), config["n_test"])
     model = M.cnn(num_classes=3, channels=tuple(config["channels"]), image_shape=(8, 8, 1))
-    cfg = F.FermiConfig(model=model, num_groups=3, num_classes=3, steps=config["steps"],
-                        batch_size=config["batch_size"])
     delta = 1.0 / train.n**2
+    cfg = F.FermiConfig(model=model, num_groups=3, num_classes=3, steps=config["steps"],
+                        batch_size=config["batch_size"], delta=delta)
     rows = []
     for e in config["epsilons"]:
-        zt, zw = F.calibrate_noise(cfg, train.n, e, delta)
+        zt, zw = 0.0, 0.0  # epsilon = inf: no noise
         if math.isfinite(e):
-            ctx.record_privacy(f"cnn_eps{e:g}", F.privacy(cfg, train.n, zt, zw, delta))
+            cal = F.calibrate(cfg, train.n, (e, delta))
+            zt, zw = cal.noise_theta, cal.noise_w
+            ctx.record_privacy(f"cnn_eps{e:g}", F.spend(cfg, train.n, cal))
 
         def run(k, lam, zt=zt, zw=zw):
             hp = F.FermiHparams(lam=lam, lr_theta=config["lr_theta"], lr_w=config["lr_w"],
@@ -581,15 +583,15 @@ def run_sgda_convergence(config: dict, ctx) -> pd.DataFrame:
         data = _ncsc_problem(jax.random.key(1000 + n), n, d, dw)
         m = max(1, int(round(config["batch_frac"] * n)))
         steps = config["epochs"] * math.ceil(n / m)
-        cfg = sgda.SGDAConfig(steps=steps, batch_size=m, projection="ball")
+        cfg = sgda.SGDAConfig(steps=steps, batch_size=m, projection="ball", private_loss=f,
+                              theta_shape=(d,), w_shape=(dw,))
         delta = 1.0 / n**2
         def run(key, z, data=data, cfg=cfg):  # z traced: one program per n for every epsilon
             hp = sgda.SGDAHparams(lr_theta=config["lr_theta"], lr_w=config["lr_w"],
                                   clip_theta=config["clip"], clip_w=config["clip"],
                                   noise_theta=z, noise_w=z, radius=config["radius"])
-            res = sgda.dpsgda(key, data, jnp.zeros(d), jnp.zeros(dw), hp, cfg, private_loss=f,
-                              validate=False)
-            g = phi_grad(res.theta, data)
+            res = sgda.fit(key, data, hp, cfg)  # starts at zeros of the config's shapes
+            g = phi_grad(res.params.theta, data)
             return jnp.sum(g**2)
 
         program = jax.jit(jax.vmap(run, in_axes=(0, None)))

@@ -44,8 +44,9 @@ EVT = "dpfair_jax/privacy/events.py"
 MEM = "dpfair_jax/privacy/membership.py"
 ZCDP = "dpfair_jax/privacy/zcdp.py"
 GAUS = "dpfair_jax/privacy/gaussian.py"
-PF = "dpfair_jax/algorithms/fermi_theory.py"
+PF = "dpfair_jax/algorithms/fermi/theory.py"
 SGDA = "dpfair_jax/algorithms/sgda.py"
+MMN = "dpfair_jax/privacy/minmax_noise.py"
 FERMI = "dpfair_jax/algorithms/fermi/algorithm.py"
 FERMI_CFG = "dpfair_jax/algorithms/fermi/config.py"
 FERMI_LEDGER = "dpfair_jax/algorithms/fermi/ledger.py"
@@ -136,27 +137,27 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("accounting.calibrate_membership_visible (shift doubled = noise halved)", MEM,
       "return float(mu)", "return 2.0 * float(mu)",
       ("tests/test_accounting.py::test_membership_visible_full_participation_is_the_composed_gaussian",)),
-    M("fermi_theory.dpfermi_noise (Theorem 3.3 stds)", PF,
+    M("fermi.theory.dpfermi_noise (Theorem 3.3 stds)", PF,
       "return FermiNoise(math.sqrt(factor * var_t), math.sqrt(factor * var_w))",
       "return FermiNoise(0.5 * math.sqrt(factor * var_t), 0.5 * math.sqrt(factor * var_w))",
       ("tests/test_fermi.py::test_theorem33_noise_matches_hand_computation",
        "tests/test_paper_formulas.py::test_theorem33_is_the_moments_recipe_with_the_proof_sensitivities")),
-    M("fermi_theory.dpsgda_noise (Theorem E.1 stds)", PF,
+    M("fermi.theory.dpsgda_noise (Theorem E.1 stds)", PF,
       "base = 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
       "base = 0.25 * 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
       ("tests/test_paper_formulas.py::test_dpsgda_theorem_e1",)),
     # ---------------------------------------------------------------- DP-SGDA (sgda)
     M("sgda: theta noise std", SGDA,
-      "std_theta = _noise_std(hparams.noise_theta, hparams.clip_theta, fct)",
-      "std_theta = 0.5 * _noise_std(hparams.noise_theta, hparams.clip_theta, fct)",
+      "std_theta = _mm.clipped_sum_std(hparams.noise_theta, hparams.clip_theta, fct)",
+      "std_theta = 0.5 * _mm.clipped_sum_std(hparams.noise_theta, hparams.clip_theta, fct)",
       ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
     M("sgda: W noise std", SGDA,
-      "std_w = _noise_std(hparams.noise_w, hparams.clip_w, fct)",
-      "std_w = 0.5 * _noise_std(hparams.noise_w, hparams.clip_w, fct)",
+      "std_w = _mm.clipped_sum_std(hparams.noise_w, hparams.clip_w, fct)",
+      "std_w = 0.5 * _mm.clipped_sum_std(hparams.noise_w, hparams.clip_w, fct)",
       ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
-    M("sgda: _noise_std (multiplier x clip x factor)", SGDA,
-      "return jnp.where(z == 0, 0.0, z * jnp.asarray(clip, jnp.float32) * factor)",
-      "return jnp.where(z == 0, 0.0, 0.5 * z * jnp.asarray(clip, jnp.float32) * factor)",
+    M("minmax_noise.clipped_sum_std (multiplier x clip x factor)", MMN,
+      "return jnp.where(z == 0, 0.0, z * jnp.asarray(clip_norm, jnp.float32) * sensitivity_factor)",
+      "return jnp.where(z == 0, 0.0, 0.5 * z * jnp.asarray(clip_norm, jnp.float32) * sensitivity_factor)",
       ("tests/test_sgda.py::test_added_noise_has_calibrated_std",)),
     M("sgda: theta draw (privacy.mechanisms.gaussian_mechanism)", SGDA,
       "s_th = _mech.gaussian_mechanism(k1, sums.theta, std_theta)",
@@ -177,10 +178,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "noise_w = 0.5 * jnp.asarray(hparams.noise_w, jnp.float32) / batch_scale",
       ("tests/test_fermi.py::test_added_noise_has_calibrated_std_scaled_by_lambda",
        "tests/test_fermi.py::test_all_features_noise_std")),
-    M("fermi.calibrate_noise: sensitive-attribute / shuffle multiplier", FERMI_LEDGER,
-      "z = math.sqrt(1.0 + w**-2) / mu", "z = 0.5 * math.sqrt(1.0 + w**-2) / mu",
+    M("fermi.calibrate: sensitive-attribute / shuffle multiplier", FERMI_LEDGER,
+      "z = MM.multiplier_for_shift(mu, w)", "z = 0.5 * MM.multiplier_for_shift(mu, w)",
       ("tests/test_fermi.py::test_calibrate_and_privacy_round_trip",)),
-    M("fermi.calibrate_noise: all-features multiplier", FERMI_LEDGER,
+    M("fermi.calibrate: all-features multiplier", FERMI_LEDGER,
       "z = A.calibrate_noise_multiplier(", "z = 0.5 * A.calibrate_noise_multiplier(",
       ("tests/test_fermi.py::test_calibrate_and_privacy_round_trip",)),
     M("fermi: noisy [labels x groups] histogram", FERMI,

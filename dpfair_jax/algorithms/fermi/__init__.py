@@ -25,7 +25,7 @@ amplifies and DP-SGD is a baseline of the same unit):
   gradients are *public but membership-revealing*: a record with a large task gradient shows in
   the output whether it was in the batch, so amplification by subsampling does not apply. In each
   step where a record is sampled, its s-dependent part is a plain Gaussian release at sensitivity
-  ``2C`` (one clipped vector replaced by another). :func:`privacy` and :func:`calibrate` therefore
+  ``2C`` (one clipped vector replaced by another). :func:`spend` and :func:`calibrate` therefore
   account this unit exactly as the membership-visible mixture
   ``delta(eps) = sum_k Bin(k; T, q) delta_G(eps; sqrt(k) mu)``
   (:func:`dpfair_jax.privacy.accounting.membership_visible_delta`; ``mu`` the per-step shift over
@@ -48,7 +48,7 @@ weights (EO) enter every example's term, so computing them from the private data
 II.6) lets one record rescale every sampled term. Default ``"noisy"``: they come from one noisy
 ``[labels x groups]`` histogram (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, noise
 multiplier ``config.count_noise_multiplier`` under the run's relation, clamped at 1 count), charged
-to the spend by :func:`privacy`. ``"public"``: the caller passes public ``p_s`` (and ``p_y`` where
+to the spend by :func:`spend`. ``"public"``: the caller passes public ``p_s`` (and ``p_y`` where
 needed) to :func:`fit`; nothing is charged.
 
 Corrected behaviour (default) vs the paper (notes II.5, II.10, II.11):
@@ -64,21 +64,20 @@ Corrected behaviour (default) vs the paper (notes II.5, II.10, II.11):
 * ``P_S`` is computed from the private ``s`` without noise in the paper (notes II.6); here it is a
   noisy, charged estimate by default, or public (see "Group frequencies").
 
-The kit's common interface: ``fit(key, data, hparams, config) -> FermiResult``,
-``spend(config, n, hparams) -> PrivacySpend`` (what :func:`privacy` records, at ``config.delta``)
-and ``calibrate(config, n, (epsilon, delta), hparams) -> hparams`` (noise multipliers set).
-Noise calibration: :func:`calibrate` / :func:`calibrate_noise` (the kit's accountant, both noisy
-updates composed each step, sampling as run), or the paper's closed forms in
-:mod:`dpfair_jax.algorithms.fermi_theory` (``dpfermi_noise``: Theorem 3.3 / D.2;
-``official_dpfermi_calibration``: the authors' code) turned into :func:`fit`'s multipliers by
-:func:`theorem33_multipliers`, so the two can be compared.
+The kit's trio: ``fit(key, data, hparams, config) -> FitResult`` (params the model; ``W`` and
+the run's flags in its diagnostics), ``spend(config, n, hparams) -> PrivacySpend`` (at
+``config.delta``) and ``calibrate(config, n, (epsilon, config.delta), *, hparams=None) -> hparams``
+(noise multipliers set, ``noise_w = config.w_relative * noise_theta``).
+Noise calibration: :func:`calibrate` (the kit's accountant, both noisy updates composed each step,
+sampling as run), or the paper's closed forms in :mod:`dpfair_jax.algorithms.fermi.theory`
+(``dpfermi_noise``: Theorem 3.3 / D.2; ``official_dpfermi_calibration``: the authors' code) turned
+into :func:`fit`'s multipliers by :func:`theorem33_multipliers`, so the two can be compared.
 
-Modules: :mod:`.config` (:class:`FermiConfig`, :class:`FermiHparams`, :class:`FermiResult`,
-:func:`check_hparams`), :mod:`.algorithm` (:func:`fit`: Algorithm 1 on DP-SGDA, the ERMI terms
-split by privacy unit, the group frequencies) and :mod:`.ledger` (:func:`privacy`,
-:func:`calibrate_noise`, :func:`spend`, :func:`calibrate`, :func:`theorem33_multipliers`). The
-paper's closed forms are in :mod:`dpfair_jax.algorithms.fermi_theory`; the test-split evaluation
-in :mod:`dpfair_jax.fairness.evaluation`.
+Modules: :mod:`.config` (:class:`FermiConfig`, :class:`FermiHparams`, :func:`check_hparams`),
+:mod:`.algorithm` (:func:`fit`: Algorithm 1 on DP-SGDA, the ERMI terms split by privacy unit, the
+group frequencies), :mod:`.ledger` (:func:`spend`, :func:`calibrate`,
+:func:`theorem33_multipliers`) and :mod:`.theory` (the paper's closed forms); the test-split
+evaluation in :mod:`dpfair_jax.fairness.evaluation`.
 """
 
 from dpfair_jax.algorithms.fermi.algorithm import fit, init_w, task_loss
@@ -92,22 +91,19 @@ from dpfair_jax.algorithms.fermi.config import (  # noqa: F401  (the choices, as
     W_INITS,
     FermiConfig,
     FermiHparams,
-    FermiResult,
     check_hparams,
 )
-from dpfair_jax.algorithms.fermi.ledger import calibrate, calibrate_noise, privacy, spend, theorem33_multipliers
+from dpfair_jax.algorithms.fermi import theory  # noqa: F401  (fermi.theory, the paper's closed forms)
+from dpfair_jax.algorithms.fermi.ledger import calibrate, spend, theorem33_multipliers
 
 __all__ = [
     "FermiConfig",
     "FermiHparams",
-    "FermiResult",
     "check_hparams",
     "fit",
     "spend",
     "calibrate",
-    "calibrate_noise",
     "init_w",
-    "privacy",
     "theorem33_multipliers",
     "task_loss",
 ]

@@ -22,7 +22,9 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax import models as M
 from dpfair_jax.algorithms import sgda
-from dpfair_jax.algorithms.fermi.config import FermiConfig, FermiHparams, FermiResult, check_hparams
+from dpfair_jax.algorithms._trio import FitResult
+from dpfair_jax.algorithms.fermi.config import FermiConfig, FermiHparams, check_hparams
+from dpfair_jax.algorithms.fermi.ledger import _spend
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness.evaluation import degeneracy, predict
@@ -58,7 +60,7 @@ def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=
     (``1 / p_Y(y_i)`` for unweighted EO, else 1).
 
     ``group_frequencies="noisy"``: from one noisy ``[l, k]`` histogram of ``(y, s)``
-    (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, charged by :func:`privacy`), cells
+    (:func:`dpfair_jax.privacy.mechanisms.noisy_histogram`, charged by :func:`spend`), cells
     clamped at 1. ``"public"``: ``p_s`` (``[k]`` or ``[l, k]``) and, for unweighted EO under the
     all-features unit, ``p_y`` are the caller's public values (under the sensitive-attribute unit
     ``y`` is public, so ``p_Y`` may come from the data). Each histogram released is counted in
@@ -92,7 +94,7 @@ def _frequencies(config: FermiConfig, data: dict, key: jax.Array, p_s=None, p_y=
 
 
 def _check_frequencies(config: FermiConfig, p_s, p_y) -> None:
-    """The frequencies' source must match the config (so :func:`privacy` charges what :func:`fit` does)."""
+    """The frequencies' source must match the config (so :func:`spend` charges what :func:`fit` does)."""
     if config.group_frequencies == "noisy":
         if p_s is not None or p_y is not None:
             raise ValueError("p_s/p_y given but config.group_frequencies='noisy' (the default releases "
@@ -101,7 +103,7 @@ def _check_frequencies(config: FermiConfig, p_s, p_y) -> None:
     if p_s is None:
         raise ValueError("config.group_frequencies='public' needs public group frequencies: pass p_s "
                          "([k] for DP, [num_classes, k] for EO) to fit, or use group_frequencies='noisy'.")
-    if isinstance(p_s, jax.core.Tracer):
+    if v.is_traced(p_s):
         return
     arr = np.asarray(p_s, np.float64)
     ok = {(config.num_groups,), (1, config.num_groups)} if config.fairness == "dp" else {
@@ -182,7 +184,7 @@ def _check_data(data: Dataset, config: FermiConfig) -> None:
         raise ValueError(f"the model expects examples of shape {tuple(shape)} but data.x has "
                          f"{tuple(data.x.shape[1:])}; build the model with input_dim={data.x.shape[1]} "
                          "(or the data's image shape).")
-    if isinstance(data.x, jax.core.Tracer):
+    if v.is_traced(data.x):
         return
     v.check_finite("x", data.x)
     v.check_group_ids(data.s, config.num_groups, "s", min_size=1)
@@ -192,7 +194,7 @@ def _check_data(data: Dataset, config: FermiConfig) -> None:
 def _as_float32(hparams: FermiHparams) -> FermiHparams:
     """Every field as a float32 array, so Python floats, NumPy scalars and arrays of one shape all
     reach the compiled program with one signature (the values are those the run uses anyway)."""
-    return FermiHparams(*(jnp.asarray(f, jnp.float32) for f in hparams))
+    return jax.tree_util.tree_map(lambda f: jnp.asarray(f, jnp.float32), hparams)
 
 
 @full_precision
@@ -208,16 +210,28 @@ def fit(
     p_y: Any = None,
     validate: bool = True,
     parts_builder: Any = None,
-) -> FermiResult:
+) -> FitResult:
     """Train with DP-FERMI (Algorithm 1); pure in ``(key, data, hparams)``, jit/vmap-able.
 
     ``hparams`` fields are traced (vmap over ``lam`` and the noise multipliers to sweep a grid).
     ``batch_key`` (optional) draws the batches, so runs vmapped over hyperparameters can share
     them. ``params0`` overrides ``config.model.init``. ``p_s`` (``[k]`` or ``[l, k]`` for EO) and
     ``p_y`` (``[l]``): public frequencies, only with ``config.group_frequencies="public"`` (the
-    default draws them from a noisy histogram charged by :func:`privacy`). ``parts_builder(config,
+    default draws them from a noisy histogram charged by :func:`spend`). ``parts_builder(config,
     P) -> parts`` replaces the ERMI terms by another regularizer split the same way (used by
-    :mod:`.pfld`).
+    :mod:`.pfld`). ``validate=False`` skips the host checks (after checking once, e.g. under
+    ``vmap``).
+
+    Returns :class:`~dpfair_jax.algorithms.FitResult`: ``params`` the model parameters (released,
+    covered by ``spend``); ``diagnostics``: ``W`` (the ascent variable ``[C, k, l]``, post-processing
+    of the noisy updates: released, covered), ``truncated_steps`` (depends on the sampling only),
+    and, computed from the private training data and NOT to be published,
+    ``clipped_frac_theta``, ``clipped_frac_w``, the final model's ``train_error`` and its
+    :func:`~dpfair_jax.fairness.degeneracy` flags (``constant_predictions``, ``at_base_rate``,
+    ``degenerate``, ``majority_share``, ``base_error``): use them to flag runs; ``spend`` =
+    :func:`spend` ``(config, n, hparams)`` (``None`` when a noise multiplier is traced);
+    ``report``: the SamplingReport (DP-SGDA's steps, sampler, rate and width, plus
+    ``("noisy_histogram", 1)`` when the frequencies were released).
 
     Called eagerly, it runs one compiled program per ``(config, parts_builder)`` and argument
     shapes: the key, the data, every ``hparams`` field (as float32), ``p_s``/``p_y``, ``params0``
@@ -242,13 +256,19 @@ def fit(
     examples = {"x": data.x, "y": data.y, "s": data.s}
     args = (key, examples, hparams, batch_key, params0, p_s, p_y)
     builder = parts_builder or _fermi_parts
-    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(args)):
-        return _fit_impl(config, builder, *args)  # inside the caller's jit/vmap: its program
-    return _fit_program(config, builder, key, examples, _as_float32(hparams), *args[3:])
+    if v.is_traced(*args):
+        res = _fit_impl(config, builder, *args)  # inside the caller's jit/vmap: its program
+    else:
+        res = _fit_program(config, builder, key, examples, _as_float32(hparams), *args[3:])
+    if v.is_traced(hparams.noise_theta, hparams.noise_w):
+        return res
+    n = int(data.x.shape[0])
+    return res._replace(spend=_spend(config, n, v.host_float("noise_theta", hparams.noise_theta),
+                                     v.host_float("noise_w", hparams.noise_w)))
 
 
 def _fit_impl(config: FermiConfig, parts_builder: Any, key: jax.Array, data: dict, hparams: FermiHparams,
-              batch_key: Any, params0: Any, p_s: Any, p_y: Any) -> FermiResult:
+              batch_key: Any, params0: Any, p_s: Any, p_y: Any) -> FitResult:
     """The body of :func:`fit` on checked inputs (``data``: ``{"x", "y", "s"}``)."""
     k_init, k_w, k_run = jax.random.split(key, 3)
     model = config.model
@@ -293,7 +313,7 @@ def _fit_impl(config: FermiConfig, parts_builder: Any, key: jax.Array, data: dic
     train = {"train_error": jnp.mean((yhat != data["y"]).astype(jnp.float32)),
              **degeneracy(yhat, data["y"], config.num_classes)}
     report = res.report.with_releases(*seen.items())
-    return FermiResult(res.theta, res.w, {**res.diagnostics, **train}, report)
+    return FitResult(res.theta, {"W": res.w, **res.diagnostics, **train}, None, report)
 
 
 _fit_program = jax.jit(_fit_impl, static_argnums=(0, 1))

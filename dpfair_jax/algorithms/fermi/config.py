@@ -1,4 +1,4 @@
-"""DP-FERMI's static configuration, traced hyperparameters and result (paper 004, Algorithm 1).
+"""DP-FERMI's static configuration and traced hyperparameters (paper 004, Algorithm 1).
 
 The named departures from the paper (``variant``, ``clip_mode``, ``w_init``, ``ermi_form``,
 ``eo_weighted``), the privacy units and the group-frequency sources are described in
@@ -12,15 +12,14 @@ the neighbouring relation and the clipped-sum sensitivity that :mod:`.ledger` ac
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
-
-import jax
+from typing import Any
 
 from dpfair_jax import _validation as v
 from dpfair_jax.algorithms import sgda
+from dpfair_jax.algorithms._trio import hparams_pytree
 from dpfair_jax.privacy.relations import replace_factor
 
-__all__ = ["FermiConfig", "FermiHparams", "FermiResult", "check_hparams"]
+__all__ = ["FermiConfig", "FermiHparams", "check_hparams"]
 
 FAIRNESS = ("dp", "eo")
 UNITS = ("sensitive_attribute", "all_features")
@@ -48,7 +47,8 @@ class FermiConfig:
     ``models.cnn`` models (``sgda.dpsgda(cnn_model=...)``: book-keeping ghost clipping of the
     theta-gradients, ``privacy.ghost.cnn_ghost_backward``; a CNN built with ``compute_dtype``
     keeps ``vmap(grad)``); ``"generic"`` forces ``vmap(grad)`` over the parameters (same numbers
-    up to float rounding, slower). MLPs always take ``vmap(grad)``.
+    up to float rounding, slower). MLPs always take ``vmap(grad)``. ``w_relative``: the ratio
+    ``noise_w / noise_theta`` that :func:`calibrate` sets.
     """
 
     model: Any
@@ -71,6 +71,7 @@ class FermiConfig:
     group_frequencies: str = "noisy"
     count_noise_multiplier: float = 50.0
     delta: float = 1e-5
+    w_relative: float = 1.0
 
     def validate(self, n: int | None = None) -> "FermiConfig":
         v.check_int("num_groups", self.num_groups, minimum=2)
@@ -84,6 +85,7 @@ class FermiConfig:
         v.check_choice("grad_path", self.grad_path, ("auto", "generic"))
         v.check_choice("group_frequencies", self.group_frequencies, GROUP_FREQUENCIES)
         v.check_positive("count_noise_multiplier", self.count_noise_multiplier)
+        v.check_positive("w_relative", self.w_relative)
         v.check_delta(self.delta)
         if self.ermi_form == "one_cell" and (self.num_classes != 2 or self.fairness != "dp"):
             raise ValueError("ermi_form='one_cell' is the authors' binary DP code path; use "
@@ -130,7 +132,8 @@ class FermiConfig:
         )
 
 
-class FermiHparams(NamedTuple):
+@hparams_pytree
+class FermiHparams:
     """Traced hyperparameters: fairness weight ``lam``, step sizes, clip norms, noise multipliers
     (std on a clipped sum = multiplier x clip x sensitivity factor; from :func:`calibrate`) and the
     radius of the W ball/box.
@@ -140,7 +143,7 @@ class FermiHparams(NamedTuple):
     0.176 on an imbalanced synthetic set, base rate 0.252; 0.182 with 600 rows and batches of 64).
     The paper's tabular step sizes (``lr_theta=0.005, lr_w=0.01``, for 200 epochs) left those runs
     at the base rate with constant predictions (a DP violation of 0 that means nothing);
-    :func:`dpfair_jax.fairness.evaluate` and ``FermiResult.diagnostics`` flag such runs (``degenerate``)."""
+    :func:`dpfair_jax.fairness.evaluate` and ``fit``'s diagnostics flag such runs (``degenerate``)."""
 
     lam: Any = 1.0
     lr_theta: Any = 1.0
@@ -151,22 +154,11 @@ class FermiHparams(NamedTuple):
     noise_w: Any = 0.0
     radius: Any = 5.0
 
-
-class FermiResult(NamedTuple):
-    """Model ``params``, the ascent variable ``W [C, k, l]`` and ``diagnostics``: DP-SGDA's
-    (``truncated_steps``, ``clipped_frac_theta``, ``clipped_frac_w``), the final model's
-    ``train_error`` and its :func:`~dpfair_jax.fairness.degeneracy` flags on the training data
-    (``constant_predictions``, ``at_base_rate``, ``degenerate``, ``majority_share``,
-    ``base_error``). The diagnostics are
-    computed from the private training data and are not differentially private: use them to
-    flag runs, do not release them. ``report``: the
-    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the run (DP-SGDA's steps, sampler,
-    rate and width, plus ``("noisy_histogram", 1)`` when the frequencies were released)."""
-
-    params: Any
-    W: jax.Array
-    diagnostics: dict
-    report: Any = None
+    def validate(self) -> "FermiHparams":
+        """Refuse out-of-range fields on the host, traced values skipped (:func:`check_hparams`)."""
+        v.check_positive("lam", self.lam, allow_zero=True)
+        sgda.SGDAHparams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(sgda.SGDAHparams)}).validate()
+        return self
 
 
 def check_hparams(hparams: FermiHparams) -> FermiHparams:
@@ -177,6 +169,4 @@ def check_hparams(hparams: FermiHparams) -> FermiHparams:
     values are skipped (checked where they were made). Returns ``hparams``."""
     if not isinstance(hparams, FermiHparams):
         raise ValueError(f"hparams must be a fermi.FermiHparams, got {type(hparams).__name__}.")
-    v.check_positive("lam", hparams.lam, allow_zero=True)
-    sgda.check_hparams(sgda.SGDAHparams(**{f: getattr(hparams, f) for f in sgda.SGDAHparams._fields}))
-    return hparams
+    return hparams.validate()

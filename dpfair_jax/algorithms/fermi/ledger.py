@@ -1,6 +1,6 @@
-"""DP-FERMI's accounting (paper 004): :func:`privacy`, :func:`calibrate_noise`, and the trio's
-:func:`spend` / :func:`calibrate`; :func:`theorem33_multipliers` maps the paper's closed-form stds
-(:mod:`dpfair_jax.algorithms.fermi_theory`) to :func:`~dpfair_jax.algorithms.fermi.fit`'s multipliers.
+"""DP-FERMI's accounting (paper 004): the trio's :func:`spend` / :func:`calibrate`;
+:func:`theorem33_multipliers` maps the paper's closed-form stds (:mod:`dpfair_jax.algorithms.fermi.theory`)
+to :func:`~dpfair_jax.algorithms.fermi.fit`'s multipliers.
 
 Privacy: the sensitive-attribute unit and shuffled batches are accounted exactly as
 membership-visible Gaussian mixtures (no amplification); the all-features unit with Poisson or
@@ -10,6 +10,7 @@ group-frequency histogram is composed in whenever it is drawn (see :mod:`dpfair_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -18,9 +19,10 @@ import dp_accounting
 from dpfair_jax import _validation as v
 from dpfair_jax.algorithms.fermi.config import FermiConfig, FermiHparams, check_hparams
 from dpfair_jax.privacy import accounting as A
+from dpfair_jax.privacy import minmax_noise as MM
 from dpfair_jax.privacy import sampling as Smp
 
-__all__ = ["privacy", "calibrate_noise", "spend", "calibrate", "theorem33_multipliers"]
+__all__ = ["spend", "calibrate", "theorem33_multipliers"]
 
 
 def _participation(config: FermiConfig, n: int):
@@ -42,17 +44,10 @@ def _count_event(config: FermiConfig):
     return dp_accounting.GaussianDpEvent(float(config.count_noise_multiplier))
 
 
-def calibrate_noise(
-    config: FermiConfig,
-    n: int,
-    epsilon: float,
-    delta: float,
-    *,
-    w_relative: float = 1.0,
-    accountant: str = "rdp",
-) -> tuple[float, float]:
-    """Noise multipliers ``(z_theta, z_w = w_relative * z_theta)`` for (epsilon, delta)-DP
-    (:func:`calibrate` returns them set in a :class:`FermiHparams`).
+def _calibrate_noise(config: FermiConfig, n: int, epsilon: float, delta: float, w_relative: float,
+                     accountant: str = "rdp") -> tuple[float, float]:
+    """Noise multipliers ``(z_theta, z_w = w_relative * z_theta)`` for (epsilon, delta)-DP, on
+    checked inputs (:func:`calibrate` returns them set in a :class:`FermiHparams`).
 
     Sensitive-attribute unit: the membership-visible mixture solved exactly for the per-step shift
     ``mu = sqrt(z_theta^-2 + z_w^-2)`` (:func:`dpfair_jax.privacy.accounting.calibrate_membership_visible`),
@@ -64,23 +59,17 @@ def calibrate_noise(
     (``calibrate_membership_visible`` at the shuffle point mass, as for the sensitive attribute).
     ``epsilon = inf`` returns ``(0, 0)``.
 
-    Privacy: as :func:`fit` for ``config.privacy_unit``; :func:`privacy` of the result is at most
+    Privacy: as :func:`fit` for ``config.privacy_unit``; :func:`_spend` of the result is at most
     ``epsilon``, with the Poisson padding's truncation probability added to ``delta`` (it grows with
     ``e^epsilon``: with the default padding, mean + 8 standard deviations, it is below 1e-10 at
     epsilon <= 3 on tabular sizes but can exceed a ``delta = 1/n^2`` at epsilon = 9, e.g. 3.7e-8 on
     Adult; the recorded spend states it, and a larger ``config.max_batch_size`` lowers it).
     """
-    config.validate(n)
-    v.check_epsilon(epsilon, allow_inf=True)
-    v.check_delta(delta)
-    v.check_positive("w_relative", w_relative)
-    if math.isinf(float(epsilon)):
-        return 0.0, 0.0
     w = float(w_relative)
     if config.privacy_unit == "sensitive_attribute" or config.sampling == "shuffle":
         mu = A.calibrate_membership_visible(float(epsilon), float(delta), _participation(config, n),
                                             extra_mu=_count_mu(config))
-        z = math.sqrt(1.0 + w**-2) / mu
+        z = MM.multiplier_for_shift(mu, w)
         return float(z), float(z * w)
     z = A.calibrate_noise_multiplier(
         float(epsilon), float(delta), config.batch_size / n, config.steps, accountant=accountant,
@@ -90,9 +79,9 @@ def calibrate_noise(
     return float(z), float(z * w)
 
 
-def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, delta: float,
-            *, accountant: str = "rdp"):
-    """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of one run with these multipliers.
+def _spend(config: FermiConfig, n: int, noise_theta: float, noise_w: float, *, accountant: str = "rdp"):
+    """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of one run with these multipliers
+    at ``config.delta``, on checked inputs (:func:`spend` checks them).
 
     Sensitive-attribute unit: exact membership-visible accounting (``accountant="exact"``, no
     ``DpEvent``), relation ``"replace_one"`` (substitution of one ``s_i``). All features: the
@@ -101,10 +90,7 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
     from their exact curve (``accountant="exact"``). All include the noisy group-frequency
     histogram when ``config.group_frequencies="noisy"``.
     """
-    config.validate(n)
-    v.check_noise_multiplier(noise_theta, "noise_theta")
-    v.check_noise_multiplier(noise_w, "noise_w")
-    v.check_delta(delta)
+    delta = config.delta
     unit = "sensitive_attribute" if config.privacy_unit == "sensitive_attribute" else "example"
     freq = ("group frequencies from a noisy histogram (noise multiplier "
             f"{config.count_noise_multiplier:g}, charged)" if config.group_frequencies == "noisy"
@@ -115,7 +101,7 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
     notes = f"DP-FERMI {config.fairness}, unit {config.privacy_unit}, variant={config.variant}; {freq}"
     event = None
     if config.privacy_unit == "sensitive_attribute":
-        mu_step = math.sqrt(float(noise_theta) ** -2 + float(noise_w) ** -2)
+        mu_step = MM.combined_shift(float(noise_theta), float(noise_w))
         eps = A.membership_visible_epsilon(mu_step, float(delta), _participation(config, n),
                                            extra_mu=_count_mu(config))
         used = "exact"
@@ -124,7 +110,7 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
                   "for examples")
     elif config.sampling == "shuffle":
         spe = Smp.steps_per_epoch(n, config.batch_size)
-        mu_step = math.sqrt(float(noise_theta) ** -2 + float(noise_w) ** -2)
+        mu_step = MM.combined_shift(float(noise_theta), float(noise_w))
         eps = A.membership_visible_epsilon(mu_step, float(delta), _participation(config, n),
                                            extra_mu=_count_mu(config))
         event = A.shuffled_event(float(noise_theta), config.steps, spe,
@@ -163,53 +149,61 @@ def privacy(config: FermiConfig, n: int, noise_theta: float, noise_w: float, del
 
 def spend(config: FermiConfig, sizes: Any, hparams: FermiHparams) -> A.PrivacySpend:
     """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of ``fit(key, data, hparams,
-    config)``: :func:`privacy` at ``hparams.noise_theta``, ``hparams.noise_w`` and
-    ``config.delta`` (RDP for the Poisson and fixed-size all-features runs, exact otherwise).
+    config)`` at ``hparams.noise_theta``, ``hparams.noise_w`` and ``config.delta``.
+
+    Sensitive-attribute unit: exact membership-visible accounting (``accountant="exact"``, no
+    ``DpEvent``), relation ``"replace_one"`` (substitution of one ``s_i``). All features: the
+    ``DpEvent`` of the subsampled steps (and the histogram) through the RDP accountant; with
+    shuffled batches no amplification: ``epochs`` composed Gaussians (``accounting.shuffled_event``),
+    epsilon from their exact curve (``accountant="exact"``). All include the noisy group-frequency
+    histogram when ``config.group_frequencies="noisy"``, and Poisson runs the padding's truncation
+    probability in delta.
 
     ``sizes``: the training size ``n`` (an int, or per-group sizes that sum to it; treated as
     public, as the sampling rate ``batch_size / n``). The other fields of ``hparams`` do not enter
     the spend (the clip norms set the noise scale, not the privacy); the noise multipliers must be
     host numbers (one spend per grid point).
 
-    Privacy: as :func:`privacy`, for the unit and relation of ``config``.
+    Privacy: the (epsilon, delta) of the run for the unit and relation of ``config``.
     """
-    config.validate()
     n = v.training_size(sizes)
+    config.validate(n)
     check_hparams(hparams)
     zt, zw = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_w", hparams.noise_w)
-    return privacy(config, n, zt, zw, config.delta)
+    return _spend(config, n, zt, zw)
 
 
-def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float],
-              hparams: FermiHparams = FermiHparams(), *, w_relative: float = 1.0) -> FermiHparams:
-    """``hparams`` with ``noise_theta = z`` and ``noise_w = w_relative * z`` set so that
-    ``spend(config, sizes, result).epsilon <= target[0]`` (:func:`calibrate_noise`, tight to its
-    root finder's tolerance).
+def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float], *,
+              hparams: FermiHparams | None = None) -> FermiHparams:
+    """``hparams`` (default :class:`FermiHparams`) with ``noise_theta = z`` and ``noise_w =
+    config.w_relative * z`` set so that ``spend(config, sizes, result).epsilon <= target[0]``,
+    tight to the root finder's tolerance.
 
-    ``target = (epsilon, delta)`` with ``delta == config.delta`` (the delta :func:`spend` states;
-    set ``FermiConfig(delta=...)``); ``epsilon = inf`` gives zero noise (no guarantee). ``sizes`` as
-    in :func:`spend`.
+    Sensitive-attribute unit: the membership-visible mixture solved exactly for the per-step shift
+    ``mu = sqrt(z_theta^-2 + z_w^-2)`` (:func:`dpfair_jax.privacy.accounting.calibrate_membership_visible`),
+    with the noisy-frequency histogram composed in. All features: both noisy updates of every step
+    composed on the same sampled batch with the sampling the run uses and the histogram composed
+    once (``accounting.calibrate_noise_multiplier``, RDP); shuffled batches: no amplification, the
+    exact curve of ``epochs`` composed Gaussians with the histogram.
+
+    ``target = (epsilon, delta)`` with ``delta == config.delta``
+    (:func:`~dpfair_jax.privacy.accounting.calibration_target`). ``sizes`` as in :func:`spend`.
 
     Privacy: the returned multipliers make :func:`fit` (epsilon, delta)-DP for ``config``'s unit,
-    with the Poisson padding's truncation probability added to delta in the spend.
+    with the Poisson padding's truncation probability added to delta in the spend (it grows with
+    ``e^epsilon``; a larger ``config.max_batch_size`` lowers it).
     """
-    config.validate()
     n = v.training_size(sizes)
-    if not isinstance(target, tuple) or len(target) != 2:
-        raise ValueError(f"target must be an (epsilon, delta) tuple, got {target!r}.")
-    eps, delta = target
-    v.check_epsilon(eps, "target epsilon", allow_inf=True)
-    v.check_delta(delta, "target delta")
-    if float(delta) != float(config.delta):
-        raise ValueError(f"target delta={delta} differs from config.delta={config.delta}, the delta "
-                         "the spend is stated at; set FermiConfig(delta=...) to the target's.")
+    config.validate(n)
+    eps, delta = A.calibration_target(target, config.delta)
+    hparams = FermiHparams() if hparams is None else hparams
     if not isinstance(hparams, FermiHparams):
         raise ValueError(f"hparams must be a fermi.FermiHparams, got {type(hparams).__name__}.")
-    zt, zw = calibrate_noise(config, n, float(eps), float(delta), w_relative=w_relative)
-    out = hparams._replace(noise_theta=zt, noise_w=zw)
-    while math.isfinite(float(eps)) and spend(config, n, out).epsilon > float(eps):  # solver rounding
+    zt, zw = _calibrate_noise(config, n, eps, delta, config.w_relative)
+    out = dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
+    while _spend(config, n, zt, zw).epsilon > eps:  # solver rounding
         zt, zw = zt * (1.0 + 1e-9), zw * (1.0 + 1e-9)
-        out = hparams._replace(noise_theta=zt, noise_w=zw)
+        out = dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
     return out
 
 
@@ -218,9 +212,10 @@ def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: floa
     """Noise multipliers that make :func:`fit` add the paper's noise (Theorem 3.3 stds on the averaged
     gradient, times ``lam``): ``z = sigma m / (C k)``, with ``k`` the sensitivity factor.
 
-    The stds come from :func:`dpfair_jax.algorithms.fermi_theory.dpfermi_noise` or
+    The stds come from :func:`dpfair_jax.algorithms.fermi.theory.dpfermi_noise` or
     ``official_dpfermi_calibration``. Privacy: what the paper's recipe states, not what
-    :func:`privacy` accounts for the result (compare the two with :func:`privacy`)."""
+    :func:`spend` accounts for the result (compare the two with :func:`spend`)."""
     fct = config.sensitivity_factor()
     m = config.batch_size
-    return sigma_theta * m / (clip_theta * fct), sigma_w * m / (clip_w * fct)
+    return (MM.multiplier_of_std(sigma_theta * m, clip_theta, fct),
+            MM.multiplier_of_std(sigma_w * m, clip_w, fct))
