@@ -34,6 +34,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.aggregation import gaussian_std
 from dpfair_jax.privacy.clipping import clip_factors
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 
@@ -83,8 +84,9 @@ def _clip_rows(g, clip_norm):
 
 
 def _noise_scale(noise_multiplier, clip_norm):
-    """``sigma C``, and 0 for ``sigma = 0`` (also when ``C = inf``, the unclipped noiseless step)."""
-    return jnp.where(noise_multiplier == 0, 0.0, noise_multiplier * clip_norm)
+    """``sigma C`` (``privacy.aggregation.gaussian_std``), and 0 for ``sigma = 0`` (also when
+    ``C = inf``, the unclipped noiseless step)."""
+    return gaussian_std(noise_multiplier, clip_norm, jnp.result_type(clip_norm))
 
 
 @functools.partial(jax.jit, static_argnames=("loss_fn", "num_groups", "batch_size", "variant"))
