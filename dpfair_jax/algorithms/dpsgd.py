@@ -514,10 +514,12 @@ def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *
 
 def spend(config: DPSGDConfig, sizes: int, hparams: DPSGDHparams):
     """The ``PrivacySpend`` of :func:`fit` with these arguments (``sizes`` is the number of rows
-    ``n``, public), stating epsilon at ``config.delta``; under Poisson sampling its ``delta`` adds
-    the padding's truncation charge. Poisson: add/remove-one, subsampled Gaussian; fixed-size:
-    replace-one, sampling without replacement (multiplier halved, sensitivity ``2 C``); shuffled
-    epochs: replace-one, ``k`` composed Gaussians without amplification (exact curve)."""
+    ``n``), stating epsilon at ``config.delta``; under Poisson sampling its ``delta`` adds the
+    padding's truncation charge. Poisson: add/remove-one, subsampled Gaussian at
+    ``q = batch_size / n``, where the dataset size ``n`` is treated as public (as Opacus does; see
+    ``privacy.sampling``, "Dataset size"); fixed-size: replace-one, sampling without replacement
+    (multiplier halved, sensitivity ``2 C``); shuffled epochs: replace-one, ``k`` composed
+    Gaussians without amplification (exact curve). Details: ``_spend``."""
     config.validate()
     hparams.validate()
     n = v.check_int("sizes", sizes, minimum=1)

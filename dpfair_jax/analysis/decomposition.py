@@ -173,7 +173,7 @@ def theorem2_decomposition(loss_fn: Callable, params: PyTree, x: jax.Array, y: j
     """Theorem 2's decomposition of one DP-SGD step (paper 001, eqs. 4, 12-18, 32) per group.
 
     ``loss_fn(params, x_i, y_i)``: per-example loss. Exact expectations over fixed-size batches
-    drawn uniformly without replacement (``dpsgd.train(sampling="fixed_size")``) and over the
+    drawn uniformly without replacement (``dpsgd.fit`` with ``sampling="fixed_size"``) and over the
     noise; full Hessians of the flattened parameters (small models: ``K P^2`` memory).
     ``learning_rate``, ``clip_norm``, ``noise_multiplier`` are traced (vmap over a C grid).
     """
