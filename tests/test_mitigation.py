@@ -317,10 +317,11 @@ def test_every_hyperparameter_is_checked_before_compute(setup, monkeypatch):
     with pytest.raises(ValueError, match=r"y: .*\{0, 1\}"):
         mitigation_train(jax.random.key(0), model, params, bad_y, **base)
     for field, value in {"gamma1": -1.0, "learning_rate": -1.0, "steps": 0}.items():
-        hp = dataclasses.replace(mitigation.MitigationHparams(), **{field: value})
         cfg = mitigation.MitigationConfig(model=model, batch_size=16, steps=3)
         if field == "steps":
             hp, cfg = mitigation.MitigationHparams(), dataclasses.replace(cfg, steps=value)
+        else:
+            hp = dataclasses.replace(mitigation.MitigationHparams(), **{field: value})
         with pytest.raises(ValueError, match=field):
             mitigation.fit(jax.random.key(0), data, hp, cfg)
     with pytest.raises(ValueError, match="config.model"):

@@ -75,6 +75,7 @@ class _Config(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 def output_loss_for(model: _models.Model, num_classes: int | None, loss: Any = None) -> Callable:
     """Per-example loss ``(outputs, y) -> [B]`` for a ``models.Model`` (``models.output_loss``).
+    Lower level: use fit (records no spend).
 
     ``loss`` may be a callable, ``"logistic"``, ``"cross_entropy"`` or ``"squared"``; by default it
     follows the model (logistic -> logistic, multinomial -> cross-entropy, linear -> squared) and,
@@ -86,6 +87,7 @@ def output_loss_for(model: _models.Model, num_classes: int | None, loss: Any = N
 def resolve_per_example(model_or_loss: Any, params: Any = None, per_example: str = "auto"
                         ) -> tuple[str, str | None]:
     """How per-example norms will be computed: ``("glm" | "mlp" | "cnn" | "vmap", activation)``.
+    Lower level: use fit (records no spend).
 
     What the model declares about its layers decides (``models.Model.layers``, read by
     ``privacy.clipping.per_example_path``): ghost norms for the GLMs, the MLP and the float32 CNN
@@ -139,7 +141,8 @@ def _resolve_path(model_or_loss: Any, per_example: str, num_classes: int | None,
 def check_labels(y: Any, mask: Any, out_loss: Any, model: Any) -> None:
     """Refuse, on the host, labels the output loss cannot take: ``models.binary_logistic_loss``
     needs ``y`` in {0, 1}, ``models.softmax_cross_entropy`` integers in ``[0, model.num_outputs)``
-    (rows with ``mask == 0`` are ignored; other losses and traced labels are not checked)."""
+    (rows with ``mask == 0`` are ignored; other losses and traced labels are not checked).
+    Lower level: use fit (records no spend)."""
     if out_loss is _models.binary_logistic_loss:
         k, what = 2, "the logistic loss needs labels y in {0, 1}"
     elif out_loss is _models.softmax_cross_entropy:
@@ -284,7 +287,7 @@ def resolve_steps(n: int, batch_size: int, steps: int | None = None, epochs: int
                   sampling: str = "poisson") -> int:
     """The number of steps of a run given ``steps=`` or ``epochs=`` (exactly one): an epoch is
     ``n // batch_size`` steps; with ``sampling="shuffle"``, ``steps`` must be whole epochs.
-    Raises ``ValueError`` naming the field otherwise. Use it to set ``DPSGDConfig.steps`` (or
+    Raises ``ValueError`` naming the field otherwise. Lower level: use fit (records no spend). Use it to set ``DPSGDConfig.steps`` (or
     ``MitigationConfig.steps``) from a number of epochs:
     ``DPSGDConfig(..., batch_size=b, steps=resolve_steps(n, b, epochs=3))``."""
     spe = _sampling.steps_per_epoch(n, batch_size)

@@ -110,6 +110,7 @@ def penalty_coefficients(stat: jax.Array, fractions: jax.Array) -> jax.Array:
 
     ``(1/B) sum_i c_{a(i)} d_i`` is the gradient of ``sum_a |stat_a - stat|`` when ``stat_a`` is
     the mean over group ``a`` of per-example quantities with gradients ``d_i`` (signs held fixed).
+    Lower level: use fit (records no spend).
     """
     p = jnp.asarray(fractions)
     pop = jnp.sum(p * stat)
