@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import optax
 
 from dpfair_jax import models
 from dpfair_jax.algorithms import dpsgd, mitigation
@@ -79,4 +78,4 @@ def mitigation_privacy(noise_multiplier, stats_noise_multiplier, *, n, batch_siz
 
 
 __all__ = ["dpsgd_config", "dpsgd_train", "dpsgd_privacy", "mitigation_config", "mitigation_train",
-           "mitigation_privacy", "optax"]
+           "mitigation_privacy"]
