@@ -4,7 +4,7 @@ Three models. Logistic regression (batch 1024) and a one-hidden-layer MLP (102-2
 256) on Adult-sized synthetic data (n = 34,000, d = 102); the kit's small CNN (``models.cnn``:
 28x28x1 images, 3x3 convs with 16 and 32 channels, ReLU, 2x2 average pooling, 10 classes, batch
 256) on synthetic images (n = 10,000). JAX variants run many steps inside one jitted ``lax.scan``
-(the DP rows call ``dpfair_jax.algorithms.dpsgd.train`` with its default Poisson sampling, padded to
+(the DP rows call ``dpfair_jax.algorithms.dpsgd.fit`` with its default Poisson sampling, padded to
 a static maximum batch; the non-private row is the same sampled loop without clipping or noise; for
 the CNN it differentiates ``ghost.cnn_forward``, ``model.apply``'s values with a convolution
 gradient that XLA:CPU runs ~20x faster inside ``lax.scan`` than plain autodiff of ``apply``, see
@@ -208,10 +208,10 @@ def jax_calls(data: dict, steps_by_row: dict, bf16: bool = False) -> dict[tuple[
         def dp(mode, model=model):
             @functools.partial(jax.jit, static_argnums=(4,))
             def run(key, params, x, y, steps):
-                p, _ = dpsgd.train(key, model, params, (x, y), clip_norm=CLIP, noise_multiplier=SIGMA,
-                                   learning_rate=LR, batch_size=bsz, steps=steps, sampling="poisson",
-                                   max_batch_size=max_b, per_example=mode, diagnostics=False)
-                return p
+                cfg = dpsgd.DPSGDConfig(model=model, batch_size=bsz, steps=steps, sampling="poisson",
+                                        max_batch_size=max_b, per_example=mode, diagnostics=False)
+                hp = dpsgd.DPSGDHparams(learning_rate=LR, clip_norm=CLIP, noise_multiplier=SIGMA)
+                return dpsgd.fit(key, (x, y), hp, cfg, params=params).params
 
             return run
 

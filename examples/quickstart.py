@@ -10,7 +10,7 @@ from dpfair_jax import models, montecarlo
 from dpfair_jax.algorithms import dpsgd, fermi
 from dpfair_jax.data import synthetic
 from dpfair_jax.fairness import evaluate, metrics
-from dpfair_jax.privacy import accounting, mechanisms
+from dpfair_jax.privacy import mechanisms
 
 key = jax.random.key(0)
 data = synthetic.two_group_classification(key, n=4000, d=8).data  # a Dataset: x, y, s
@@ -18,12 +18,12 @@ data = synthetic.two_group_classification(key, n=4000, d=8).data  # a Dataset: x
 # 1. DP-SGD: calibrate the noise for (epsilon, delta) = (1, 1e-5), train, state the spend
 #    (Poisson sampling at q = batch / n, add/remove; delta includes the padding's truncation charge).
 n, batch, steps, delta = data.n, 256, 200, 1e-5
-z = accounting.calibrate_noise_multiplier(1.0, delta, batch / n, steps)
 model = models.logistic(input_dim=data.d)
-params, _ = dpsgd.train(jax.random.key(1), model, model.init(jax.random.key(2)), data,
-                        clip_norm=1.0, noise_multiplier=z, learning_rate=0.5,
-                        batch_size=batch, steps=steps)
-print(dpsgd.privacy(z, n=n, batch_size=batch, steps=steps, delta=delta))
+config = dpsgd.DPSGDConfig(model=model, batch_size=batch, steps=steps, delta=delta)
+hp = dpsgd.calibrate(config, n, (1.0, delta), hparams=dpsgd.DPSGDHparams(clip_norm=1.0, learning_rate=0.5))
+result = dpsgd.fit(jax.random.key(1), data, hp, config)
+print(result.spend)
+params = result.params
 pred = models.predict_label(model, params, data.x)
 print("accuracy", float(metrics.accuracy(pred, data.y)),
       "DP violation (eq. 10)", float(metrics.demographic_parity_pairwise(pred, data.s, 2)))

@@ -36,13 +36,21 @@ def _two_group_logistic(n: int = 48, d: int = 3):
 
 
 def case_dpsgd() -> TrioCase:
-    raise NotImplementedError("dpsgd: fill in with the trio")
+    from dpfair_jax.algorithms import dpsgd
+
+    data = _two_group_logistic()
+    config = dpsgd.DPSGDConfig(model=models.logistic(), delta=DELTA, batch_size=12, steps=4, diagnostics=False)
+    return TrioCase("dpsgd", (data.x, data.y), config, data.n, (2.0, DELTA))
 
 
 
 
 def case_mitigation() -> TrioCase:
-    raise NotImplementedError("mitigation: fill in with the trio")
+    from dpfair_jax.algorithms import mitigation
+
+    data = _two_group_logistic()
+    config = mitigation.MitigationConfig(model=models.logistic(), delta=DELTA, batch_size=12, steps=4)
+    return TrioCase("mitigation", data, config, data.n, (3.0, DELTA))
 
 
 

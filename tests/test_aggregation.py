@@ -193,3 +193,23 @@ def test_clip_norm_inf_is_unclipped_and_only_noiseless():
     tx = agg.dp_aggregate(clip_norm=np.inf, noise_multiplier=0.0, key=0)
     out, _ = tx.update(g, tx.init(None))
     np.testing.assert_allclose(out["w"], np.asarray(g["w"]).mean(0), rtol=1e-6)
+
+
+def test_gaussian_std_and_noised_mean_closed_form():
+    """``gaussian_std = z * Delta`` (0 at ``z = 0``, also for ``Delta = inf``); ``noised_mean`` is
+    ``(S + N(0, (z Delta)^2)) / den``: on a zero sum its entries have std ``z Delta / den``."""
+    from dpfair_jax.privacy import mechanisms
+
+    assert float(agg.gaussian_std(1.5, 2.0)) == 3.0
+    assert float(agg.gaussian_std(0.0, float("inf"))) == 0.0
+    assert float(jax.jit(agg.gaussian_std)(jnp.float32(0.0), jnp.float32(2.0))) == 0.0
+    zero = {"a": jnp.zeros(40_000), "b": jnp.zeros((100, 100))}
+    z, sens, den = 1.3, 0.7, 8.0
+    out = agg.noised_mean(jax.random.key(0), zero, sensitivity=sens, noise_multiplier=z, denominator=den)
+    flat = np.concatenate([np.asarray(out["a"]), np.asarray(out["b"]).ravel()]).astype(np.float64)
+    sigma = z * sens / den
+    assert abs(flat.std() - sigma) < 3 * sigma / np.sqrt(2 * flat.size)
+    assert abs(flat.mean()) < 3 * sigma / np.sqrt(flat.size)
+    # the same draw as the Gaussian mechanism with that std, divided by the denominator
+    ref = mechanisms.gaussian_mechanism(jax.random.key(0), zero, jnp.float32(z) * jnp.float32(sens))
+    np.testing.assert_array_equal(np.asarray(out["a"]), np.asarray(ref["a"] / jnp.float32(den)))

@@ -14,8 +14,8 @@ def _dpsgd_game(**kw):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(8, 2)).astype(np.float32)
     y = (np.arange(8) % 2).astype(np.int32)
-    cfg = dpsgd.DPSGDConfig(model=M.logistic(input_dim=2), delta=1e-3, diagnostics=False)
-    hp = dpsgd.DPSGDHparams(learning_rate=0.1, clip_norm=3.0, noise_multiplier=1.0, batch_size=4, steps=1)
+    cfg = dpsgd.DPSGDConfig(model=M.logistic(input_dim=2), delta=1e-3, diagnostics=False, batch_size=4, steps=1)
+    hp = dpsgd.DPSGDHparams(learning_rate=0.1, clip_norm=3.0, noise_multiplier=1.0)
     params = M.logistic(input_dim=2).init(jax.random.key(0))
     pair = ((jnp.asarray(x[:-1]), jnp.asarray(y[:-1])), (jnp.asarray(x), jnp.asarray(y)))
     return FitSpendGame(algorithm=dpsgd, config=cfg, hparams=hp, neighbours=pair,

@@ -114,8 +114,9 @@ def _case_dpsgd(sampling: str) -> tuple[Any, Any]:
     from dpfair_jax.algorithms import dpsgd
 
     data = _glm_data()
-    cfg = dpsgd.DPSGDConfig(model=models.logistic(input_dim=3), sampling=sampling, delta=DELTA)
-    hp = dpsgd.DPSGDHparams(learning_rate=0.1, clip_norm=1.0, noise_multiplier=1.1, batch_size=12, steps=8)
+    cfg = dpsgd.DPSGDConfig(model=models.logistic(input_dim=3), sampling=sampling, delta=DELTA, batch_size=12,
+                            steps=8)
+    hp = dpsgd.DPSGDHparams(learning_rate=0.1, clip_norm=1.0, noise_multiplier=1.1)
     res = dpsgd.fit(jax.random.key(0), (data.x, data.y), hp, cfg)
     return res.report, dpsgd.spend(cfg, data.n, hp)
 
@@ -166,9 +167,8 @@ def _case_mitigation() -> tuple[Any, Any]:
     from dpfair_jax.algorithms import mitigation as M
 
     data = _glm_data()
-    cfg = M.MitigationConfig(model=models.logistic(input_dim=3), delta=DELTA)
-    hp = M.MitigationHparams(learning_rate=0.1, clip_norm=1.0, noise_multiplier=1.1, stats_noise_multiplier=3.0,
-                             batch_size=12, steps=8)
+    cfg = M.MitigationConfig(model=models.logistic(input_dim=3), delta=DELTA, batch_size=12, steps=8)
+    hp = M.MitigationHparams(learning_rate=0.1, clip_norm=1.0, noise_multiplier=1.1, stats_noise_multiplier=3.0)
     res = M.fit(jax.random.key(4), data, hp, cfg)
     return res.report, M.spend(cfg, data.n, hp)
 

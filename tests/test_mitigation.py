@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from dpfair_jax import models
-from dpfair_jax.algorithms import dpsgd, mitigation
+from dpfair_jax.algorithms import FitResult, dpsgd, mitigation
 from dpfair_jax.data import synthetic
 from dpfair_jax.privacy import accounting
+from _sgd_keywords import dpsgd_train, mitigation_train, mitigation_privacy
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,8 @@ KW = dict(clip_norm=0.1, noise_multiplier=5.0, learning_rate=0.05, batch_size=16
 def test_zero_gammas_equal_dpsgd_bit_for_bit(setup):
     data, model, params = setup
     key = jax.random.key(42)
-    p_ref, _ = dpsgd.train(key, model, params, data, per_example="vmap", **KW)
-    p_mit, diag = mitigation.train(key, model, params, data, gamma1=0.0, gamma2=0.0,
+    p_ref, _ = dpsgd_train(key, model, params, data, per_example="vmap", **KW)
+    p_mit, diag = mitigation_train(key, model, params, data, gamma1=0.0, gamma2=0.0,
                                    stats_noise_multiplier=5.0, **KW)
     for a, b in zip(jax.tree_util.tree_leaves(p_ref), jax.tree_util.tree_leaves(p_mit)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -44,7 +45,7 @@ def test_nonzero_gammas_change_the_update_and_vmap_grid(setup):
     key = jax.random.key(3)
 
     def run(g1, g2):
-        return mitigation.train(key, model, params, data, gamma1=g1, gamma2=g2, stats_noise_multiplier=1.0,
+        return mitigation_train(key, model, params, data, gamma1=g1, gamma2=g2, stats_noise_multiplier=1.0,
                                 diagnostics=False, **KW)[0]
 
     grid = jnp.array([[0.0, 0.0], [1.0, 1.0]])
@@ -83,7 +84,7 @@ def full_step(setup):
     @jax.jit
     def run(g1, g2, clip, z, zs, lr):
         def one(k):
-            p, diag = mitigation.train(k, model, params, data, gamma1=g1, gamma2=g2, clip_norm=clip,
+            p, diag = mitigation_train(k, model, params, data, gamma1=g1, gamma2=g2, clip_norm=clip,
                                        noise_multiplier=z, stats_noise_multiplier=zs, learning_rate=lr,
                                        batch_size=data.n, steps=1)
             return p, diag["private_group_sums"][0]
@@ -151,7 +152,7 @@ def test_noiseless_update_is_within_its_sensitivity_under_large_penalties(setup)
     exceed it by orders of magnitude)."""
     data, model, params = setup
     c, pclip = 1e-3, 2e-3
-    p1, _ = mitigation.train(jax.random.key(2), model, params, data, gamma1=200.0, gamma2=200.0, clip_norm=c,
+    p1, _ = mitigation_train(jax.random.key(2), model, params, data, gamma1=200.0, gamma2=200.0, clip_norm=c,
                              noise_multiplier=0.0, stats_noise_multiplier=0.0, learning_rate=1.0,
                              batch_size=data.n, steps=1, penalty_clip_norm=pclip)
     p0 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(params)])
@@ -185,16 +186,16 @@ def test_statistics_and_update_noise_use_distinct_keys(setup, full_step):
 
 def test_privacy_composes_both_gaussians():
     z, zs, n, b, steps, delta = 5.0, 5.0, 1000, 32, 100, 1e-5
-    sp = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta)
+    sp = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta)
     eff = accounting.effective_noise_multiplier([z, zs])
     ref = accounting.dpsgd_epsilon(eff, b / n, steps, delta)
     assert sp.epsilon == pytest.approx(ref, rel=1e-6)
-    plain = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, gamma1=0.0, gamma2=0.0)
+    plain = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, gamma1=0.0, gamma2=0.0)
     assert plain.epsilon == pytest.approx(accounting.dpsgd_epsilon(z, b / n, steps, delta), rel=1e-6)
     assert plain.epsilon < sp.epsilon
     # a penalized run (or one whose gammas are not stated) is charged for the statistics
     for kw in ({}, {"gamma1": 1.0, "gamma2": 0.0}, {"gamma1": 0.0}):
-        assert mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
+        assert mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
 
 
 @pytest.mark.parametrize("stats_every", [0, 5])
@@ -208,7 +209,7 @@ def test_privacy_is_the_event_written_from_the_run(stats_every):
     from scipy import stats
 
     z, zs, n, b, steps, delta, width = 1.3, 2.1, 400, 20, 12, 1e-5, 40
-    sp = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, stats_every=stats_every,
+    sp = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, stats_every=stats_every,
                             max_batch_size=width)
     g = dp_accounting.GaussianDpEvent
     if stats_every:
@@ -237,15 +238,15 @@ def test_privacy_truncation_at_the_trained_padding(setup):
     default = mitigation.padded_batch_size(n, b, steps)
     assert default == sampling.max_batch_size_for(n, b / n, steps)
     for width in (55, default):
-        sp = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=width)
+        sp = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=width)
         extra = sampling.truncation_delta(n, b / n, width, steps, sp.epsilon)
         assert sp.delta == pytest.approx(delta + extra, rel=1e-9)
         assert f"max_batch_size={width}" in sp.notes
-    narrow = mitigation.privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=55)
+    narrow = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=55)
     assert narrow.delta > 1e3 * delta  # a 55-row pad at expected size 32 overflows now and then
     data, model, params = setup
-    for fn in (lambda: mitigation.privacy(z, zs, n=data.n, batch_size=16, steps=3, delta=delta, max_batch_size=8),
-               lambda: mitigation.train(jax.random.key(0), model, params, data, gamma1=0.0, gamma2=0.0,
+    for fn in (lambda: mitigation_privacy(z, zs, n=data.n, batch_size=16, steps=3, delta=delta, max_batch_size=8),
+               lambda: mitigation_train(jax.random.key(0), model, params, data, gamma1=0.0, gamma2=0.0,
                                         stats_noise_multiplier=1.0, max_batch_size=8, **KW)):
         with pytest.raises(ValueError, match="max_batch_size"):
             fn()
@@ -254,19 +255,19 @@ def test_privacy_truncation_at_the_trained_padding(setup):
 def test_validation(setup):
     data, model, params = setup
     with pytest.raises(ValueError, match="gamma1"):
-        mitigation.train(jax.random.key(0), model, params, data, gamma1=-1.0, gamma2=0.0,
+        mitigation_train(jax.random.key(0), model, params, data, gamma1=-1.0, gamma2=0.0,
                          stats_noise_multiplier=1.0, **KW)
     with pytest.raises(ValueError, match="Dataset"):
-        mitigation.train(jax.random.key(0), model, params, (data.x, data.y), gamma1=0.0, gamma2=0.0,
+        mitigation_train(jax.random.key(0), model, params, (data.x, data.y), gamma1=0.0, gamma2=0.0,
                          stats_noise_multiplier=1.0, **KW)
 
 
 @pytest.mark.parametrize("gammas", [(1.0, 1.0), (0.0, 0.0)])
 def test_spend_of_calibrate_hits_the_target(gammas):
-    cfg = mitigation.MitigationConfig(model=models.logistic(), delta=1e-5)
+    cfg = mitigation.MitigationConfig(model=models.logistic(), delta=1e-5, batch_size=40, steps=30)
     base = mitigation.MitigationHparams(gamma1=gammas[0], gamma2=gammas[1], noise_multiplier=1.0,
-                                        stats_noise_multiplier=4.0, batch_size=40, steps=30)
-    hp = mitigation.calibrate(cfg, 800, (2.0, 1e-5), base)
+                                        stats_noise_multiplier=4.0)
+    hp = mitigation.calibrate(cfg, 800, (2.0, 1e-5), hparams=base)
     assert hp.stats_noise_multiplier / hp.noise_multiplier == pytest.approx(4.0, rel=1e-12)
     assert 0.99 * 2.0 <= mitigation.spend(cfg, 800, hp).epsilon <= 2.0
     lower = dataclasses.replace(hp, noise_multiplier=0.99 * hp.noise_multiplier,
@@ -274,20 +275,26 @@ def test_spend_of_calibrate_hits_the_target(gammas):
     assert mitigation.spend(cfg, 800, lower).epsilon > 2.0
     # the uncharged statistics: the same multiplier as plain DP-SGD with Poisson sampling
     if gammas == (0.0, 0.0):
-        d_hp = dpsgd.calibrate(dpsgd.DPSGDConfig(model=models.logistic(), delta=1e-5), 800, (2.0, 1e-5),
-                               dpsgd.DPSGDHparams(batch_size=40, steps=30))
+        d_hp = dpsgd.calibrate(dpsgd.DPSGDConfig(model=models.logistic(), delta=1e-5, batch_size=40, steps=30),
+                               800, (2.0, 1e-5))
         assert hp.noise_multiplier == pytest.approx(d_hp.noise_multiplier, rel=1e-6)
 
 
 @pytest.mark.slow
 def test_fit_records_its_spend_and_equals_train(setup):
     data, model, params = setup
-    cfg = mitigation.MitigationConfig(model=model, delta=1e-6)
+    cfg = mitigation.MitigationConfig(model=model, delta=1e-6, batch_size=16, steps=12)
     hp = mitigation.MitigationHparams(gamma1=0.5, gamma2=1.0, learning_rate=0.05, clip_norm=0.1,
-                                      noise_multiplier=5.0, stats_noise_multiplier=2.0, batch_size=16, steps=12)
+                                      noise_multiplier=5.0, stats_noise_multiplier=2.0)
     res = mitigation.fit(jax.random.key(3), data, hp, cfg, params=params)
+    assert type(res) is FitResult and res.report.steps == 12
     assert res.spend == mitigation.spend(cfg, data.n, hp)
-    p, _ = mitigation.train(jax.random.key(3), model, params, data, gamma1=0.5, gamma2=1.0,
+    # stats_every and a separate penalty clip norm are config choices; the spend charges the
+    # full-data releases of stats_every
+    every = dataclasses.replace(cfg, stats_every=4)
+    assert mitigation.fit(jax.random.key(3), data, hp, every, params=params).spend == mitigation.spend(every, data.n, hp)
+    assert mitigation.spend(every, data.n, hp).epsilon != res.spend.epsilon
+    p, _ = mitigation_train(jax.random.key(3), model, params, data, gamma1=0.5, gamma2=1.0,
                             stats_noise_multiplier=2.0, **KW)
     for a, b in zip(jax.tree_util.tree_leaves(res.params), jax.tree_util.tree_leaves(p)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -303,18 +310,22 @@ def test_every_hyperparameter_is_checked_before_compute(setup, monkeypatch):
            "max_batch_size": 3}
     for field, value in bad.items():
         with pytest.raises(ValueError, match=field):
-            mitigation.train(jax.random.key(0), model, params, data, **{**base, field: value})
+            mitigation_train(jax.random.key(0), model, params, data, **{**base, field: value})
     with pytest.raises(ValueError, match="optimizer"):
-        mitigation.train(jax.random.key(0), model, params, data, optimizer="sgd", **base)
+        mitigation_train(jax.random.key(0), model, params, data, optimizer="sgd", **base)
     with pytest.raises(ValueError, match="loss"):
-        mitigation.train(jax.random.key(0), model, params, data, loss="hinge", **base)
+        mitigation_train(jax.random.key(0), model, params, data, loss="hinge", **base)
     bad_y = data._replace(y=2 * data.y - 1) if hasattr(data, "_replace") else dataclasses.replace(data, y=2 * data.y - 1)
     with pytest.raises(ValueError, match=r"y: .*\{0, 1\}"):
-        mitigation.train(jax.random.key(0), model, params, bad_y, **base)
+        mitigation_train(jax.random.key(0), model, params, bad_y, **base)
     for field, value in {"gamma1": -1.0, "learning_rate": -1.0, "steps": 0}.items():
-        hp = dataclasses.replace(mitigation.MitigationHparams(batch_size=16, steps=3), **{field: value})
+        cfg = mitigation.MitigationConfig(model=model, batch_size=16, steps=3)
+        if field == "steps":
+            hp, cfg = mitigation.MitigationHparams(), dataclasses.replace(cfg, steps=value)
+        else:
+            hp = dataclasses.replace(mitigation.MitigationHparams(), **{field: value})
         with pytest.raises(ValueError, match=field):
-            mitigation.fit(jax.random.key(0), data, hp, mitigation.MitigationConfig(model=model))
+            mitigation.fit(jax.random.key(0), data, hp, cfg)
     with pytest.raises(ValueError, match="config.model"):
         mitigation.MitigationConfig().validate()
     assert not calls

@@ -34,7 +34,7 @@ DECORATED = {
     "dpfair_jax.privacy.aggregation": "private_sum private_mean group_clipped_sums combine_group_means "
                                       "group_weighted_private_mean",
     "dpfair_jax.privacy.mechanisms": "noisy_sufficient_statistics",
-    "dpfair_jax.algorithms.dpsgd": "train clipped_grad_sum",
+    "dpfair_jax.algorithms.dpsgd": "fit clipped_grad_sum",
     "dpfair_jax.algorithms.fermi": "fit",
     "dpfair_jax.algorithms.sgda": "dpsgda",
     "dpfair_jax.algorithms.budget_tailoring": "fit fit_arrays fit_many fit_many_from_draws fit_many_prepared prepare "
@@ -42,7 +42,7 @@ DECORATED = {
                                              "stage2_descent noisy_group_release",
     "dpfair_jax.algorithms.mean_estimation": "laplace_mean gaussian_mean stratified_laplace_mean "
                                              "stratified_gaussian_mean coinpress_mean stratified_coinpress noisy_counts",
-    "dpfair_jax.algorithms.mitigation": "train",
+    "dpfair_jax.algorithms.mitigation": "fit",
     "dpfair_jax.algorithms.output_perturbation": "minimize fit",
     "dpfair_jax.algorithms.pfld": "fit",
     "dpfair_jax.algorithms.reductions": "lopt_grid_private dp_weighted_least_squares weighted_least_squares "

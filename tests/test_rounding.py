@@ -50,6 +50,7 @@ import numpy as np  # noqa: E402
 
 from dpfair_jax.privacy import bounding as Bd  # noqa: E402
 from dpfair_jax.privacy import clipping as Cl  # noqa: E402
+from _sgd_keywords import dpsgd_privacy
 
 CLIPS = [1.0, 0.1, 3.7, 1e-3, 2.0**-20]
 
@@ -176,10 +177,10 @@ def test_paper_001_checkpoint_spend_includes_truncation():
     P = load_study("paper_001")
     cfg = registry.get("lens_fig9").configs["quick"]
     n, bs, per = 1000, int(cfg["batch_size"]), int(cfg["steps_per_checkpoint"])
-    width = sampling.max_batch_size_for(n, bs / n, per)  # what each checkpoint's dpsgd.train pads to
+    width = sampling.max_batch_size_for(n, bs / n, per)  # what each checkpoint's dpsgd.fit pads to
     assert P._padded_width(n, cfg) == width
     spend = P._checkpoint_spend(n, cfg, 3)
-    want = dpsgd.privacy(float(cfg["noise_multiplier"]), n=n, batch_size=bs, delta=float(cfg["delta"]),
+    want = dpsgd_privacy(float(cfg["noise_multiplier"]), n=n, batch_size=bs, delta=float(cfg["delta"]),
                          steps=3 * per, max_batch_size=width)
     trunc = sampling.truncation_delta(n, bs / n, width, 3 * per, spend.epsilon)
     assert trunc > 0 and spend.epsilon == want.epsilon and spend.delta == want.delta

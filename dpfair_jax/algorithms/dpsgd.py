@@ -15,9 +15,11 @@ whatever a model computes internally. ``clip_norm``,
 ``noise_multiplier`` and ``learning_rate`` are traced, so ``jax.jit(jax.vmap(...))`` over a grid of
 them is one program; shapes (batch size, steps, model) are static.
 
-Public names: :func:`train`, :func:`privacy`, :func:`resolve_per_example`, :func:`resolve_steps`,
-:func:`clipped_grad_sum`, :func:`output_loss_for`; the trio :func:`fit` / :func:`spend` /
-:func:`calibrate` with :class:`DPSGDConfig` and :class:`DPSGDHparams`.
+The API is the trio :func:`fit` / :func:`spend` / :func:`calibrate` with :class:`DPSGDConfig`
+(static choices: model, sampling, ``batch_size``, ``steps``, ...) and :class:`DPSGDHparams`
+(``learning_rate``, ``clip_norm``, ``noise_multiplier``). Lower level (use fit):
+:func:`clipped_grad_sum`, :func:`resolve_per_example`, :func:`resolve_steps`, :func:`output_loss_for`,
+:func:`check_labels`.
 """
 
 from __future__ import annotations
@@ -33,19 +35,21 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
 from dpfair_jax.data.dataset import Dataset
-from dpfair_jax.privacy import mechanisms as _mech
+from dpfair_jax import _validation as v
+from dpfair_jax.privacy import aggregation as _agg
 from dpfair_jax.privacy import relations as _rel
 from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
+from dpfair_jax._validation import is_traced
 
-__all__ = ["train", "privacy", "clipped_grad_sum", "resolve_per_example", "resolve_steps",
-           "output_loss_for", "check_labels", "GLM_MODELS", "DPSGDConfig", "DPSGDHparams", "DPSGDResult",
-           "fit", "spend", "calibrate"]
+from ._trio import FitResult, hparams_pytree
+
+__all__ = ["clipped_grad_sum", "resolve_per_example", "resolve_steps", "output_loss_for", "check_labels",
+           "GLM_MODELS", "DPSGDConfig", "DPSGDHparams", "fit", "spend", "calibrate"]
 
 GLM_MODELS = ("linear", "logistic", "multinomial_logistic")
 PER_EXAMPLE_MODES = ("auto", "vmap", "ghost")
@@ -71,6 +75,7 @@ class _Config(NamedTuple):
 # ------------------------------------------------------------------------------------------------
 def output_loss_for(model: _models.Model, num_classes: int | None, loss: Any = None) -> Callable:
     """Per-example loss ``(outputs, y) -> [B]`` for a ``models.Model`` (``models.output_loss``).
+    Lower level: use fit (records no spend).
 
     ``loss`` may be a callable, ``"logistic"``, ``"cross_entropy"`` or ``"squared"``; by default it
     follows the model (logistic -> logistic, multinomial -> cross-entropy, linear -> squared) and,
@@ -82,6 +87,7 @@ def output_loss_for(model: _models.Model, num_classes: int | None, loss: Any = N
 def resolve_per_example(model_or_loss: Any, params: Any = None, per_example: str = "auto"
                         ) -> tuple[str, str | None]:
     """How per-example norms will be computed: ``("glm" | "mlp" | "cnn" | "vmap", activation)``.
+    Lower level: use fit (records no spend).
 
     What the model declares about its layers decides (``models.Model.layers``, read by
     ``privacy.clipping.per_example_path``): ghost norms for the GLMs, the MLP and the float32 CNN
@@ -91,12 +97,16 @@ def resolve_per_example(model_or_loss: Any, params: Any = None, per_example: str
     not needed (kept for callers that pass it).
     """
     v.check_choice("per_example", per_example, PER_EXAMPLE_MODES)
-    try:
-        mode = _clip.per_example_path(model_or_loss, per_example)
-    except ValueError as err:
-        raise ValueError(f"per_example='ghost': {err}") from err
+    mode = _path(model_or_loss, per_example)
     act = model_or_loss.hparams.get("activation") if mode == "mlp" else None
     return mode, act
+
+
+def _path(model_or_loss: Any, per_example: str) -> str:
+    try:
+        return _clip.per_example_path(model_or_loss, per_example)
+    except ValueError as err:
+        raise ValueError(f"per_example='ghost': {err}") from err
 
 
 def _as_target(model_or_loss: Any, params: Any, x: Any, loss: Any) -> tuple[Any, Any]:
@@ -120,7 +130,7 @@ def _as_target(model_or_loss: Any, params: Any, x: Any, loss: Any) -> tuple[Any,
 def _resolve_path(model_or_loss: Any, per_example: str, num_classes: int | None, loss: Any
                   ) -> tuple[str, Any, Any]:
     """``(mode, target, output loss or None)`` for :func:`clipping.clipped_grad_sum`."""
-    mode, _ = resolve_per_example(model_or_loss, None, per_example)
+    mode = _path(model_or_loss, per_example)
     if isinstance(model_or_loss, _models.Model):
         return mode, model_or_loss, output_loss_for(model_or_loss, num_classes, loss)
     if loss is not None:
@@ -131,7 +141,8 @@ def _resolve_path(model_or_loss: Any, per_example: str, num_classes: int | None,
 def check_labels(y: Any, mask: Any, out_loss: Any, model: Any) -> None:
     """Refuse, on the host, labels the output loss cannot take: ``models.binary_logistic_loss``
     needs ``y`` in {0, 1}, ``models.softmax_cross_entropy`` integers in ``[0, model.num_outputs)``
-    (rows with ``mask == 0`` are ignored; other losses and traced labels are not checked)."""
+    (rows with ``mask == 0`` are ignored; other losses and traced labels are not checked).
+    Lower level: use fit (records no spend)."""
     if out_loss is _models.binary_logistic_loss:
         k, what = 2, "the logistic loss needs labels y in {0, 1}"
     elif out_loss is _models.softmax_cross_entropy:
@@ -165,11 +176,12 @@ def clipped_grad_sum(model_or_loss: Any, params: Any, xb: jax.Array, yb: jax.Arr
                      ) -> tuple[Any, jax.Array, jax.Array]:
     """One batch's sum of per-example gradients clipped to ``clip_norm``: ``(sums, norms, losses)``.
 
-    The step :func:`train` takes (``privacy.clipping.clipped_grad_sum``, with the same path
-    selection and the loss :func:`output_loss_for` picks), for custom loops. ``mask [B]`` weights
+    Lower level: use fit. The step :func:`fit` takes (``privacy.clipping.clipped_grad_sum``, with
+    the same path selection and the loss :func:`output_loss_for` picks), for custom loops; it
+    records no spend. ``mask [B]`` weights
     the examples (padding rows 0). ``norms`` and ``losses`` are per example (not private). Add
-    Gaussian noise of std ``noise_multiplier * clip_norm`` (``privacy.mechanisms``) and normalise
-    by the expected batch size to get a DP-SGD gradient. jit/vmap-able.
+    Gaussian noise and normalise by the expected batch size (``privacy.aggregation.noised_mean``)
+    to get a DP-SGD gradient. jit/vmap-able.
 
     Privacy: the sum has L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm``
     replace-one); it is not private until noise is added.
@@ -197,7 +209,6 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
     x = x.astype(dt) if jnp.result_type(x) != dt else x
     clip_norm = jnp.asarray(clip_norm, dt)
     noise_multiplier = jnp.asarray(noise_multiplier, dt)
-    std = noise_multiplier * clip_norm
     denominator = jnp.asarray(cfg.batch_size, dt)
     q = cfg.batch_size / cfg.n
     opt = _make_optimizer(cfg, learning_rate)
@@ -226,8 +237,8 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
         xb, yb = x[idx], y[idx]
         x_sq = None if x_sq_all is None else x_sq_all[idx]
         sums, norms, losses = _clipped_sum(cfg, params, xb, yb, mask, clip_norm, x_sq)
-        noisy = _mech.gaussian_mechanism(k_noise, sums, std)
-        grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy)
+        grad = _agg.noised_mean(k_noise, sums, sensitivity=clip_norm, noise_multiplier=noise_multiplier,
+                                denominator=denominator)
         updates, opt_state = opt.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)
         if cfg.diagnostics:
@@ -260,8 +271,7 @@ def _train_program(cfg: _Config, key, params, x, y, data_mask, clip_norm, noise_
     return params, diag, report
 
 
-# ------------------------------------------------------------------------------------------------
-# Public API
+# Inputs, steps and the program's shape
 # ------------------------------------------------------------------------------------------------
 def _unpack_data(data: Any) -> tuple[Any, Any, Any, int | None]:
     if isinstance(data, Dataset):
@@ -277,137 +287,54 @@ def resolve_steps(n: int, batch_size: int, steps: int | None = None, epochs: int
                   sampling: str = "poisson") -> int:
     """The number of steps of a run given ``steps=`` or ``epochs=`` (exactly one): an epoch is
     ``n // batch_size`` steps; with ``sampling="shuffle"``, ``steps`` must be whole epochs.
-    Raises ``ValueError`` naming the field otherwise."""
+    Raises ``ValueError`` naming the field otherwise. Lower level: use fit (records no spend). Use it to set ``DPSGDConfig.steps`` (or
+    ``MitigationConfig.steps``) from a number of epochs:
+    ``DPSGDConfig(..., batch_size=b, steps=resolve_steps(n, b, epochs=3))``."""
     spe = _sampling.steps_per_epoch(n, batch_size)
     if (steps is None) == (epochs is None):
         raise ValueError("pass exactly one of steps= or epochs=.")
     if epochs is not None:
         return spe * v.check_int("epochs", epochs, minimum=1)
     steps = v.check_int("steps", steps, minimum=1)
-    if sampling == "shuffle" and steps % spe:
-        raise ValueError(
-            f"with sampling='shuffle', steps must be a multiple of the {spe} steps per epoch "
-            f"(n // batch_size); got steps={steps}. Pass epochs= instead."
-        )
+    _check_whole_epochs(steps, spe, sampling)
     return steps
 
 
-@full_precision
-def _train(
-    key: jax.Array,
-    model_or_loss: Any,
-    params: Any,
-    data: Any,
-    *,
-    clip_norm: Any,
-    noise_multiplier: Any,
-    learning_rate: Any = None,
-    batch_size: int,
-    steps: int | None = None,
-    epochs: int | None = None,
-    sampling: str = "poisson",
-    optimizer: Any = optax.sgd,
-    loss: Any = None,
-    per_example: str = "auto",
-    max_batch_size: int | None = None,
-    diagnostics: bool = True,
-) -> tuple[Any, dict[str, jax.Array]]:
-    """Train with DP-SGD; returns ``(params, diagnostics)``.
-
-    Args:
-      key: threefry PRNG key (sampling and noise).
-      model_or_loss: a ``models.Model`` (loss from :func:`output_loss_for`, or ``loss=``); a
-        flax ``nnx.Module`` of your own (``models.from_nnx``: its ``nnx.Param`` state, as a plain
-        dict, is trained and returned); a pure ``apply(params, x [B, ...])`` together with
-        ``loss=`` (``models.from_apply``); or a per-example loss ``loss(params, x_i, y_i) ->
-        scalar`` over any parameter pytree. The per-example path follows the model's layer
-        declaration (ghost norms for the kit's GLMs, MLP and float32 CNN; ``vmap(grad)`` for
-        everything else, user modules included).
-      params: initial parameters (``None`` for an nnx module: the module's own).
-      data: a ``Dataset`` (its ``mask`` is honoured) or ``(x, y[, mask])``. With the logistic
-        loss the labels must lie in {0, 1}, with cross-entropy in ``[0, num_outputs)`` (refused
-        before any compute otherwise).
-      clip_norm, noise_multiplier, learning_rate: traced scalars (vmappable over a grid).
-      batch_size: the (expected, for Poisson) batch size; ``q = batch_size / n``.
-      steps / epochs: exactly one; an epoch is ``n // batch_size`` steps.
-      sampling: ``"poisson"`` (padded to ``max_batch_size``, default from
-        ``sampling.max_batch_size_for`` with overflow probability 1e-9 over the run),
-        ``"fixed_size"`` (independent uniform batches) or ``"shuffle"`` (shuffled epochs).
-      optimizer: an optax factory called as ``optimizer(learning_rate)``, or a ready
-        ``GradientTransformation`` (then ``learning_rate`` must be None).
-      per_example: ``"auto"`` (ghost norms for GLMs, dense MLPs and float32 CNNs; see
-        :func:`resolve_per_example`), ``"ghost"`` (raise if unavailable) or ``"vmap"``.
-      diagnostics: per-step ``loss``, ``clip_fraction``, ``mean_grad_norm``, ``batch_size``,
-        ``truncated`` (``[steps]`` arrays). They are computed from the private batch and are
-        **not** differentially private; do not release them.
-
-    Privacy: each step is a subsampled Gaussian mechanism with noise multiplier
-    ``noise_multiplier`` relative to the clipped sum's add/remove-one sensitivity ``clip_norm``;
-    the noisy mean is post-processing. :func:`privacy` accounts a run with the matching sampling
-    (Poisson: add/remove-one, ``n`` public; fixed-size: without replacement, replace-one,
-    sensitivity ``2 clip_norm``; shuffle: replace-one without amplification, ``epochs`` composed
-    Gaussians).
-    """
-    v.check_threefry_key(key)
-    x, y, data_mask, num_classes = _unpack_data(data)
-    v.check_shape("x", x, ndim=2)
-    n = v.check_same_length(x=x, y=y, mask=data_mask)
-    v.check_finite("x", x)
-    v.check_finite("y", y)
-    target, params = _as_target(model_or_loss, params, x, loss)
-    v.check_finite("params", params)
-    v.check_clip_norm(clip_norm)
-    v.check_noise_multiplier(noise_multiplier)
-    v.check_choice("sampling", sampling, _sampling.SAMPLING_SCHEMES)
-    batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    if batch_size > n:
-        raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
-    steps = resolve_steps(n, batch_size, steps, epochs, sampling)
-    if isinstance(optimizer, optax.GradientTransformation):
-        if learning_rate is not None:
-            raise ValueError("learning_rate must be None when optimizer is a GradientTransformation "
-                             "(it already holds its learning rate); or pass a factory like optax.sgd.")
-    else:
-        if not callable(optimizer):
-            raise ValueError("optimizer must be an optax factory (e.g. optax.sgd) or a GradientTransformation.")
-        if learning_rate is None:
-            raise ValueError("learning_rate is required with an optimizer factory.")
-        v.check_positive("learning_rate", learning_rate)
-    if sampling == "poisson":
-        if max_batch_size is None:
-            max_batch_size = _sampling.max_batch_size_for(n, batch_size / n, steps)
-        max_batch_size = v.check_int("max_batch_size", max_batch_size, minimum=batch_size)
-        max_batch_size = min(max_batch_size, n)
-    else:
-        max_batch_size = batch_size
-    mode, target, out_loss = _resolve_path(target, per_example, num_classes, loss)
-    check_labels(y, data_mask, out_loss, target)
-    cfg = _Config(mode, target, out_loss, n, batch_size, max_batch_size, steps, sampling,
-                  optimizer, bool(diagnostics))
-    return _train_program(cfg, key, params, x, y, data_mask, clip_norm, noise_multiplier, learning_rate)
+def _check_whole_epochs(steps: int, steps_per_epoch: int, sampling: str) -> None:
+    if sampling == "shuffle" and steps % steps_per_epoch:
+        raise ValueError(
+            f"with sampling='shuffle', steps must be a multiple of the {steps_per_epoch} steps per epoch "
+            f"(n // batch_size); got steps={steps}. Set steps from epochs (resolve_steps(n, batch_size, "
+            "epochs=...)) instead."
+        )
 
 
-@functools.wraps(_train)
-def train(*args: Any, **kwargs: Any) -> tuple[Any, dict]:
-    return _train(*args, **kwargs)[:2]  # (params, diagnostics); fit also keeps the report
+class _Shape(NamedTuple):
+    """The run's accounting spec (``sampling.accounting_for``) and static batch width."""
+
+    spec: Any
+    width: int
 
 
-train.__name__ = train.__qualname__ = "train"
+def _shape(config: "DPSGDConfig", n: int) -> _Shape:
+    """Check a validated config against the number of rows ``n`` (no re-validation) and return
+    the accounting spec and the static batch width: the padded Poisson batch (``max_batch_size``,
+    default ``sampling.max_batch_size_for`` with overflow probability 1e-9 over the run, at most
+    ``n``), or ``batch_size`` for fixed-size and shuffled batches."""
+    if config.batch_size > n:
+        raise ValueError(f"batch_size ({config.batch_size}) must be <= the number of rows n ({n}).")
+    spec = _sampling.accounting_for(config.sampling, n, config.batch_size)
+    _check_whole_epochs(config.steps, spec.steps_per_epoch, config.sampling)
+    if config.sampling != "poisson":
+        return _Shape(spec, config.batch_size)
+    width = config.max_batch_size
+    if width is None:
+        width = _sampling.max_batch_size_for(n, spec.sample_rate, config.steps)
+    return _Shape(spec, min(width, n))
 
 
-def privacy(
-    noise_multiplier: float,
-    *,
-    n: int,
-    batch_size: int,
-    delta: float,
-    steps: int | None = None,
-    epochs: int | None = None,
-    sampling: str = "poisson",
-    accountant: str = "rdp",
-    max_batch_size: int | None = None,
-):
-    """What a :func:`train` run spends, as ``accounting.PrivacySpend``.
+def _spend(config: "DPSGDConfig", n: int, noise_multiplier: float, shape: _Shape):
+    """The ``PrivacySpend`` of a run (inputs validated by the caller, ``shape = _shape(config, n)``).
 
     * ``"poisson"``: Poisson-subsampled Gaussian at ``q = batch_size / n`` under add/remove-one
       neighbours, plus the truncation charge ``sampling.truncation_delta`` added to ``delta`` (the
@@ -426,13 +353,8 @@ def privacy(
       Accounting shuffling as sampling without replacement (the kit's former rule, common in code)
       is not proven and can understate epsilon; it is not offered.
     """
-    v.check_noise_multiplier(noise_multiplier)
-    v.check_delta(delta)
-    v.check_choice("sampling", sampling, _sampling.SAMPLING_SCHEMES)
-    n = v.check_int("n", n, minimum=1)
-    batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    steps = resolve_steps(n, batch_size, steps, epochs, sampling)
-    spec = _sampling.accounting_for(sampling, n, batch_size)
+    sampling, steps, delta, accountant = config.sampling, config.steps, config.delta, config.accountant
+    spec = shape.spec
     z = float(noise_multiplier) / spec.sensitivity_factor
     if sampling == "shuffle":
         event = _acc.shuffled_event(z, steps, spec.steps_per_epoch)
@@ -447,10 +369,9 @@ def privacy(
     eps = _acc.epsilon_of_event(event, delta, accountant=accountant) if z > 0 else float("inf")
     total_delta, notes = float(delta), spec.notes
     if sampling == "poisson" and np.isfinite(eps):
-        b = max_batch_size or _sampling.max_batch_size_for(n, spec.sample_rate, steps)
-        extra = _sampling.truncation_delta(n, spec.sample_rate, min(b, n), steps, eps)
+        extra = _sampling.truncation_delta(n, spec.sample_rate, shape.width, steps, eps)
         total_delta = min(float(delta) + extra, 1.0 - 1e-12)
-        notes += f" Truncation at max_batch_size={min(b, n)} adds {extra:.3g} to delta."
+        notes += f" Truncation at max_batch_size={shape.width} adds {extra:.3g} to delta."
     return _acc.PrivacySpend(epsilon=eps, delta=total_delta, event=event, relation=spec.relation,
                              unit="example", accountant=accountant, notes=notes.strip())
 
@@ -463,14 +384,22 @@ class DPSGDConfig:
     """Static choices of a DP-SGD run (:func:`fit`).
 
     ``model``: a ``models.Model``, a flax ``nnx.Module``, a pure ``apply(params, x)`` (with
-    ``loss``) or a per-example loss ``loss(params, x_i, y_i)``; ``loss``: the output loss for a
-    model (``"logistic"``, ``"cross_entropy"``, ``"squared"`` or a callable; default from the
-    model); ``sampling``: ``"poisson"``, ``"fixed_size"`` or ``"shuffle"``; ``relation``: the
+    ``loss``) or a per-example loss ``loss(params, x_i, y_i)`` (the per-example path follows the
+    model's layer declaration: ghost norms for the kit's GLMs, MLP and float32 CNN, ``vmap(grad)``
+    for everything else, user modules included); ``loss``: the output loss for a model
+    (``"logistic"``, ``"cross_entropy"``, ``"squared"`` or a callable; default from the model);
+    ``sampling``: ``"poisson"`` (padded to ``max_batch_size``, default from
+    ``sampling.max_batch_size_for`` with overflow probability 1e-9 over the run), ``"fixed_size"``
+    (independent uniform batches) or ``"shuffle"`` (shuffled epochs); ``relation``: the
     neighbouring relation of the spend, ``None`` for the sampling's own (Poisson: add/remove;
     fixed-size and shuffled: replace-one; another value is refused); ``accountant``: ``"rdp"`` or
     ``"pld"`` (not used by shuffled epochs, whose curve is exact); ``delta``: the delta the spend
-    states epsilon at; ``optimizer``, ``per_example``, ``max_batch_size``, ``diagnostics`` as in
-    :func:`train`.
+    states epsilon at; ``optimizer``: an optax factory called as ``optimizer(learning_rate)``, or a
+    ready ``GradientTransformation`` (then ``hparams.learning_rate`` is not used); ``per_example``:
+    ``"auto"``, ``"ghost"`` (raise if unavailable) or ``"vmap"`` (:func:`resolve_per_example`);
+    ``batch_size``: the (expected, for Poisson) batch size, ``q = batch_size / n``; ``steps``: the
+    number of steps (from epochs: :func:`resolve_steps`; with ``"shuffle"``, whole epochs);
+    ``max_batch_size``: the padded Poisson width; ``diagnostics``: record per-step diagnostics.
     """
 
     model: Any = None
@@ -481,6 +410,8 @@ class DPSGDConfig:
     delta: float = 1e-5
     optimizer: Any = optax.sgd
     per_example: str = "auto"
+    batch_size: int = 256
+    steps: int = 100
     max_batch_size: int | None = None
     diagnostics: bool = True
 
@@ -501,69 +432,69 @@ class DPSGDConfig:
             if _rel.relation_name(self.relation) != own:
                 raise ValueError(f"relation={self.relation!r} does not match sampling={self.sampling!r}, "
                                  f"which is accounted under {own!r}; leave relation=None or change sampling.")
+        _check_optimizer(self.optimizer)
+        v.check_int("batch_size", self.batch_size, minimum=1)
+        v.check_int("steps", self.steps, minimum=1)
         if self.max_batch_size is not None:
-            v.check_int("max_batch_size", self.max_batch_size, minimum=1)
+            v.check_int("max_batch_size", self.max_batch_size, minimum=self.batch_size)
         return self
 
 
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["learning_rate", "clip_norm", "noise_multiplier"],
-                   meta_fields=["batch_size", "steps"])
-@dataclasses.dataclass(frozen=True)
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, optax.GradientTransformation) and not callable(optimizer):
+        raise ValueError("optimizer must be an optax factory (e.g. optax.sgd) or a GradientTransformation.")
+
+
+@hparams_pytree
 class DPSGDHparams:
     """Hyperparameters of a DP-SGD run: ``learning_rate``, ``clip_norm``, ``noise_multiplier``
-    (may be traced arrays; a registered pytree, so ``montecarlo.sweep`` and ``vmap`` grid them),
-    ``batch_size`` (expected, for Poisson) and ``steps`` (static)."""
+    (may be traced arrays; a registered pytree, so ``montecarlo.sweep`` and ``vmap`` grid them;
+    ``batch_size`` and ``steps`` are in :class:`DPSGDConfig`)."""
 
     learning_rate: Any = 0.1
     clip_norm: Any = 1.0
     noise_multiplier: Any = 1.0
-    batch_size: int = 256
-    steps: int = 100
 
     def validate(self) -> "DPSGDHparams":
         """Refuse, on the host, every field out of range (traced values are skipped), naming it."""
         v.check_positive("learning_rate", self.learning_rate)
         v.check_clip_norm(self.clip_norm)
         v.check_noise_multiplier(self.noise_multiplier)
-        v.check_int("batch_size", self.batch_size, minimum=1)
-        v.check_int("steps", self.steps, minimum=1)
         return self
 
 
-class DPSGDResult(NamedTuple):
-    """``params``, per-step ``diagnostics`` (not private), the run's ``spend``
-    (``None`` when the noise multiplier is traced, e.g. inside ``montecarlo.sweep``: call
-    :func:`spend` with the grid's values) and ``report``, the
-    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps the program ran."""
-
-    params: Any
-    diagnostics: dict
-    spend: Any
-    report: Any = None
-
-
-def _concrete(*values: Any) -> bool:
-    return not any(isinstance(leaf, jax.core.Tracer) for val in values for leaf in jax.tree_util.tree_leaves(val))
-
-
+@full_precision
 def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *,
-        params: Any = None) -> DPSGDResult:
-    """DP-SGD (:func:`train`) with ``hparams`` and ``config``; returns :class:`DPSGDResult`.
+        params: Any = None) -> FitResult:
+    """Train with DP-SGD (Abadi et al. 2016, Alg. 1) as one ``lax.scan``; returns :class:`FitResult`.
 
-    ``params``: the initial parameters; by default ``config.model.init`` with the first half of
-    ``split(key)`` (the second trains), or an nnx module's own. ``data``: a ``Dataset`` or
-    ``(x, y[, mask])`` with ``n`` rows.
+    ``data``: a ``Dataset`` (its ``mask`` is honoured) or ``(x, y[, mask])`` with ``n`` rows; with
+    the logistic loss the labels must lie in {0, 1}, with cross-entropy in ``[0, num_outputs)``
+    (refused before any compute otherwise). ``params``: the initial parameters; by default
+    ``config.model.init`` with the first half of ``split(key)`` (the second trains), or an nnx
+    module's own (``models.from_nnx``: its ``nnx.Param`` state, as a plain dict, is trained and
+    returned). ``hparams`` may be traced (one program for a grid under ``jit(vmap(...))``).
 
-    Privacy: the recorded ``spend`` is :func:`spend` ``(config, n, hparams)``: a subsampled Gaussian
-    mechanism per step with multiplier ``noise_multiplier`` on a clipped sum of sensitivity
-    ``clip_norm`` (add/remove-one under Poisson sampling; ``2 clip_norm`` under replace-one for
-    fixed-size and shuffled batches), accounted as :func:`privacy` does.
+    Returns ``FitResult(params, diagnostics, spend, report)``: ``params`` is the release;
+    ``diagnostics`` (``config.diagnostics``) holds per-step ``loss``, ``clip_fraction``,
+    ``mean_grad_norm``, ``batch_size``, ``truncated`` (``[steps]`` arrays), computed from the
+    private batches and **not** private (do not release them); ``report`` the
+    :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps run.
+
+    Privacy: each step is a subsampled Gaussian mechanism with multiplier ``noise_multiplier`` on
+    a clipped sum of add/remove-one sensitivity ``clip_norm`` (``privacy.aggregation.noised_mean``;
+    ``2 clip_norm`` under replace-one for fixed-size and shuffled batches); the recorded ``spend``
+    is :func:`spend` ``(config, n, hparams)`` (``None`` when ``noise_multiplier`` is traced).
     """
     config.validate()
     hparams.validate()
-    x = _unpack_data(data)[0]
-    n = int(np.shape(x)[0])
+    v.check_threefry_key(key)
+    x, y, data_mask, num_classes = _unpack_data(data)
+    v.check_shape("x", x, ndim=2)
+    n = v.check_same_length(x=x, y=y, mask=data_mask)
+    v.check_finite("x", x)
+    v.check_finite("y", y)
+    run = _shape(config, n)
     model = config.model
     if params is None and isinstance(model, _models.Model):
         k_init, key = jax.random.split(key)
@@ -572,30 +503,33 @@ def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *
     elif params is None and not isinstance(model, nnx.Module):
         raise ValueError("params is required for this config.model (only a models.Model or an nnx "
                          "module provides its own).")
-    out_params, diag, report = _train(key, model, params, data, clip_norm=hparams.clip_norm,
-                             noise_multiplier=hparams.noise_multiplier,
-                             learning_rate=None if isinstance(config.optimizer, optax.GradientTransformation)
-                             else hparams.learning_rate,
-                             batch_size=hparams.batch_size, steps=hparams.steps, sampling=config.sampling,
-                             optimizer=config.optimizer, loss=config.loss, per_example=config.per_example,
-                             max_batch_size=config.max_batch_size, diagnostics=config.diagnostics)
-    recorded = spend(config, n, hparams) if _concrete(hparams.noise_multiplier) else None
-    return DPSGDResult(out_params, diag, recorded, report)
+    target, params = _as_target(model, params, x, config.loss)
+    v.check_finite("params", params)
+    mode, target, out_loss = _resolve_path(target, config.per_example, num_classes, config.loss)
+    check_labels(y, data_mask, out_loss, target)
+    cfg = _Config(mode, target, out_loss, n, config.batch_size, run.width, config.steps,
+                  config.sampling, config.optimizer, bool(config.diagnostics))
+    out_params, diag, report = _train_program(cfg, key, params, x, y, data_mask, hparams.clip_norm,
+                                              hparams.noise_multiplier, hparams.learning_rate)
+    recorded = None if is_traced(hparams.noise_multiplier) else _spend(config, n, hparams.noise_multiplier, run)
+    return FitResult(out_params, diag, recorded, report)
 
 
 def spend(config: DPSGDConfig, sizes: int, hparams: DPSGDHparams):
-    """The ``PrivacySpend`` of :func:`fit` with these arguments (:func:`privacy` at
-    ``config.delta``; ``sizes`` is the number of rows ``n``, public). Its ``delta`` adds the Poisson
-    padding's truncation charge."""
+    """The ``PrivacySpend`` of :func:`fit` with these arguments (``sizes`` is the number of rows
+    ``n``), stating epsilon at ``config.delta``; under Poisson sampling its ``delta`` adds the
+    padding's truncation charge. Poisson: add/remove-one, subsampled Gaussian at
+    ``q = batch_size / n``, where the dataset size ``n`` is treated as public (as Opacus does; see
+    ``privacy.sampling``, "Dataset size"); fixed-size: replace-one, sampling without replacement
+    (multiplier halved, sensitivity ``2 C``); shuffled epochs: replace-one, ``k`` composed
+    Gaussians without amplification (exact curve). Details: ``_spend``."""
     config.validate()
     hparams.validate()
-    return privacy(float(hparams.noise_multiplier), n=v.check_int("sizes", sizes, minimum=1),
-                   batch_size=hparams.batch_size, delta=config.delta, steps=hparams.steps,
-                   sampling=config.sampling, accountant=config.accountant,
-                   max_batch_size=config.max_batch_size)
+    n = v.check_int("sizes", sizes, minimum=1)
+    return _spend(config, n, v.host_float("noise_multiplier", hparams.noise_multiplier), _shape(config, n))
 
 
-def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float],
+def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float], *,
               hparams: DPSGDHparams | None = None) -> DPSGDHparams:
     """``hparams`` (default ``DPSGDHparams()``) with ``noise_multiplier`` set to the smallest (within
     ~1e-6 relative) for which ``spend(config, sizes, result).epsilon <= target[0]``.
@@ -612,17 +546,14 @@ def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float],
     hp = (DPSGDHparams() if hparams is None else hparams).validate()
     n = v.check_int("sizes", sizes, minimum=1)
     eps, delta = _acc.calibration_target(target, config.delta)
-    if hp.batch_size > n:
-        raise ValueError(f"batch_size ({hp.batch_size}) must be <= sizes = n ({n}).")
-    spec = _sampling.accounting_for(config.sampling, n, hp.batch_size)
-    steps = resolve_steps(n, hp.batch_size, hp.steps, None, config.sampling)
+    shape = _shape(config, n)
+    spec = shape.spec
     if config.sampling == "shuffle":
-        part = _acc.participation_distribution(steps, "shuffle", steps_per_epoch=spec.steps_per_epoch)
+        part = _acc.participation_distribution(config.steps, "shuffle", steps_per_epoch=spec.steps_per_epoch)
         z = 1.0 / _acc.calibrate_membership_visible(float(eps), float(delta), part)
     else:
         z = _acc.calibrate_noise_multiplier(
-            float(eps), float(delta), spec.sample_rate, steps, accountant=config.accountant,
+            float(eps), float(delta), spec.sample_rate, config.steps, accountant=config.accountant,
             sampling=spec.sampling, dataset_size=None if spec.sampling == "poisson" else n)
-    z = _acc.step_up_until(lambda zz: spend(config, n, dataclasses.replace(hp, noise_multiplier=zz)).epsilon,
-                           z * spec.sensitivity_factor, eps)
+    z = _acc.step_up_until(lambda zz: _spend(config, n, zz, shape).epsilon, z * spec.sensitivity_factor, eps)
     return dataclasses.replace(hp, noise_multiplier=float(z))

@@ -30,11 +30,11 @@ Privacy: per step, two Gaussian mechanisms on the same Poisson-sampled batch, co
 the sampled event: the statistics (sensitivity sqrt 3, multiplier ``stats_noise_multiplier``) and
 then, adaptively, the clipped sum of augmented gradients (sensitivity ``C``, multiplier
 ``noise_multiplier``; the coefficients ``c_a`` depend on the data only through the first
-release). Add/remove-one neighbours, unit = example; :func:`privacy` accounts both (with the
+release). Add/remove-one neighbours, unit = example; :func:`spend` accounts both (with the
 RDP or PLD accountant). The statistics are charged unless the caller states ``gamma1 = gamma2 =
 0`` (then they are computed but multiplied by exact zeros, so the parameters do not depend on
 them). The padded Poisson batch (``max_batch_size``) comes from one helper,
-:func:`padded_batch_size`, in :func:`train` and :func:`privacy`, so the truncation charge is that
+:func:`padded_batch_size`, in :func:`fit` and :func:`spend`, so the truncation charge is that
 of the batch width the run used. The statistics' noise key is ``fold_in(k, 2)`` of the step key
 ``k`` (the update's sampling and noise keys are ``split(k)``): distinct from every key the
 gradient noise draws from (``fold_in(k_noise, i)`` equals ``split(k_noise, L)[i]``, the noise key
@@ -45,12 +45,12 @@ fractions, ``psi_a`` dropped per Fig. 10, the trace replaced by its uncertainty 
 authors' method; the statistics' noise also costs budget, so at equal epsilon the model update
 gets a larger noise multiplier than plain DP-SGD.
 
-With ``gamma1 = gamma2 = 0`` :func:`train` equals ``dpsgd.train(..., per_example="vmap")``
+With ``gamma1 = gamma2 = 0`` :func:`fit` equals ``dpsgd.fit`` with ``per_example="vmap"``
 bit for bit under the same key: same key splitting (the statistics' key is
 ``fold_in(k, 2)``), same batches, same noise draws, and the penalty terms enter as exact zeros.
 
 Per-example gradients always come from ``vmap(grad)``, for every model (no ghost norms, unlike
-``dpsgd.train`` for GLMs, MLPs and CNNs): the clipped vector ``g_i + gamma1 c1_a H_i g_i / ||g_i||
+``dpsgd.fit`` for GLMs, MLPs and CNNs): the clipped vector ``g_i + gamma1 c1_a H_i g_i / ||g_i||
 + gamma2 c2_a nabla u(x_i)`` contains a per-example Hessian-vector product of ``g_i`` itself,
 which is not a function of one backward pass's per-layer (input, output-gradient) pairs, so its
 norm has no ghost identity and the augmented gradient has to be formed example by example.
@@ -73,15 +73,18 @@ from dpfair_jax import models as _models
 from dpfair_jax.algorithms import dpsgd as _dpsgd
 from dpfair_jax.analysis.hessian import prediction_uncertainty
 from dpfair_jax.data.dataset import Dataset
+from dpfair_jax._validation import is_traced
 from dpfair_jax.privacy import accounting as _acc
+from dpfair_jax.privacy import aggregation as _agg
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["train", "privacy", "padded_batch_size", "penalty_coefficients", "RECONSTRUCTION_NOTE",
-           "STATS_SENSITIVITY", "MitigationConfig", "MitigationHparams", "MitigationResult", "fit", "spend",
-           "calibrate"]
+from ._trio import FitResult, hparams_pytree
+
+__all__ = ["padded_batch_size", "penalty_coefficients", "RECONSTRUCTION_NOTE", "STATS_SENSITIVITY",
+           "MitigationConfig", "MitigationHparams", "fit", "spend", "calibrate"]
 
 RECONSTRUCTION_NOTE = ("paper 001 (gamma1, gamma2) mitigation: reconstruction (objective not in the "
                        "supplement); private plug-in surrogate, see dpfair_jax.algorithms.mitigation")
@@ -107,6 +110,7 @@ def penalty_coefficients(stat: jax.Array, fractions: jax.Array) -> jax.Array:
 
     ``(1/B) sum_i c_{a(i)} d_i`` is the gradient of ``sum_a |stat_a - stat|`` when ``stat_a`` is
     the mean over group ``a`` of per-example quantities with gradients ``d_i`` (signs held fixed).
+    Lower level: use fit (records no spend).
     """
     p = jnp.asarray(fractions)
     pop = jnp.sum(p * stat)
@@ -119,43 +123,24 @@ def _safe_norm(tree) -> jax.Array:
     return jnp.sqrt(jnp.maximum(sq, 1e-24))
 
 
-def padded_batch_size(n: int, batch_size: int, steps: int, max_batch_size: int | None = None) -> int:
-    """The static width of the padded Poisson batch of a :func:`train` run (and of its truncation
-    charge in :func:`privacy`): ``max_batch_size`` if given (at least ``batch_size``), else
-    ``sampling.max_batch_size_for(n, batch_size / n, steps)`` (overflow probability 1e-9 over the
-    run); never more than ``n``.
-
-    Privacy: draws above this width are dropped; :func:`privacy` charges
-    ``sampling.truncation_delta`` at exactly this width.
-    """
-    n = v.check_int("n", n, minimum=1)
-    batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    steps = v.check_int("steps", steps, minimum=1)
-    if batch_size > n:
-        raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
-    if max_batch_size is None:
-        max_batch_size = _sampling.max_batch_size_for(n, batch_size / n, steps)
-    return min(v.check_int("max_batch_size", max_batch_size, minimum=batch_size), n)
-
-
 @functools.partial(jax.jit, static_argnums=(0,))
 def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multiplier,
              stats_noise_multiplier, gamma1, gamma2, learning_rate, penalty_clip_norm=None):
-    # float32 at least (as dpsgd.train), whatever precision x comes in
+    # float32 at least (as dpsgd.fit), whatever precision x comes in
     dt = jnp.promote_types(jnp.result_type(x), jnp.float32)
     x = x.astype(dt) if jnp.result_type(x) != dt else x
     clip_norm = jnp.asarray(clip_norm, dt)
     noise_multiplier = jnp.asarray(noise_multiplier, dt)
     separate = penalty_clip_norm is not None  # clip the loss and the penalty parts separately
     pclip = jnp.asarray(penalty_clip_norm, dt) if separate else None
-    std = noise_multiplier * (clip_norm + pclip if separate else clip_norm)
+    sensitivity = clip_norm + pclip if separate else clip_norm  # of the clipped sum (add/remove-one)
     denominator = jnp.asarray(cfg.batch_size, dt)
     q = cfg.batch_size / cfg.n
     opt = cfg.optimizer if isinstance(cfg.optimizer, optax.GradientTransformation) else cfg.optimizer(learning_rate)
     opt_state = opt.init(params)
     k_cls = max(cfg.num_outputs, 2)
     u_max = 1.0 - 1.0 / k_cls
-    stats_std = jnp.asarray(stats_noise_multiplier, dt) * STATS_SENSITIVITY
+    stats_std = _agg.gaussian_std(stats_noise_multiplier, STATS_SENSITIVITY, dt)
     g1 = jnp.asarray(gamma1, dt)
     g2 = jnp.asarray(gamma2, dt)
 
@@ -238,8 +223,8 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
             norms_aug = _clip.per_example_norms(aug)
             cf = _clip.clip_factors(norms_aug, clip_norm, _clip.example_size(aug)) * mask
             sums_g = _clip.weighted_sum(aug, cf)
-        noisy_g = _mech.gaussian_mechanism(k_noise, sums_g, std)
-        grad = jax.tree_util.tree_map(lambda g: g / denominator, noisy_g)
+        grad = _agg.noised_mean(k_noise, sums_g, sensitivity=sensitivity, noise_multiplier=noise_multiplier,
+                                denominator=denominator)
         updates, opt_state = opt.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)
         if cfg.diagnostics:
@@ -264,124 +249,45 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
     return params, diag, _sampling.SamplingReport(steps=int(keys[:-1].shape[0]), **seen)  # scan length
 
 
-@full_precision
-def _train(key: jax.Array, model: _models.Model, params: Any, data: Dataset, *, gamma1: Any,
-          gamma2: Any, clip_norm: Any, noise_multiplier: Any, stats_noise_multiplier: Any,
-          learning_rate: Any, batch_size: int, steps: int | None = None, epochs: int | None = None,
-          optimizer: Any = optax.sgd, loss: Any = None, max_batch_size: int | None = None,
-          diagnostics: bool = True, stats_every: int = 0, penalty_clip_norm: Any = None) -> tuple[Any, dict]:
-    """DP-SGD with the (gamma1, gamma2) fairness penalties (reconstruction; see the module doc).
-
-    ``gamma1``, ``gamma2``, ``clip_norm``, ``noise_multiplier``, ``stats_noise_multiplier`` and
-    ``learning_rate`` are traced (one program for a whole gamma grid under ``vmap``). Poisson
-    sampling with expected batch ``batch_size`` (the accounting of :func:`privacy`).
-    ``max_batch_size``: the padded batch width (default and validation: :func:`padded_batch_size`;
-    pass the same value to :func:`privacy`). Diagnostics ``private_group_*`` are the released
-    (noisy) statistics: ``private_group_sums [steps, K, 3]`` the noisy sums of (1, clipped norm /
-    C, uncertainty / (1 - 1/K)) per group, the others post-processing of them; ``loss`` and
-    ``mean_grad_norm`` are not private.
-
-    ``stats_every = k >= 1``: the group statistics are released from the **full data** (every row,
-    no sampling) at steps 0, k, 2k, ... and held in between (default 0: from each step's batch);
-    pass the same ``stats_every`` to :func:`privacy`, which then charges ``ceil(steps / k)``
-    full-data Gaussian releases instead of one per sampled step. ``penalty_clip_norm = C_p``
-    (default ``None``: the augmented gradient is clipped jointly to ``clip_norm``): the loss
-    gradient is clipped to ``C`` and the penalty part to ``C_p`` separately, and the sum's noise is
-    ``noise_multiplier (C + C_p)`` (its sensitivity), so :func:`privacy` is unchanged.
-
-    Privacy: see the module doc; :func:`privacy` returns the spend.
-    """
-    v.check_threefry_key(key)
-    if not isinstance(model, _models.Model):
-        raise ValueError("model must be a models.Model (the penalty needs its predictions).")
-    if not isinstance(data, Dataset):
-        raise ValueError("data must be a Dataset (the penalty needs the group ids s).")
-    v.check_shape("x", data.x, ndim=2)
-    n = data.n
-    v.check_finite("x", data.x)
-    v.check_finite("y", data.y)
-    v.check_finite("params", params)
-    v.check_group_ids(data.s, data.num_groups)
-    out_loss = _models.output_loss(model, data.num_classes, loss)
-    _dpsgd.check_labels(data.y, data.mask, out_loss, model)
-    for name, val in (("gamma1", gamma1), ("gamma2", gamma2)):
-        v.check_positive(name, val, allow_zero=True)
-    v.check_clip_norm(clip_norm)
-    v.check_noise_multiplier(noise_multiplier)
-    v.check_noise_multiplier(stats_noise_multiplier, "stats_noise_multiplier")
-    batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    if batch_size > n:
-        raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
-    steps = _dpsgd.resolve_steps(n, batch_size, steps, epochs, "poisson")
-    if isinstance(optimizer, optax.GradientTransformation):
-        if learning_rate is not None:
-            raise ValueError("learning_rate must be None when optimizer is a GradientTransformation.")
-    else:
-        if not callable(optimizer):
-            raise ValueError("optimizer must be an optax factory (e.g. optax.sgd) or a GradientTransformation.")
-        if learning_rate is None:
-            raise ValueError("learning_rate is required with an optimizer factory.")
-        v.check_positive("learning_rate", learning_rate)
-    max_batch_size = padded_batch_size(n, batch_size, steps, max_batch_size)
-    stats_every = v.check_int("stats_every", stats_every, minimum=0)
-    if penalty_clip_norm is not None:
-        v.check_clip_norm(penalty_clip_norm, "penalty_clip_norm")
-    loss_fn = _models.example_loss(model, out_loss)
-    cfg = _Cfg(model, loss_fn, n, batch_size, max_batch_size, steps, data.num_groups,
-               model.num_outputs, optimizer, bool(diagnostics), stats_every)
-    return _program(cfg, key, params, data.x, data.y, data.s, data.mask, clip_norm, noise_multiplier,
-                    stats_noise_multiplier, gamma1, gamma2, learning_rate, penalty_clip_norm)
+def _check_shape(config: "MitigationConfig", n: int) -> None:
+    """The checks of a validated config that need the number of rows ``n`` (no re-validation)."""
+    if config.batch_size > n:
+        raise ValueError(f"batch_size ({config.batch_size}) must be <= the number of rows n ({n}).")
 
 
-@functools.wraps(_train)
-def train(*args: Any, **kwargs: Any) -> tuple[Any, dict]:
-    return _train(*args, **kwargs)[:2]  # (params, diagnostics); fit also keeps the report
+def _padded_width(n: int, batch_size: int, steps: int, max_batch_size: int | None) -> int:
+    if max_batch_size is None:
+        max_batch_size = _sampling.max_batch_size_for(n, batch_size / n, steps)
+    return min(max_batch_size, n)
 
 
-train.__name__ = train.__qualname__ = "train"
-
-
-def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, batch_size: int,
-            delta: float, steps: int | None = None, epochs: int | None = None,
-            accountant: str = "rdp", max_batch_size: int | None = None,
-            gamma1: float | None = None, gamma2: float | None = None, stats_every: int = 0):
-    """``PrivacySpend`` of a :func:`train` run with the same arguments.
+def _spend(config: "MitigationConfig", n: int, noise_multiplier: float, stats_noise_multiplier: float,
+           gamma1: float | None, gamma2: float | None):
+    """``PrivacySpend`` of a run (inputs validated by the caller).
 
     Per step, the statistics Gaussian (sensitivity ``sqrt 3``, multiplier
     ``stats_noise_multiplier``) and the clipped-sum Gaussian (sensitivity ``C``, multiplier
     ``noise_multiplier``) composed inside one Poisson-sampled event at ``q = batch_size / n``
-    (add/remove-one, unit = example). As in ``dpsgd.privacy``, the returned ``delta`` adds the
+    (add/remove-one, unit = example). As in ``dpsgd.spend``, the returned ``delta`` adds the
     truncation charge ``sampling.truncation_delta`` of the padded batch, at the width
-    :func:`padded_batch_size` gives for ``max_batch_size`` (pass the value given to :func:`train`).
+    :func:`padded_batch_size` gives for ``max_batch_size``.
 
     ``gamma1``/``gamma2``: the run's penalty weights. The statistics are charged unless both are
     given and both are 0 (the parameters then do not depend on them; the ``private_group_*``
-    diagnostics do, and are not covered). Leaving them out charges the statistics.
+    diagnostics do, and are not covered). ``None`` charges the statistics.
 
-    ``stats_every = k >= 1`` (as given to :func:`train`): the statistics are ``ceil(steps / k)``
-    full-data Gaussian releases (sensitivity ``sqrt 3``, no sampling), composed with the sampled
-    clipped-sum event.
-
-    Privacy: the returned ``(epsilon, delta)`` bounds the released parameters (and the
-    ``private_group_*`` diagnostics when the statistics are charged) under add/remove-one.
+    ``stats_every = k >= 1``: the statistics are ``ceil(steps / k)`` full-data Gaussian releases
+    (sensitivity ``sqrt 3``, no sampling), composed with the sampled clipped-sum event.
     """
-    v.check_noise_multiplier(noise_multiplier)
-    v.check_noise_multiplier(stats_noise_multiplier, "stats_noise_multiplier")
-    v.check_delta(delta)
-    n = v.check_int("n", n, minimum=1)
-    batch_size = v.check_int("batch_size", batch_size, minimum=1)
-    steps = _dpsgd.resolve_steps(n, batch_size, steps, epochs, "poisson")
-    width = padded_batch_size(n, batch_size, steps, max_batch_size)
-    for name, g in (("gamma1", gamma1), ("gamma2", gamma2)):
-        if g is not None:
-            v.check_positive(name, g, allow_zero=True)
+    batch_size, steps, delta, accountant = config.batch_size, config.steps, config.delta, config.accountant
+    width = _padded_width(n, batch_size, steps, config.max_batch_size)
     unpenalized = gamma1 is not None and gamma2 is not None and float(gamma1) == 0.0 and float(gamma2) == 0.0
     include_statistics = not unpenalized
     z, zs = float(noise_multiplier), float(stats_noise_multiplier)
     if z == 0.0 or (include_statistics and zs == 0.0):
         return _acc.PrivacySpend(epsilon=float("inf"), delta=float(delta), relation="add_remove",
                                  unit="example", accountant=accountant, notes="non-private")
-    stats_every = v.check_int("stats_every", stats_every, minimum=0)
+    stats_every = config.stats_every
     rel = (1.0, zs / z) if include_statistics and not stats_every else (1.0,)
     q = batch_size / n
     event = _acc.dpsgd_event(z, q, steps, relative_noise=rel)
@@ -405,16 +311,30 @@ def privacy(noise_multiplier: float, stats_noise_multiplier: float, *, n: int, b
 class MitigationConfig:
     """Static choices of a mitigation run (:func:`fit`): ``model`` (a ``models.Model``), ``loss``
     (output loss; default from the model and the data), ``accountant`` (``"rdp"`` or ``"pld"``),
-    ``delta`` (the delta the spend states epsilon at), ``optimizer``, ``max_batch_size``,
-    ``diagnostics`` as in :func:`train`. Poisson sampling, add/remove-one, unit = example."""
+    ``delta`` (the delta the spend states epsilon at), ``optimizer`` (an optax factory called as
+    ``optimizer(learning_rate)`` or a ready ``GradientTransformation``), ``batch_size`` (the
+    expected Poisson batch size, ``q = batch_size / n``), ``steps`` (from epochs:
+    ``dpsgd.resolve_steps``), ``max_batch_size`` (the padded batch width; default and check:
+    :func:`padded_batch_size`), ``diagnostics``; ``stats_every = k >= 1``: the group statistics
+    are released from the **full data** (every row, no sampling) at steps 0, k, 2k, ... and held in
+    between (default 0: from each step's batch), and the spend charges ``ceil(steps / k)``
+    full-data Gaussian releases instead of one per sampled step; ``penalty_clip_norm = C_p``
+    (default ``None``: the augmented gradient is clipped jointly to ``clip_norm``): the loss
+    gradient is clipped to ``C`` and the penalty part to ``C_p`` separately, and the sum's noise is
+    scaled to its sensitivity ``C + C_p`` (the spend is unchanged). Poisson sampling,
+    add/remove-one, unit = example."""
 
     model: Any = None
     loss: Any = None
     accountant: str = "rdp"
     delta: float = 1e-5
     optimizer: Any = optax.sgd
+    batch_size: int = 256
+    steps: int = 100
     max_batch_size: int | None = None
     diagnostics: bool = True
+    stats_every: int = 0
+    penalty_clip_norm: float | None = None
 
     def validate(self) -> "MitigationConfig":
         """Refuse out-of-range choices on the host, naming the field."""
@@ -422,20 +342,43 @@ class MitigationConfig:
             raise ValueError("config.model must be a models.Model (the penalty needs its predictions).")
         v.check_choice("accountant", self.accountant, ("rdp", "pld"))
         v.check_delta(self.delta)
+        if not isinstance(self.optimizer, optax.GradientTransformation) and not callable(self.optimizer):
+            raise ValueError("optimizer must be an optax factory (e.g. optax.sgd) or a GradientTransformation.")
+        v.check_int("batch_size", self.batch_size, minimum=1)
+        v.check_int("steps", self.steps, minimum=1)
         if self.max_batch_size is not None:
-            v.check_int("max_batch_size", self.max_batch_size, minimum=1)
+            v.check_int("max_batch_size", self.max_batch_size, minimum=self.batch_size)
+        v.check_int("stats_every", self.stats_every, minimum=0)
+        if self.penalty_clip_norm is not None:
+            v.check_clip_norm(self.penalty_clip_norm, "penalty_clip_norm")
         return self
 
 
-@functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["gamma1", "gamma2", "learning_rate", "clip_norm", "noise_multiplier",
-                                "stats_noise_multiplier"],
-                   meta_fields=["batch_size", "steps"])
-@dataclasses.dataclass(frozen=True)
+def padded_batch_size(n: int, batch_size: int, steps: int, max_batch_size: int | None = None) -> int:
+    """The static width of the padded Poisson batch of a :func:`fit` run (and of its truncation
+    charge in :func:`spend`): ``max_batch_size`` if given (at least ``batch_size``), else
+    ``sampling.max_batch_size_for(n, batch_size / n, steps)`` (overflow probability 1e-9 over the
+    run); never more than ``n``. Lower level: use fit (records no spend).
+
+    Privacy: draws above this width are dropped; :func:`spend` charges
+    ``sampling.truncation_delta`` at exactly this width.
+    """
+    n = v.check_int("n", n, minimum=1)
+    batch_size = v.check_int("batch_size", batch_size, minimum=1)
+    steps = v.check_int("steps", steps, minimum=1)
+    if batch_size > n:
+        raise ValueError(f"batch_size ({batch_size}) must be <= the number of rows n ({n}).")
+    if max_batch_size is not None:
+        v.check_int("max_batch_size", max_batch_size, minimum=batch_size)
+    return _padded_width(n, batch_size, steps, max_batch_size)
+
+
+@hparams_pytree
 class MitigationHparams:
-    """Hyperparameters (traced-able pytree; ``batch_size`` and ``steps`` static): penalty weights
-    ``gamma1``, ``gamma2`` (paper 001's default (1, 1)), ``learning_rate``, ``clip_norm``, the
-    update's ``noise_multiplier`` and the group statistics' ``stats_noise_multiplier``."""
+    """Hyperparameters (a registered pytree, every field may be traced; ``batch_size`` and
+    ``steps`` are in :class:`MitigationConfig`): penalty weights ``gamma1``, ``gamma2`` (paper
+    001's default (1, 1)), ``learning_rate``, ``clip_norm``, the update's ``noise_multiplier`` and
+    the group statistics' ``stats_noise_multiplier``."""
 
     gamma1: Any = 1.0
     gamma2: Any = 1.0
@@ -443,8 +386,6 @@ class MitigationHparams:
     clip_norm: Any = 1.0
     noise_multiplier: Any = 1.0
     stats_noise_multiplier: Any = 3.0
-    batch_size: int = 256
-    steps: int = 100
 
     def validate(self) -> "MitigationHparams":
         """Refuse, on the host, every field out of range (traced values are skipped), naming it."""
@@ -454,69 +395,79 @@ class MitigationHparams:
         v.check_clip_norm(self.clip_norm)
         v.check_noise_multiplier(self.noise_multiplier)
         v.check_noise_multiplier(self.stats_noise_multiplier, "stats_noise_multiplier")
-        v.check_int("batch_size", self.batch_size, minimum=1)
-        v.check_int("steps", self.steps, minimum=1)
         return self
 
 
-class MitigationResult(NamedTuple):
-    """``params``, ``diagnostics`` (``private_group_*`` are released statistics, the rest not
-    private), the run's ``spend`` (``None`` when noise multipliers or gammas are traced) and
-    ``report``, the :class:`~dpfair_jax.privacy.sampling.SamplingReport` of the steps run."""
-
-    params: Any
-    diagnostics: dict
-    spend: Any
-    report: Any = None
-
-
-def _concrete(*values: Any) -> bool:
-    return not any(isinstance(leaf, jax.core.Tracer) for val in values for leaf in jax.tree_util.tree_leaves(val))
-
-
+@full_precision
 def fit(key: jax.Array, data: Dataset, hparams: MitigationHparams, config: MitigationConfig, *,
-        params: Any = None) -> MitigationResult:
-    """:func:`train` with ``hparams`` and ``config``; returns :class:`MitigationResult`.
+        params: Any = None) -> FitResult:
+    """DP-SGD with the (gamma1, gamma2) fairness penalties (reconstruction; see the module doc);
+    returns :class:`FitResult`.
 
-    ``params``: initial parameters; by default ``config.model.init`` with the first half of
-    ``split(key)`` (the second trains).
+    ``data``: a ``Dataset`` (the penalty needs the group ids ``s``). ``params``: initial
+    parameters; by default ``config.model.init`` with the first half of ``split(key)`` (the second
+    trains). ``gamma1``, ``gamma2``, ``clip_norm``, ``noise_multiplier``,
+    ``stats_noise_multiplier`` and ``learning_rate`` may be traced (one program for a whole gamma
+    grid under ``vmap``). Poisson sampling with expected batch ``config.batch_size``.
 
-    Privacy: the recorded ``spend`` is :func:`spend` ``(config, n, hparams)`` (the statistics are
-    not charged when ``gamma1 = gamma2 = 0``, since the parameters then do not depend on them).
+    ``diagnostics`` (``config.diagnostics``): ``private_group_*`` are the **released** (noisy)
+    statistics, covered by the spend when the statistics are charged: ``private_group_sums
+    [steps, K, 3]`` the noisy sums of (1, clipped norm / C, uncertainty / (1 - 1/K)) per group, the
+    others post-processing of them; ``loss`` and ``mean_grad_norm`` are computed from the private
+    batches and are **not** private (do not publish them).
+
+    Privacy: see the module doc; the recorded ``spend`` is :func:`spend` ``(config, n, hparams)``
+    (the statistics are not charged when ``gamma1 = gamma2 = 0``, since the parameters then do not
+    depend on them); ``None`` when a multiplier or a gamma is traced.
     """
     config.validate()
     hparams.validate()
+    v.check_threefry_key(key)
     if not isinstance(data, Dataset):
         raise ValueError("data must be a Dataset (the penalty needs the group ids s).")
+    v.check_shape("x", data.x, ndim=2)
+    n = data.n
+    v.check_finite("x", data.x)
+    v.check_finite("y", data.y)
+    v.check_group_ids(data.s, data.num_groups)
+    _check_shape(config, n)
     model = config.model
     if params is None:
         k_init, key = jax.random.split(key)
         params = model.init(k_init, int(data.x.shape[1]))
-    out, diag, report = _train(key, model, params, data, gamma1=hparams.gamma1, gamma2=hparams.gamma2,
-                      clip_norm=hparams.clip_norm, noise_multiplier=hparams.noise_multiplier,
-                      stats_noise_multiplier=hparams.stats_noise_multiplier,
-                      learning_rate=None if isinstance(config.optimizer, optax.GradientTransformation)
-                      else hparams.learning_rate,
-                      batch_size=hparams.batch_size, steps=hparams.steps, optimizer=config.optimizer,
-                      loss=config.loss, max_batch_size=config.max_batch_size, diagnostics=config.diagnostics)
-    traced = not _concrete(hparams.noise_multiplier, hparams.stats_noise_multiplier, hparams.gamma1,
-                           hparams.gamma2)
-    return MitigationResult(out, diag, None if traced else spend(config, data.n, hparams), report)
+    v.check_finite("params", params)
+    out_loss = _models.output_loss(model, data.num_classes, config.loss)
+    _dpsgd.check_labels(data.y, data.mask, out_loss, model)
+    max_batch_size = _padded_width(n, config.batch_size, config.steps, config.max_batch_size)
+    loss_fn = _models.example_loss(model, out_loss)
+    cfg = _Cfg(model, loss_fn, n, config.batch_size, max_batch_size, config.steps, data.num_groups,
+               model.num_outputs, config.optimizer, bool(config.diagnostics), config.stats_every)
+    out, diag, report = _program(cfg, key, params, data.x, data.y, data.s, data.mask, hparams.clip_norm,
+                                 hparams.noise_multiplier, hparams.stats_noise_multiplier, hparams.gamma1,
+                                 hparams.gamma2, hparams.learning_rate, config.penalty_clip_norm)
+    traced = is_traced(hparams.noise_multiplier, hparams.stats_noise_multiplier, hparams.gamma1, hparams.gamma2)
+    recorded = None if traced else _spend(config, n, hparams.noise_multiplier, hparams.stats_noise_multiplier,
+                                          hparams.gamma1, hparams.gamma2)
+    return FitResult(out, diag, recorded, report)
 
 
 def spend(config: MitigationConfig, sizes: int, hparams: MitigationHparams):
-    """The ``PrivacySpend`` of :func:`fit` with these arguments (:func:`privacy` at
-    ``config.delta``, gammas stated; ``sizes`` = the number of rows ``n``, public)."""
+    """The ``PrivacySpend`` of :func:`fit` with these arguments (``sizes`` = the number of rows
+    ``n``, public), stating epsilon at ``config.delta``: per step, the statistics Gaussian
+    (sensitivity ``sqrt 3``) and the clipped-sum Gaussian (sensitivity ``C``) composed inside one
+    Poisson-sampled event (add/remove-one; ``config.stats_every = k``: ``ceil(steps / k)``
+    full-data releases instead), the statistics not charged when ``gamma1 = gamma2 = 0``; its
+    ``delta`` adds the padded batch's truncation charge."""
     config.validate()
     hparams.validate()
-    return privacy(float(hparams.noise_multiplier), float(hparams.stats_noise_multiplier),
-                   n=v.check_int("sizes", sizes, minimum=1), batch_size=hparams.batch_size,
-                   delta=config.delta, steps=hparams.steps, accountant=config.accountant,
-                   max_batch_size=config.max_batch_size, gamma1=float(hparams.gamma1),
-                   gamma2=float(hparams.gamma2))
+    n = v.check_int("sizes", sizes, minimum=1)
+    _check_shape(config, n)
+    return _spend(config, n, v.host_float("noise_multiplier", hparams.noise_multiplier),
+                  v.host_float("stats_noise_multiplier", hparams.stats_noise_multiplier),
+                  v.host_float("gamma1", hparams.gamma1), v.host_float("gamma2", hparams.gamma2))
 
 
-def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
+def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float], *,
               hparams: MitigationHparams | None = None) -> MitigationHparams:
     """``hparams`` (default ``MitigationHparams()``) with ``noise_multiplier`` and
     ``stats_noise_multiplier`` set so that ``spend(config, sizes, result).epsilon <= target[0]``,
@@ -532,21 +483,20 @@ def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
     hp = (MitigationHparams() if hparams is None else hparams).validate()
     n = v.check_int("sizes", sizes, minimum=1)
     eps, delta = _acc.calibration_target(target, config.delta)
-    if hp.batch_size > n:
-        raise ValueError(f"batch_size ({hp.batch_size}) must be <= sizes = n ({n}).")
+    _check_shape(config, n)
     z0, zs0 = float(hp.noise_multiplier), float(hp.stats_noise_multiplier)
     if z0 == 0.0 or zs0 == 0.0:
         raise ValueError("hparams.noise_multiplier and stats_noise_multiplier must be > 0: calibrate "
                          "keeps their ratio.")
     ratio = zs0 / z0
-    charged = not (float(hp.gamma1) == 0.0 and float(hp.gamma2) == 0.0)
-    steps = _dpsgd.resolve_steps(n, hp.batch_size, hp.steps, None, "poisson")
-    z = _acc.calibrate_noise_multiplier(float(eps), float(delta), hp.batch_size / n, steps,
+    g1, g2 = float(hp.gamma1), float(hp.gamma2)
+    charged = not (g1 == 0.0 and g2 == 0.0)
+    z = _acc.calibrate_noise_multiplier(float(eps), float(delta), config.batch_size / n, config.steps,
                                         accountant=config.accountant,
                                         relative_noise=(1.0, ratio) if charged else (1.0,))
 
     def eps_of(zz: float) -> float:
-        return spend(config, n, dataclasses.replace(hp, noise_multiplier=zz, stats_noise_multiplier=zz * ratio)).epsilon
+        return _spend(config, n, zz, zz * ratio, g1, g2).epsilon
 
     z = _acc.step_up_until(eps_of, z, eps)  # rounding in the spend's relative noise
     return dataclasses.replace(hp, noise_multiplier=float(z), stats_noise_multiplier=float(z * ratio))

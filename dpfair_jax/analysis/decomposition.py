@@ -34,6 +34,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from dpfair_jax import _validation as v
+from dpfair_jax.privacy.aggregation import gaussian_std
 from dpfair_jax.privacy.clipping import clip_factors
 from dpfair_jax.privacy.mechanisms import gaussian_noise
 
@@ -83,8 +84,9 @@ def _clip_rows(g, clip_norm):
 
 
 def _noise_scale(noise_multiplier, clip_norm):
-    """``sigma C``, and 0 for ``sigma = 0`` (also when ``C = inf``, the unclipped noiseless step)."""
-    return jnp.where(noise_multiplier == 0, 0.0, noise_multiplier * clip_norm)
+    """``sigma C`` (``privacy.aggregation.gaussian_std``), and 0 for ``sigma = 0`` (also when
+    ``C = inf``, the unclipped noiseless step)."""
+    return gaussian_std(noise_multiplier, clip_norm, jnp.result_type(clip_norm))
 
 
 @functools.partial(jax.jit, static_argnames=("loss_fn", "num_groups", "batch_size", "variant"))
@@ -171,7 +173,7 @@ def theorem2_decomposition(loss_fn: Callable, params: PyTree, x: jax.Array, y: j
     """Theorem 2's decomposition of one DP-SGD step (paper 001, eqs. 4, 12-18, 32) per group.
 
     ``loss_fn(params, x_i, y_i)``: per-example loss. Exact expectations over fixed-size batches
-    drawn uniformly without replacement (``dpsgd.train(sampling="fixed_size")``) and over the
+    drawn uniformly without replacement (``dpsgd.fit`` with ``sampling="fixed_size"``) and over the
     noise; full Hessians of the flattened parameters (small models: ``K P^2`` memory).
     ``learning_rate``, ``clip_norm``, ``noise_multiplier`` are traced (vmap over a C grid).
     """

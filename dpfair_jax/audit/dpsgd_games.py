@@ -198,9 +198,10 @@ def dpsgd_game(family: str = "dpsgd", *, bug: str | None = None, noise_multiplie
             return jnp.dot(p["layers"][first]["kernel"][0], v_hat)
 
     config = dpsgd.DPSGDConfig(model=model, sampling="fixed_size" if replace else "poisson", delta=float(delta),
+                               batch_size=batch_size, steps=steps,
                                diagnostics=False)  # every other field at its default
     hp = dpsgd.DPSGDHparams(learning_rate=float(learning_rate), clip_norm=float(clip_norm),
-                            noise_multiplier=float(noise_multiplier), batch_size=batch_size, steps=steps)
+                            noise_multiplier=float(noise_multiplier))
     scale = batch_size / (float(learning_rate) * float(clip_norm))
     c0 = float(coordinate(params0))
     xj = jnp.asarray(x)
@@ -369,11 +370,11 @@ def mitigation_game(*, bug: str | None = None, noise_multiplier: float = 1.0, st
     params0 = {**params0, "w": params0["w"].at[0, 0].set(w00)}
     d0 = Dataset(jnp.asarray(x[:-1]), jnp.asarray(y[:-1]), jnp.asarray(s[:-1]), 2)
     d1 = Dataset(jnp.asarray(x), jnp.asarray(y), jnp.asarray(s), 2)
-    config = mitigation.MitigationConfig(model=model, delta=float(delta))  # diagnostics carry the released statistics
+    config = mitigation.MitigationConfig(model=model, delta=float(delta), batch_size=batch_size,
+                                         steps=steps)  # diagnostics carry the released statistics
     hp = mitigation.MitigationHparams(gamma1=float(gamma1), gamma2=float(gamma2), learning_rate=float(learning_rate),
                                       clip_norm=float(clip_norm), noise_multiplier=float(noise_multiplier),
-                                      stats_noise_multiplier=float(stats_noise_multiplier),
-                                      batch_size=batch_size, steps=steps)
+                                      stats_noise_multiplier=float(stats_noise_multiplier))
     run = plant(hp, "noise" if bug else None,
                 (("stats_noise_multiplier" if bug == "stats_noise" else "noise_multiplier", None),))
     scale = batch_size / (float(learning_rate) * float(clip_norm))

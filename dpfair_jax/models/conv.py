@@ -66,7 +66,7 @@ def _conv2d_same(x: jax.Array, kernel: jax.Array) -> jax.Array:
 
     On XLA's CPU backend its reverse-mode gradient is written as two forward-layout convolutions
     (same values; ``jax.custom_vjp``, so no forward-mode autodiff through it). Inside a
-    ``lax.scan`` body, as in ``dpsgd.train`` and ``fermi.fit``, XLA:CPU leaves the backward
+    ``lax.scan`` body, as in ``dpsgd.fit`` and ``fermi.fit``, XLA:CPU leaves the backward
     convolutions of plain autodiff in layouts its fast convolution path does not take: a CNN
     gradient step ran ~20x slower than the same step outside the loop (measured with jax 0.10.2).
     Other backends use plain autodiff.
@@ -175,7 +175,7 @@ def cnn(
     forward/backward arithmetic is rounded to ``compute_dtype`` (relative error ~1e-2 for bfloat16).
     It is meant for GPUs (tensor cores); on CPU bfloat16 convolutions are usually *slower* than
     float32. Such a model declares no ghost-norm layers (``layers=None``): per-example norms
-    computed from bfloat16 activations would be rounded, so ``dpsgd.train`` takes ``vmap(grad)``.
+    computed from bfloat16 activations would be rounded, so ``dpsgd.fit`` takes ``vmap(grad)``.
 
     ``forward`` (the ghost-norm pass) and ``apply`` run the same layer sequence
     (:func:`_cnn_pass`); ``forward``'s convolutions carry a custom reverse-mode gradient on CPU

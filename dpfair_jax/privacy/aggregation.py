@@ -31,7 +31,9 @@ from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
+    "gaussian_std",
     "noisy_sum",
+    "noised_mean",
     "private_sum",
     "private_mean",
     "group_clipped_sums",
@@ -54,6 +56,38 @@ def noisy_sum(key: jax.Array, sum_tree: PyTree, std: Any) -> PyTree:
     ``clip_norm`` (add/remove-one), this is the Gaussian mechanism with that noise multiplier.
     """
     return _mech.gaussian_mechanism(key, sum_tree, std)
+
+
+def gaussian_std(noise_multiplier: Any, sensitivity: Any, dtype: Any = None) -> jax.Array:
+    """The Gaussian mechanism's noise std ``z * Delta`` for multiplier ``z`` and L2 sensitivity
+    ``Delta``, in ``dtype`` (default: that of the inputs); 0 where ``z = 0`` (also for
+    ``Delta = inf``, the noiseless path of an unclipped query). Traced values are fine.
+
+    Privacy: ``N(0, std^2)`` noise on a query of sensitivity ``Delta`` is the Gaussian mechanism
+    with multiplier ``z``: ``1 / (2 z^2)``-zCDP under the relation of ``Delta``.
+    """
+    z = jnp.asarray(noise_multiplier, dtype)
+    d = jnp.asarray(sensitivity, dtype)
+    return jnp.where(z == 0, jnp.zeros((), jnp.result_type(z, d)), z * d)
+
+
+def noised_mean(key: jax.Array, clipped_sum: PyTree, *, sensitivity: Any, noise_multiplier: Any,
+                denominator: Any) -> PyTree:
+    """``(S + N(0, std^2 I)) / denominator`` leaf-wise with ``std = noise_multiplier * sensitivity``
+    (:func:`gaussian_std`, in the sum's float dtype): the noise-and-normalize half of DP-SGD's
+    step, after the clipped sum ``S`` (``privacy.clipping.clipped_grad_sum``, :func:`private_sum`).
+    Lower level: use an algorithm's ``fit`` (``dpsgd``, ``mitigation``); records no spend, validates
+    nothing beyond the mechanism's own checks. ``denominator`` must be public (the expected batch
+    size under Poisson sampling, never the realized one). jit/vmap-able, traced values fine.
+
+    Privacy: with ``S`` of L2 sensitivity ``sensitivity`` (add/remove-one: ``C`` for a clipped sum),
+    the Gaussian mechanism with multiplier ``noise_multiplier`` (``1 / (2 z^2)``-zCDP); the
+    division is post-processing.
+    """
+    leaf = jax.tree_util.tree_leaves(clipped_sum)[0]
+    dt = leaf.dtype if jnp.issubdtype(leaf.dtype, jnp.floating) else jnp.float32
+    noisy = noisy_sum(key, clipped_sum, gaussian_std(noise_multiplier, sensitivity, dt))
+    return jax.tree_util.tree_map(lambda t: t / jnp.asarray(denominator, t.dtype), noisy)
 
 
 def _unclipped(clip_norm: Any) -> bool:
@@ -118,13 +152,18 @@ def private_sum(
     neighbours (sensitivity ``clip_norm``); for replace-one the effective multiplier is halved.
     """
     _check_common(clip_norm, noise_multiplier, per_example_tree, mask)
+    total, norms = _masked_clipped_sum(per_example_tree, clip_norm, mask)
+    std = _noise_std(noise_multiplier, clip_norm, norms.dtype)
+    return noisy_sum(key, total, std), norms
+
+
+def _masked_clipped_sum(per_example_tree: PyTree, clip_norm: Any, mask: Any) -> tuple[PyTree, jax.Array]:
+    """``(sum_i mask_i clip(g_i, C), unclipped norms [B])`` (no clipping for ``C = inf``)."""
     norms = _clip.per_example_norms(per_example_tree)
     w = _clip_weights(norms, clip_norm, _clip.example_size(per_example_tree))
     if mask is not None:
         w = w * jnp.asarray(mask, w.dtype)
-    total = _clip.weighted_sum(per_example_tree, w)
-    std = _noise_std(noise_multiplier, clip_norm, norms.dtype)
-    return noisy_sum(key, total, std), norms
+    return _clip.weighted_sum(per_example_tree, w), norms
 
 
 @full_precision
@@ -145,10 +184,10 @@ def private_mean(
     Privacy: as :func:`private_sum` (the division is post-processing).
     """
     v.check_positive("denominator", denominator)
-    total, _ = private_sum(
-        key, per_example_tree, clip_norm=clip_norm, noise_multiplier=noise_multiplier, mask=mask
-    )
-    return jax.tree_util.tree_map(lambda t: t / jnp.asarray(denominator, t.dtype), total)
+    _check_common(clip_norm, noise_multiplier, per_example_tree, mask)
+    total, _ = _masked_clipped_sum(per_example_tree, clip_norm, mask)
+    return noised_mean(key, total, sensitivity=clip_norm, noise_multiplier=noise_multiplier,
+                       denominator=denominator)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ per-example output gradients from one backward pass with respect to zero probes 
 pre-activations of the model's own forward pass (``Model.forward``; book-keeping),
 :func:`cnn_weighted_grad` assembles the clipped sum in the params' structure;
 ``privacy.clipping.cnn_clipped_grad_sum`` does both, and ``clipping.clipped_grad_sum`` (the
-dispatcher ``dpsgd.train`` uses) takes that path for float32 CNNs (``Model.layers == "cnn"``).
+dispatcher ``dpsgd.fit`` uses) takes that path for float32 CNNs (``Model.layers == "cnn"``).
 
 Privacy: these are exact identities (no approximation), so a clipped sum assembled from them has
 the same L2 sensitivity as with ``vmap`` per-example gradients: ``C`` under add/remove-one
@@ -359,7 +359,7 @@ def cnn_ghost_backward(model: Any, params: Any, x: jax.Array, y: Any, output_los
         raise ValueError(
             f"CNN ghost norms compute in float32 and do not reproduce a model built with "
             f"compute_dtype={hp['compute_dtype']!r}; use vmap(grad) per-example gradients "
-            "(dpsgd.train(..., per_example='auto' or 'vmap'))."
+            "(dpsgd.fit with per_example='auto' or 'vmap')."
         )
     x = jnp.asarray(x).reshape((-1, *hp["image_shape"]))
     bsz = x.shape[0]

@@ -312,7 +312,7 @@ def _init_params(model, keys):
 
 
 def _padded_width(n: int, config: dict) -> int:
-    """The static Poisson batch width of each checkpoint's ``dpsgd.train`` call (its default for
+    """The static Poisson batch width of each checkpoint's ``dpsgd.fit`` call (its default for
     ``steps_per_checkpoint`` steps), passed to both the training and :func:`_checkpoint_spend`."""
     from dpfair_jax.privacy import sampling
 
@@ -321,14 +321,17 @@ def _padded_width(n: int, config: dict) -> int:
 
 
 def _checkpoint_spend(n: int, config: dict, checkpoint: int):
-    """``dpsgd.privacy`` of the first ``checkpoint`` checkpoints of :func:`_train_checkpoints`:
+    """``dpsgd.spend`` of the first ``checkpoint`` checkpoints of :func:`_train_checkpoints`:
     ``checkpoint * steps_per_checkpoint`` Poisson steps at the width :func:`_padded_width` the
     training used, so the spend's delta includes the truncation charge of that width."""
+    from dpfair_jax import models as M
     from dpfair_jax.algorithms import dpsgd
 
-    return dpsgd.privacy(float(config["noise_multiplier"]), n=n, batch_size=int(config["batch_size"]),
-                         delta=float(config["delta"]), steps=int(config["steps_per_checkpoint"]) * checkpoint,
-                         max_batch_size=_padded_width(n, config))
+    cfg = dpsgd.DPSGDConfig(model=M.mlp(hidden=(int(config["hidden"]),), out=1, activation="tanh"),
+                            batch_size=int(config["batch_size"]), delta=float(config["delta"]),
+                            steps=int(config["steps_per_checkpoint"]) * checkpoint,
+                            max_batch_size=_padded_width(n, config))
+    return dpsgd.spend(cfg, n, dpsgd.DPSGDHparams(noise_multiplier=float(config["noise_multiplier"])))
 
 
 def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
@@ -348,8 +351,9 @@ def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
     keys = jax.random.split(jax.random.key(seed), seeds)
     p0 = _init_params(model, keys)
     steps = int(config["steps_per_checkpoint"])
-    kw = dict(learning_rate=float(config["learning_rate"]), batch_size=int(config["batch_size"]), steps=steps,
-              max_batch_size=_padded_width(data.n, config), diagnostics=False)
+    cfg = dpsgd.DPSGDConfig(model=model, batch_size=int(config["batch_size"]), steps=steps,
+                            max_batch_size=_padded_width(data.n, config), diagnostics=False)
+    lr = float(config["learning_rate"])
     num_c = len(clips)
     z = float(config["noise_multiplier"])
     # the non-private reference is one more lane of the same program: clip 1e6, no noise
@@ -358,7 +362,8 @@ def _train_checkpoints(data, config: dict, seed: int, clips, *, masks=None):
 
     def one(k, p, c, zz, mask, d):  # data passed as an argument (not a closed-over constant)
         d = d if mask is None else d.replace(mask=mask)
-        return dpsgd.train(k, model, p, d, clip_norm=c, noise_multiplier=zz, **kw)[0]
+        hp = dpsgd.DPSGDHparams(learning_rate=lr, clip_norm=c, noise_multiplier=zz)
+        return dpsgd.fit(k, d, hp, cfg, params=p).params
 
     over_c = jax.vmap(one, in_axes=(None, 0, 0, 0, None, None))
     over_s = jax.vmap(over_c, in_axes=(0, 0, None, None, None, None))
@@ -644,7 +649,7 @@ def run_fig9(config: dict, ctx) -> pd.DataFrame | None:
         return None
     df = pd.concat(frames, ignore_index=True)
     ctx.save_table(df, "fig9_path")
-    # the largest (epsilon, delta) over the data sets' final checkpoints: each is dpsgd.privacy's
+    # the largest (epsilon, delta) over the data sets' final checkpoints: each is dpsgd.spend's
     # spend, whose delta includes the truncation charge of the padded Poisson batch
     ctx.record_privacy("dpsgd_fig9_final", {"relation": "add_remove", "epsilon": float(df["epsilon"].max()),
                                             "delta": float(df["delta"].max()), "unit": "example",
@@ -690,20 +695,24 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
     bs = int(config["batch_size"])
     stats_every = int(config.get("stats_every") or max(1, train.n // bs))  # default: once per epoch
     pclip = config.get("penalty_clip_norm")
-    kw = dict(clip_norm=float(config["clip_norm"]), noise_multiplier=float(config["noise_multiplier"]),
-              learning_rate=float(config["learning_rate"]), batch_size=bs, steps=int(config["steps"]))
+    lr, clip, z = float(config["learning_rate"]), float(config["clip_norm"]), float(config["noise_multiplier"])
+    zs = float(config["stats_noise_multiplier"])
+    mit_cfg = mitigation.MitigationConfig(model=model, batch_size=bs, steps=int(config["steps"]), diagnostics=False,
+                                          stats_every=stats_every, delta=float(config["delta"]),
+                                          penalty_clip_norm=None if pclip is None else float(pclip))
+    sgd_cfg = dpsgd.DPSGDConfig(model=model, batch_size=bs, steps=int(config["steps"]), per_example="vmap",
+                                delta=float(config["delta"]), diagnostics=False)
 
     def one(k, p, g, d):
-        return mitigation.train(k, model, p, d, gamma1=g[0], gamma2=g[1],
-                                stats_noise_multiplier=float(config["stats_noise_multiplier"]), diagnostics=False,
-                                stats_every=stats_every, penalty_clip_norm=None if pclip is None else float(pclip),
-                                **kw)[0]
+        hp = mitigation.MitigationHparams(gamma1=g[0], gamma2=g[1], learning_rate=lr, clip_norm=clip,
+                                          noise_multiplier=z, stats_noise_multiplier=zs)
+        return mitigation.fit(k, d, hp, mit_cfg, params=p).params
 
     def compute(chunk):
         fn = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, None, 0, None)), in_axes=(0, 0, None, None)))
         params = fn(keys, p0, grid, train)  # [S, G]
-        ref = jax.jit(jax.vmap(lambda k, p, d: dpsgd.train(k, model, p, d, per_example="vmap", diagnostics=False,
-                                                           **dict(kw, clip_norm=1e6, noise_multiplier=0.0))[0],
+        ref_hp = dpsgd.DPSGDHparams(learning_rate=lr, clip_norm=1e6, noise_multiplier=0.0)
+        ref = jax.jit(jax.vmap(lambda k, p, d: dpsgd.fit(k, d, ref_hp, sgd_cfg, params=p).params,
                                in_axes=(0, 0, None)))(keys, p0, train)
         w = np.asarray(train.group_sizes(), np.float64)
         w = w / w.sum()
@@ -753,11 +762,9 @@ def run_mitigation(config: dict, ctx) -> pd.DataFrame | None:
         return ctx.comparison(float(m[col].mean()), float(b[col].mean()), diff=mean,
                               ci=(mean - 1.96 * se, mean + 1.96 * se), names=(f"gamma={g_sel}", "gamma=(0, 0)"))
 
-    spend = mitigation.privacy(float(config["noise_multiplier"]), float(config["stats_noise_multiplier"]),
-                               n=train.n, batch_size=bs, delta=float(config["delta"]), steps=int(config["steps"]),
-                               gamma1=g_sel[0], gamma2=g_sel[1], stats_every=stats_every)
-    base = dpsgd.privacy(float(config["noise_multiplier"]), n=train.n, batch_size=bs, delta=float(config["delta"]),
-                         steps=int(config["steps"]))
+    spend = mitigation.spend(mit_cfg, train.n, mitigation.MitigationHparams(
+        gamma1=g_sel[0], gamma2=g_sel[1], noise_multiplier=z, stats_noise_multiplier=zs))
+    base = dpsgd.spend(sgd_cfg, train.n, dpsgd.DPSGDHparams(noise_multiplier=z))
     sel_note = (f"gamma = {g_sel} chosen non-privately on a validation split of {val.n} rows (the selection over "
                 f"{len(v)} grid points is not accounted); ")
     ctx.record_privacy("mitigation_selected", spend, not_covered=sel_note + _PREPROCESSING)
