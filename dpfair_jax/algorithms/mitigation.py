@@ -76,6 +76,7 @@ from dpfair_jax.data.dataset import Dataset
 from dpfair_jax._validation import is_traced
 from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import aggregation as _agg
+from dpfair_jax.privacy import bounding as _bnd
 from dpfair_jax.privacy import clipping as _clip
 from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import sampling as _sampling
@@ -133,7 +134,8 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
     noise_multiplier = jnp.asarray(noise_multiplier, dt)
     separate = penalty_clip_norm is not None  # clip the loss and the penalty parts separately
     pclip = jnp.asarray(penalty_clip_norm, dt) if separate else None
-    sensitivity = clip_norm + pclip if separate else clip_norm  # of the clipped sum (add/remove-one)
+    # the sensitivity of the clipped sum (add/remove-one)
+    sensitivity = clip_norm + pclip if separate else clip_norm
     denominator = jnp.asarray(cfg.batch_size, dt)
     q = cfg.batch_size / cfg.n
     opt = cfg.optimizer if isinstance(cfg.optimizer, optax.GradientTransformation) else cfg.optimizer(learning_rate)
@@ -158,7 +160,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
         """Noisy [K, 3] sums of (1, clipped norm / C, uncertainty / u_max) and their post-processing."""
         norms = _clip.per_example_norms(jax.vmap(jax.grad(cfg.loss), in_axes=(None, 0, 0))(p, xs[0], xs[1]))
         unc = jax.vmap(uncert_i, in_axes=(None, 0))(p, xs[0])
-        contrib = jnp.stack([jnp.ones_like(norms), jnp.minimum(norms, clip_norm) / clip_norm,
+        contrib = jnp.stack([jnp.ones_like(norms), _bnd.clip_to_interval(norms, 0.0, clip_norm) / clip_norm,
                              jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
         sums = jax.nn.one_hot(ss, cfg.num_groups, dtype=dt).T @ contrib  # [K, 3]
         noisy = _mech.gaussian_mechanism(k_stats, sums, stats_std)
@@ -190,7 +192,7 @@ def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multip
             noisy, frac, m_a, t_a = held
         # --- private group statistics (group-weighted Gaussian noise on clipped contributions)
         unc = jax.vmap(uncert_i, in_axes=(None, 0))(params, xb)
-        contrib = jnp.stack([jnp.ones_like(norms), jnp.minimum(norms, clip_norm) / clip_norm,
+        contrib = jnp.stack([jnp.ones_like(norms), _bnd.clip_to_interval(norms, 0.0, clip_norm) / clip_norm,
                              jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
         oh = jax.nn.one_hot(sb, cfg.num_groups, dtype=dt)
         sums = oh.T @ contrib  # [K, 3]
