@@ -1,6 +1,6 @@
 """Your own flax.nnx module, trained with DP-SGD, put back into the module, saved and loaded.
 
-    python examples/nnx_module.py            # about 20 s on a laptop CPU
+    python examples/nnx_module.py            # about 30 s on two CPU cores
 
 1. a plain ``nnx.Module`` (no BatchNorm, no dropout: per-example clipping needs each example's
    forward pass to see that example alone);
