@@ -1,5 +1,5 @@
-"""The examples run as written: the README's quickstart (slow: it compiles three programs) and
-examples/nnx_module.py at a tiny size."""
+"""The examples run as written (slow: each compiles its training programs): the README's
+quickstart, and examples/nnx_module.py at a tiny size."""
 
 import pathlib
 import runpy
@@ -20,6 +20,7 @@ def test_quickstart_runs(capsys):
     assert "unit all_features" in out and "group frequencies from a noisy histogram" in out
 
 
+@pytest.mark.slow
 def test_nnx_module_example_trains_puts_back_saves_and_loads(tmp_path, capsys):
     """examples/nnx_module.py at a tiny size: the module holds the trained parameters, the saved
     file gives them (and the spend) back into a fresh module, the spend is within the target."""
