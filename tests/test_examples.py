@@ -1,8 +1,10 @@
-"""The README's quickstart runs as written (slow: it compiles three programs)."""
+"""The examples run as written (slow: each compiles its training programs): the README's
+quickstart, and examples/nnx_module.py at a tiny size."""
 
 import pathlib
 import runpy
 
+import jax
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -16,3 +18,28 @@ def test_quickstart_runs(capsys):
     # both private runs state their spend; DP-FERMI's includes the noisy group-frequency histogram
     assert out.count("PrivacySpend(") == 2
     assert "unit all_features" in out and "group frequencies from a noisy histogram" in out
+
+
+@pytest.mark.slow
+def test_nnx_module_example_trains_puts_back_saves_and_loads(tmp_path, capsys):
+    """examples/nnx_module.py at a tiny size: the module holds the trained parameters, the saved
+    file gives them (and the spend) back into a fresh module, the spend is within the target."""
+    import dataclasses
+
+    import numpy as np
+    from flax import nnx
+
+    from dpfair_jax.algorithms import dpsgd
+
+    if "batch_size" not in {f.name for f in dataclasses.fields(dpsgd.DPSGDConfig)}:
+        pytest.skip("the example uses DPSGDConfig(batch_size=..., steps=...)")
+    ns = runpy.run_path(str(ROOT / "examples" / "nnx_module.py"), run_name="example")
+    out = ns["main"](n=400, d=3, hidden=4, batch_size=32, steps=10, epsilon=2.0, path=tmp_path / "run.msgpack")
+    result, run, test = out["result"], out["run"], out["test"]
+    assert (tmp_path / "run.msgpack").is_file() and "same outputs: True" in capsys.readouterr().out
+    assert result.spend.epsilon <= 2.0 * (1 + 1e-6) and run.spend == result.spend
+    assert run.metadata["steps"] == 10
+    trained = nnx.to_pure_dict(nnx.state(out["net"], nnx.Param))
+    for a, b in zip(jax.tree_util.tree_leaves(trained), jax.tree_util.tree_leaves(result.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(out["fresh"](test.x)), np.asarray(out["net"](test.x)))
