@@ -1,4 +1,4 @@
-"""Helpers of the sensitivity probe (tests/test_sensitivity_probe.py).
+"""Helpers of the sensitivity probe (tests/privacy/test_sensitivity_probe.py).
 
 The probe runs an algorithm's ``fit`` (or the function its fit calls) eagerly
 (``jax.disable_jit``) with every noise entry point of :mod:`dpfair_jax.privacy.mechanisms`

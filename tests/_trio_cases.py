@@ -1,5 +1,5 @@
 """One small problem per algorithm (per algorithm of a module), for the trio contract test
-(tests/test_trio_contract.py): ``CASES[name]() -> TrioCase``. Each case is built with the public
+(tests/algorithms/test_trio_contract.py): ``CASES[name]() -> TrioCase``. Each case is built with the public
 trio only: a config (static choices, including the program's shape), the ``sizes`` its ``spend``
 and ``calibrate`` take, a data set ``fit`` accepts, and a target ``(epsilon, config.delta)``."""
 

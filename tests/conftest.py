@@ -24,7 +24,7 @@ def _float32_references_on_accelerators():
     """On GPUs, compute the tests' own references (vmap of grad, NumPy-like checks) with full
     float32 matrix products: JAX's TF32 default there differs from float32 by ~1e-3 relative,
     far above the float32 tolerances these tests use. The kit's privacy primitives set this
-    themselves (``dpfair_jax.privacy.precision``); ``test_precision.py`` checks them against an
+    themselves (``dpfair_jax.privacy.precision``); ``privacy/test_precision.py`` checks them against an
     explicit TF32 default. No effect on CPU."""
     if jax.default_backend() != "cpu":
         jax.config.update("jax_default_matmul_precision", "highest")

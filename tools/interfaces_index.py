@@ -3,7 +3,7 @@
 The index lists, per facade and per public module, every name of its ``__all__`` (classes and
 functions with the first sentence of their docstring), so the contracts document cannot drift from
 the code:
-``tests/test_interfaces_doc.py`` fails when the index differs from what this script generates.
+``tests/api/test_interfaces_doc.py`` fails when the index differs from what this script generates.
 
     python tools/interfaces_index.py          # print the index
     python tools/interfaces_index.py --write  # rewrite the section in docs/INTERFACES.md

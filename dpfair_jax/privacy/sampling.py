@@ -81,7 +81,7 @@ class SamplingReport:
     pairs (e.g. ``("noisy_histogram", 1)``).
 
     Static facts (a pytree without leaves), so it passes through ``jit``/``vmap``; compare it with
-    the ``DpEvent`` of the algorithm's ``spend`` (tests/test_fit_reports_match_spend.py).
+    the ``DpEvent`` of the algorithm's ``spend`` (tests/privacy/test_fit_reports_match_spend.py).
     """
 
     steps: int

@@ -68,50 +68,50 @@ RIF = "dpfair_jax/algorithms/reductions/interface.py"
 RTH = "dpfair_jax/algorithms/reductions/theory.py"
 RN = "dpfair_jax/privacy/release_noise.py"
 
-T_ACC = "tests/test_accounting.py"
-T_REL = "tests/test_relations.py"
-T_SEL = "tests/test_selection.py"
-T_CLIP = "tests/test_clipping.py"
-T_BND = "tests/test_bounding.py"
-T_PA = "tests/test_privacy_arithmetic.py"
+T_ACC = "tests/privacy/test_accounting.py"
+T_REL = "tests/privacy/test_relations.py"
+T_SEL = "tests/privacy/test_selection.py"
+T_CLIP = "tests/privacy/test_clipping.py"
+T_BND = "tests/privacy/test_bounding.py"
+T_PA = "tests/privacy/test_privacy_arithmetic.py"
 
 
 def _ids(file: str, *names: str) -> tuple[str, ...]:
     return tuple(f"tests/{file}::{n}" for n in names)
 
 
-T_SMP = _ids("test_sampling.py", "test_truncation_helpers_against_scipy", "test_accounting_for_each_scheme")
-T_DPSGD = _ids("test_dpsgd.py", "test_privacy_matches_dp_accounting")
-T_DPSGD_CLIP = _ids("test_dpsgd.py", "test_clipped_grad_sum_matches_manual_per_example_clipping",
+T_SMP = _ids("privacy/test_sampling.py", "test_truncation_helpers_against_scipy", "test_accounting_for_each_scheme")
+T_DPSGD = _ids("algorithms/test_dpsgd.py", "test_privacy_matches_dp_accounting")
+T_DPSGD_CLIP = _ids("algorithms/test_dpsgd.py", "test_clipped_grad_sum_matches_manual_per_example_clipping",
                     "test_ghost_norms_equal_vmap_path")
-T_GHOST = _ids("test_ghost.py", "test_dense_sequence_norms_match_vmap", "test_dense_weighted_grad_matches_weighted_vmap_sum",
+T_GHOST = _ids("privacy/test_ghost.py", "test_dense_sequence_norms_match_vmap", "test_dense_weighted_grad_matches_weighted_vmap_sum",
                "test_embedding_norms_with_repeated_tokens", "test_conv2d_norms_match_vmap",
                "test_kit_cnn_first_layer_and_total_norm")
-T_MIT = _ids("test_mitigation.py", "test_privacy_composes_both_gaussians", "test_privacy_is_the_event_written_from_the_run",
+T_MIT = _ids("algorithms/test_mitigation.py", "test_privacy_composes_both_gaussians", "test_privacy_is_the_event_written_from_the_run",
              "test_privacy_truncation_at_the_trained_padding", "test_spend_of_calibrate_hits_the_target")
-T_MIT_NOISE = _ids("test_mitigation.py", "test_private_statistics_noise_scale", "test_update_noise_scale")
-T_PE = _ids("test_pfld_epoch.py", "test_calibrate_hits_target_and_spend_is_the_event",
+T_MIT_NOISE = _ids("algorithms/test_mitigation.py", "test_private_statistics_noise_scale", "test_update_noise_scale")
+T_PE = _ids("algorithms/test_pfld_epoch.py", "test_calibrate_hits_target_and_spend_is_the_event",
             "test_spend_is_dp_accounting_on_the_run_written_out")
-T_OP = _ids("test_output_perturbation.py", "test_sensitivity_bounds_replace_one", "test_fit_calibrates_analytic_gaussian",
+T_OP = _ids("algorithms/test_output_perturbation.py", "test_sensitivity_bounds_replace_one", "test_fit_calibrates_analytic_gaussian",
             "test_spend_of_calibrate_hits_the_target", "test_fit_adds_the_noise_its_spend_accounts",
             "test_fit_sweeps_multiplier_and_reg_under_jit_and_vmap", "test_traced_sensitivity_is_the_hand_formula")
-T_BTP = _ids("test_budget_tailoring_privacy.py", "test_add_remove_counts_are_noised_and_charged",
+T_BTP = _ids("algorithms/test_budget_tailoring_privacy.py", "test_add_remove_counts_are_noised_and_charged",
              "test_ledger_and_spend_state_what_is_spent")
-T_MEP = _ids("test_mean_estimation_privacy.py", "test_add_remove_spend_includes_the_default_counts",
+T_MEP = _ids("algorithms/test_mean_estimation_privacy.py", "test_add_remove_spend_includes_the_default_counts",
              "test_gaussian_mean_add_remove_noise_and_counts", "test_coinpress_add_remove_one_step_noise_radius_and_counts",
              "test_explicit_count_rho_and_global_estimators", "test_stratum_proportions_noisy_counts_scale")
-T_SYN = _ids("test_synthesis.py", "test_noise_std_matches_sensitivity", "test_spend_of_calibrate_hits_the_target",
+T_SYN = _ids("algorithms/test_synthesis.py", "test_noise_std_matches_sensitivity", "test_spend_of_calibrate_hits_the_target",
              "test_fit_spends_what_spend_records")
-T_REDP = _ids("test_reductions_privacy.py", "test_algorithm2_ledger_is_lemma_a4_written_out",
+T_REDP = _ids("algorithms/test_reductions_privacy.py", "test_algorithm2_ledger_is_lemma_a4_written_out",
               "test_algorithm2_laplace_noise_scale_on_released_losses",
               "test_algorithm2_regression_laplace_and_dp_gd_noise_scales",
               "test_dp_gd_noise_std_hand_formula_and_dp_accounting", "test_private_cgoo_game_claims_the_ledger")
-T_DPF = _ids("test_default_path_fixes.py", "test_dpsgd_shuffle_spend_is_composed_gaussians",
+T_DPF = _ids("privacy/test_default_path_spends.py", "test_dpsgd_shuffle_spend_is_composed_gaussians",
              "test_fermi_all_features_shuffle_is_composed_gaussians",
              "test_fermi_fixed_size_keeps_sampling_without_replacement")
-T_ST = _ids("test_fermi_trio.py", "test_sgda_spend_and_calibrate")
-T_NS = _ids("test_noise_scales.py", "test_noisy_histogram_scale")
-T_F = "tests/test_fermi.py"
+T_ST = _ids("algorithms/test_fermi_api.py", "test_sgda_spend_and_calibrate")
+T_NS = _ids("privacy/test_noise_scales.py", "test_noisy_histogram_scale")
+T_F = "tests/algorithms/test_fermi.py"
 F_ROUND = f"{T_F}::test_calibrate_and_privacy_round_trip"
 F_DPA = f"{T_F}::test_all_features_epsilon_matches_dp_accounting_called_directly"
 F_SA = f"{T_F}::test_sensitive_attribute_spend_is_membership_visible_not_subsampled"
@@ -119,9 +119,9 @@ F_FREQ = f"{T_F}::test_noisy_group_frequencies_are_charged_and_exclusive"
 
 
 def _acc(*names: str) -> tuple[str, ...]:
-    """Targeted tests of test_accounting.py (the whole file runs in file order, several minutes
+    """Targeted tests of privacy/test_accounting.py (the whole file runs in file order, several minutes
     on a loaded machine before reaching a late test)."""
-    return _ids("test_accounting.py", *names)
+    return _ids("privacy/test_accounting.py", *names)
 
 
 def M(category: str, path: str, file: str, old: str, new: str, *tests: str | tuple[str, ...]) -> Mutation:
@@ -299,23 +299,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("conversion", "budget_tailoring spend: epsilon converted from rho / 4", BTL,
       "return PrivacySpend(epsilon=float(zcdp_to_dp(float(rho), delta, method=CONVERSION)), delta=delta,",
       "return PrivacySpend(epsilon=float(zcdp_to_dp(float(rho) / 4, delta, method=CONVERSION)), delta=delta,",
-      "tests/test_budget_tailoring.py::test_privacy_conversion_matches_closed_form", T_BTP),
+      "tests/algorithms/test_budget_tailoring.py::test_privacy_conversion_matches_closed_form", T_BTP),
     # ======================================================================== selection cost
     M("selection", "selection.repeat_and_select_event: mean number of runs halved", SEL,
       "return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(law.mean), float(law.shape))",
       "return dp_accounting.dp_event.RepeatAndSelectDpEvent(event, float(law.mean) / 2.0, float(law.shape))",
-      _ids("test_selection.py", "test_selection_epsilon_is_theorem_2"), T_SEL),
+      _ids("privacy/test_selection.py", "test_selection_epsilon_is_theorem_2"), T_SEL),
     M("selection", "selection.selection_epsilon: the selection's cost omitted (one run)", SEL,
       "full = event if law is None else repeat_and_select_event(event, law)",
       "full = event",
-      _ids("test_selection.py", "test_selection_epsilon_is_theorem_2"), T_SEL),
+      _ids("privacy/test_selection.py", "test_selection_epsilon_is_theorem_2"), T_SEL),
     M("selection", "selection: truncated negative binomial mean halved (more runs drawn than accounted)", SEL,
       "return shape * (1.0 - gamma) / (gamma * (1.0 - gamma**shape))",
       "return shape * (1.0 - gamma) / (2.0 * gamma * (1.0 - gamma**shape))",
       T_SEL),
     M("selection", "selection.selection_epsilon: the run's curve under add/remove whatever the relation", SEL,
       "acc = _rdp_accountant(relation)", 'acc = _rdp_accountant("add_remove")',
-      _ids("test_selection.py", "test_selection_epsilon_under_replace_one_is_theorem_2_on_that_relations_curve"), T_SEL),
+      _ids("privacy/test_selection.py", "test_selection_epsilon_under_replace_one_is_theorem_2_on_that_relations_curve"), T_SEL),
     # ======================================================================== noisy counts
     M("noisy_count", "fermi: noisy histogram charged at twice its multiplier", FL,
       "return dp_accounting.GaussianDpEvent(float(config.count_noise_multiplier))",
@@ -353,7 +353,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping._scale_rows: sqrt of the clip factor", CLIP,
       "return leaf * f", "return leaf * jnp.sqrt(f)",
-      _ids("test_privacy_arithmetic.py", "test_clip_per_example_against_numpy_with_rows_below_and_above_the_bound"),
+      _ids("privacy/test_privacy_arithmetic.py", "test_clip_per_example_against_numpy_with_rows_below_and_above_the_bound"),
       T_CLIP, T_DPSGD_CLIP),
     M("clipping", "clipping.clip_per_layer: squared layer norms", CLIP,
       "norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]",
@@ -369,10 +369,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "ghost.dense_norm_sq: bias part dropped", GHOST,
       "return jnp.sum(jnp.square(a), 1) * g_sq + (g_sq if bias else 0.0)",
       "return jnp.sum(jnp.square(a), 1) * g_sq",
-      _ids("test_privacy_arithmetic.py", "test_dense_ghost_norms_against_numpy_per_example_gradients"), T_CLIP, T_GHOST),
+      _ids("privacy/test_privacy_arithmetic.py", "test_dense_ghost_norms_against_numpy_per_example_gradients"), T_CLIP, T_GHOST),
     M("clipping", "ghost.gram_norm_sq (Gram): norm returned, not its square", GHOST,
       "return jnp.sum(aa * gg, axis=(1, 2))", "return jnp.sqrt(jnp.sum(aa * gg, axis=(1, 2)))",
-      _ids("test_privacy_arithmetic.py", "test_dense_ghost_norms_against_numpy_per_example_gradients"), T_GHOST),
+      _ids("privacy/test_privacy_arithmetic.py", "test_dense_ghost_norms_against_numpy_per_example_gradients"), T_GHOST),
     M("clipping", "ghost.bias_norm_sq: mean over positions instead of the sum", GHOST,
       "s = jnp.sum(g.reshape(g.shape[0], -1, g.shape[-1]), axis=1)",
       "s = jnp.mean(g.reshape(g.shape[0], -1, g.shape[-1]), axis=1)",
@@ -380,7 +380,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "ghost.total_norms: first layer only", GHOST,
       "return jnp.sqrt(sum(jnp.asarray(s) for s in norm_sqs))",
       "return jnp.sqrt(jnp.asarray(norm_sqs[0]))",
-      _ids("test_privacy_arithmetic.py", "test_total_norms_combine_every_layer"), T_GHOST),
+      _ids("privacy/test_privacy_arithmetic.py", "test_total_norms_combine_every_layer"), T_GHOST),
     M("clipping", "bounding.norm_clip_divisor: clipped to 2C", BND,
       "return jnp.maximum(1.0, norms / safe_clip_norm(clip_norm, size, dt))",
       "return jnp.maximum(1.0, norms / (2.0 * safe_clip_norm(clip_norm, size, dt)))",
@@ -391,7 +391,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "mitigation (separate clipping): penalty part left unclipped", MIT,
       "cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip, _clip.example_size(pen)) * mask",
       "cfp = mask",
-      _ids("test_mitigation.py", "test_noiseless_update_is_within_its_sensitivity_under_large_penalties"), T_MIT_NOISE),
+      _ids("algorithms/test_mitigation.py", "test_noiseless_update_is_within_its_sensitivity_under_large_penalties"), T_MIT_NOISE),
 )
 
 

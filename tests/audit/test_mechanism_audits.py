@@ -4,8 +4,8 @@ registry over the per-family game modules) and the DP-FERMI games.
 Each audit runs the public entry point on its default configuration in a distinguishing game and
 checks: the bug-free mechanism's lower bound (95%) does not exceed the epsilon the kit's accountant
 claims, and each planted bug's bound is above its claim (power). Keys are fixed, so the outcomes are
-deterministic; the per-family modules' own test files (test_default_path_audits.py,
-test_budget_tailoring_privacy.py, test_mean_estimation_privacy.py, test_reductions_privacy.py) test
+deterministic; the per-family modules' own test files (audit/test_default_path_audits.py,
+algorithms/test_budget_tailoring_privacy.py, algorithms/test_mean_estimation_privacy.py, algorithms/test_reductions_privacy.py) test
 their games in detail.
 """
 

@@ -128,7 +128,7 @@ def test_fermi_frequency_histogram_covers_a_group_change():
 
 def _trust_relation(entry: str) -> str:
     """The relation column of the docs/trust.md table row that starts with ``entry``."""
-    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "trust.md").read_text()
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "trust.md").read_text()
     rows = [r for r in text.splitlines() if r.startswith(f"| {entry}")]
     assert len(rows) == 1, (entry, rows)
     return rows[0].split(" | ")[2]

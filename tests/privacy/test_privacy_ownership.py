@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("dpfair_jax/algorithms", "dpfair_jax/analysis", "dpfair_jax/studies", "dpfair_jax/fairness")
 KEY_HANDLING = frozenset({"key", "PRNGKey", "split", "fold_in", "key_data", "wrap_key_data", "clone"})
 RELATION_LABELS = frozenset({"add_remove", "replace_one", "replace_one_within_group"})
@@ -363,7 +363,7 @@ def test_an_exemption_names_path_function_and_rule(tmp_path):
     assert [(f.function, f.line) for f in found] == [("other", 5)]
 
 
-if __name__ == "__main__":  # python tests/test_privacy_ownership.py [REPOSITORY_ROOT]
+if __name__ == "__main__":  # python tests/privacy/test_privacy_ownership.py [REPOSITORY_ROOT]
     import sys
 
     print("\n".join(map(str, scan(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT))))

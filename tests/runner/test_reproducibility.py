@@ -1,10 +1,10 @@
 """Reproducibility: same config and seed give the same bits; float32 and float64 agree.
 
 Covered elsewhere (referenced, not duplicated):
-* ``tests/test_montecarlo.py``: ``run_trials``/``sweep`` bitwise equal for the same chunk shape,
+* ``tests/montecarlo/test_montecarlo.py``: ``run_trials``/``sweep`` bitwise equal for the same chunk shape,
   equal to float32 rounding across chunk shapes, and bitwise equal on 4 forced host devices
   (``test_four_host_devices_equal_one``).
-* ``tests/test_runner.py``: a sweep killed with SIGKILL mid-run resumes to a table equal to an
+* ``tests/runner/test_runner.py``: a sweep killed with SIGKILL mid-run resumes to a table equal to an
   uninterrupted run (``test_resume_after_sigkill``); damaged chunks are detected and recomputed
   (``test_corrupt_chunk_is_recomputed``); ``meta.json``/``config.json``/``privacy.json``/
   ``claims.json`` contents (``test_run_experiment_writes_claims_privacy_meta``).
@@ -46,7 +46,7 @@ from dpfair_jax.privacy import aggregation as agg
 from dpfair_jax.privacy import clipping
 from _sgd_keywords import dpsgd_train, dpsgd_privacy
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 N_ROWS = 16
 _rng = np.random.default_rng(0)
 X = _rng.normal(size=(N_ROWS, 3)).astype(np.float32)

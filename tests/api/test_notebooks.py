@@ -23,7 +23,7 @@ nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (pi
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (pip install -e '.[dev]')")
 pytest.importorskip("ipykernel", reason="ipykernel is not installed (pip install -e '.[dev]')")
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 KERNEL = "dpfair-notebook-test"
 
 #: Checks run in each notebook's kernel after its cells (the names are the notebook's own).

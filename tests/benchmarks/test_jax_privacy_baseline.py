@@ -20,7 +20,7 @@ import jax.numpy as jnp  # noqa: E402
 from dpfair_jax import models  # noqa: E402
 from dpfair_jax.algorithms import dpsgd  # noqa: E402
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 # The kit clips conservatively (each example scaled to at most C (1 - ~1e-6)); with float32 sums
 # of B terms of norm <= C, the two clipped sums may differ by a few 1e-6 C per example.
 CLIP_REL_MARGIN = 1e-6

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-COMMON = Path(__file__).resolve().parents[1] / "benchmarks" / "common.py"
+COMMON = Path(__file__).resolve().parents[2] / "benchmarks" / "common.py"
 
 
 def _common():

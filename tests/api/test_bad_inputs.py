@@ -4,7 +4,7 @@ Every entry must raise ``ValueError`` on the host, before anything is traced or 
 message naming the offending field. "Before any compute" is checked by running each call under a
 ``jax.jit``/``jax.random`` spy that fails if the library starts numeric work first (only for the
 entries whose validation precedes every array operation by contract). The CLI entries must exit
-non-zero with one ``dpfair: error:`` line and no traceback (more CLI cases: tests/test_cli.py).
+non-zero with one ``dpfair: error:`` line and no traceback (more CLI cases: tests/cli/test_cli.py).
 """
 
 from __future__ import annotations

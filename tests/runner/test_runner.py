@@ -26,7 +26,7 @@ from _studies import EXPERIMENTS, load_study
 
 kit = load_study("kit")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The chunk computation used in-process and in the SIGKILLed subprocess: deterministic in the chunk.
 COMPUTE_SRC = textwrap.dedent("""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "your_own_data.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "your_own_data.md"
 
 
 def _blocks() -> list[str]:

@@ -15,7 +15,7 @@ from dpfair_jax import cli
 from dpfair_jax.runner import registry
 from dpfair_jax.runner.registry import Discovery, Experiment
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL_KIT = ["--set", "num_seeds=16", "--set", "seeds_per_chunk=8", "--set", "samples=256",
              "--set", "sigmas=[1.0, 2.0]"]
 

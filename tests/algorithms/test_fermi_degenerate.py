@@ -1,6 +1,6 @@
 """DP-FERMI's default hyperparameters train, and runs that learned nothing are flagged: constant
 predictions or an error at the base rate (within one standard error) in ``fairness.evaluate`` and
-in ``fermi.fit``'s diagnostics (the flags themselves: tests/test_fairness_evaluation.py)."""
+in ``fermi.fit``'s diagnostics (the flags themselves: tests/fairness/test_evaluation.py)."""
 
 import jax
 import jax.numpy as jnp

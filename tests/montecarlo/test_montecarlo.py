@@ -356,7 +356,7 @@ def test_sweep_bad_outputs():
 def _bench_module(name: str):
     import importlib
 
-    bench_dir = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    bench_dir = str(Path(__file__).resolve().parents[2] / "benchmarks")
     if bench_dir not in sys.path:
         sys.path.insert(0, bench_dir)
     return importlib.import_module(name)

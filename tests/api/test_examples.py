@@ -7,7 +7,7 @@ import runpy
 import jax
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

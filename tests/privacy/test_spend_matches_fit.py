@@ -45,7 +45,7 @@ from dpfair_jax.privacy import sampling as S
 from _sgd_keywords import dpsgd_train, dpsgd_privacy, mitigation_train, mitigation_privacy
 
 DELTA = 1e-5
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------------
