@@ -44,6 +44,7 @@ FULL = dict(
     real_trials=20,
     real_steps=100,
     real_lr=0.2,
+    lemma31_draws=200000,
 )
 
 QUICK = dict(
@@ -72,4 +73,5 @@ QUICK = dict(
     real_trials=10,
     real_steps=100,
     real_lr=0.2,
+    lemma31_draws=20000,
 )
