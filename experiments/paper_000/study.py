@@ -896,6 +896,9 @@ def digits_eight_vs_two(config: dict) -> dict | None:
     rng = np.random.default_rng(int(config["seed"]))
     i2, i8 = rng.permutation(np.flatnonzero(lab == 2)), rng.permutation(np.flatnonzero(lab == 8))
     n2, n8 = int(config["digits_majority"]), int(config["digits_minority"])
+    if not (0 < n2 < len(i2) and 0 < n8 < len(i8)):
+        raise ValueError(f"digits_majority and digits_minority must leave test rows: 0 < {n2} < {len(i2)} ('2') and "
+                         f"0 < {n8} < {len(i8)} ('8').")
     tr, te = np.r_[i2[:n2], i8[:n8]], np.r_[i2[n2:], i8[n8:]]
     mu = x_all[tr].mean(0)
 
@@ -922,8 +925,7 @@ def digits_eight_vs_two(config: dict) -> dict | None:
 
     keys = jax.random.split(jax.random.key(int(config["seed"]) + 11), int(config["digits_trials"]))
     out = np.asarray(jax.jit(jax.vmap(one))(keys))  # [T, M, K]
-    return {"errors": out, "methods": names, "rho": rho, "n_train": (n2, n8), "n_test": (len(te) - (len(i8) - n8),
-                                                                                          len(i8) - n8)}
+    return {"errors": out, "methods": names, "rho": rho, "n_train": (n2, n8), "n_test": (len(i2) - n2, len(i8) - n8)}
 
 
 def _claim_digits(config: dict, ctx) -> None:
