@@ -44,6 +44,12 @@ FULL = dict(
     real_trials=20,
     real_steps=100,
     real_lr=0.2,
+    lemma31_draws=200000,
+    digits_trials=200,  # Sec. 6 MNIST 8-vs-2 reconstruction on sklearn's 8x8 digits (0: skipped)
+    digits_majority=120,
+    digits_minority=20,
+    digits_steps=100,
+    digits_lr=0.5,
 )
 
 QUICK = dict(
@@ -72,4 +78,10 @@ QUICK = dict(
     real_trials=10,
     real_steps=100,
     real_lr=0.2,
+    lemma31_draws=20000,
+    digits_trials=0,  # the digits reconstruction runs in the full config only
+    digits_majority=120,
+    digits_minority=20,
+    digits_steps=100,
+    digits_lr=0.5,
 )

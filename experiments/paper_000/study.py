@@ -14,7 +14,13 @@ Experiments (one registered experiment, ``paper_000``, with quick and full confi
 * **Two readings of stage 2** (:data:`READINGS`): the paper does not specify DPSE's stage-2
   weighting (Algorithm 2 line 10 divides by n_k, Algorithm 3 sums); every part runs under the kit's
   group means (``scaling="group_mean"``) and under the sums (``scaling="paper"``, step divided by
-  n), and a claim holds or fails only when both readings agree (otherwise it is a reconstruction).
+  n). A claim holds when both readings meet the paper's target. It fails only when every reading's
+  interval misses the paper's range on the same side. Readings that bracket the paper's value, or
+  tie with its edge, give a reconstruction row with both intervals and the mixing weight between
+  them that gives the paper's value (:func:`mixing_weight`).
+* **Theory and Sec. 6**: Lemma 3.1's expected loss (closed form against Monte Carlo, a formula
+  check); Theorems 5.1/5.2 (untestable: lower bounds over every mechanism); the MNIST 8-vs-2
+  second stage as a labelled reconstruction on scikit-learn's 8x8 digits (full config).
 * **Real data** (Table 4, Fig. 5): Law school (race; first-year average) and credit-card default
   (sex; credit limit), when their loaders can read the data.
 
@@ -115,6 +121,11 @@ def kgroup_slopes(k: int, base: float = 0.0, spread: tuple[float, float] = (4.0,
 # The experiment
 # ---------------------------------------------------------------------------------------------
 
+def _epsilon(rho: float) -> float:
+    """The (epsilon, 1e-5)-DP of ``rho``-zCDP (Bun & Steinke); ``inf`` for the non-private limit."""
+    return math.inf if math.isinf(rho) else float(zcdp_to_dp(rho, 1e-5, method="bun_steinke"))
+
+
 def _frame_two_group(out, ratio, slopes, sds, rhos, eps, minority):
     """Tidy frame: one row per (scenario, budget, method, group) with mean/sd/se over trials."""
     import pandas as pd
@@ -133,7 +144,7 @@ def _frame_two_group(out, ratio, slopes, sds, rhos, eps, minority):
             for m, name in enumerate(PRIVATE_METHODS):
                 for g in range(k):
                     rows.append(dict(base, rho=float(rho), epsilon_paper=float(e),
-                                     epsilon=float(zcdp_to_dp(float(rho), 1e-5, method="bun_steinke")), method=name,
+                                     epsilon=_epsilon(float(rho)), method=name,
                                      group=g + 1, mspe=float(mean[j, r, m, g]),
                                      sd=float(sd[j, r, m, g]), se=float(sd[j, r, m, g] / math.sqrt(t)),
                                      dpse_share=float(se_mean[j, r, g] ** 2),
@@ -225,18 +236,65 @@ def _fmt(r: dict) -> str:
     return f"{r['value']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]" if "ci" in r else f"{r['value']:.4g}"
 
 
+def _interval(v: dict) -> tuple[float, float]:
+    """A value's 95% interval (the point twice when it has none)."""
+    ci = v.get("ci")
+    return (float(ci[0]), float(ci[1])) if ci else (float(v["value"]), float(v["value"]))
+
+
+def mixing_weight(a: float, b: float, lo: float, hi: float) -> tuple[float, float] | None:
+    """The weights ``w`` in [0, 1] with ``w a + (1 - w) b`` in ``[lo, hi]`` (``a``: the group-mean
+    reading's value, ``b``: the summed reading's), as ``(w_min, w_max)``; ``None`` when no weight
+    does. ``lo``/``hi`` may be infinite (a one-sided target)."""
+    if a == b:
+        return (0.0, 1.0) if lo <= a <= hi else None
+    ends = [(t - b) / (a - b) for t in (lo, hi) if math.isfinite(t)]
+    # w -> value is monotone: the feasible set is an interval between the ends (or a ray)
+    cand = sorted(ends + [0.0, 1.0])
+    ok = [w for w in cand if 0.0 <= w <= 1.0 and lo - 1e-12 <= w * a + (1 - w) * b <= hi + 1e-12]
+    return (min(ok), max(ok)) if ok else None
+
+
+def _weight_text(got: dict, lo: float, hi: float, paper_value: float | None) -> tuple[str, dict]:
+    """Which weighting between the two readings gives the paper's value: the mixing weight ``w``
+    (``w`` group_mean + (1 - w) summed) for the point values, and its range over the readings'
+    intervals (every corner of the two intervals)."""
+    a, b = got["group_mean"], got["summed"]
+    lo_t, hi_t = (paper_value, paper_value) if paper_value is not None else (lo, hi)
+    point = mixing_weight(a["value"], b["value"], lo_t, hi_t)
+    corners = [mixing_weight(x, y, lo_t, hi_t) for x in _interval(a) for y in _interval(b)]
+    corners = [c for c in corners if c is not None]
+    info = {"target": [lo_t, hi_t], "w_point": list(point) if point else None,
+            "w_over_intervals": [min(c[0] for c in corners), max(c[1] for c in corners)] if corners else None}
+    what = f"the paper's {paper_value:g}" if paper_value is not None else f"the paper's [{lo:g}, {hi:g}]"
+    if point is None and not corners:
+        return f"no weighting w * group_mean + (1 - w) * summed with w in [0, 1] gives {what}", info
+    pt = (f"w = {point[0]:.3f}" if point and abs(point[1] - point[0]) < 1e-9 else
+          f"w in [{point[0]:.3f}, {point[1]:.3f}]" if point else "no w at the point values")
+    rng = info["w_over_intervals"]
+    return (f"the weighting w * group_mean + (1 - w) * summed gives {what} at {pt} (w in [{rng[0]:.3f}, "
+            f"{rng[1]:.3f}] over the readings' 95% intervals)"), info
+
+
 def _by_reading(ctx, cid: str, statement: str, results: dict, target: str, test, *, why_fails: str,
-                skip_reason: str) -> None:
+                skip_reason: str, paper: tuple[float, float] | None = None, paper_value: float | None = None,
+                note: str | None = None) -> None:
     """Record a claim evaluated under each stage-2 reading (``results[reading]``: a value dict or
     ``None`` when the reading's cells are absent; ``test(value) -> bool``).
 
-    Both readings meet the target: holds; both miss it: fails (``why_fails`` with both values and
-    intervals); they disagree, or only one ran: reconstruction (the outcome depends on the weighting
-    the paper does not specify)."""
+    Both readings meet the target: holds. Otherwise, with ``paper = (lo, hi)`` the paper's range for
+    the value (infinite for a one-sided target): the claim fails only when every reading's 95%
+    interval lies wholly on the same side of that range; when the readings bracket the paper's value
+    (or one of them ties with its edge) the outcome depends on the weighting the paper does not
+    specify, and the row is a reconstruction with both intervals and the mixing weight
+    (:func:`mixing_weight`) that would give the paper's value (``paper_value``, else the range).
+    Without ``paper``, disagreeing readings are a reconstruction and agreeing misses fail. A single
+    reading is a reconstruction. ``note`` is appended to every reason (e.g. what holds by construction)."""
     got = {r: v for r, v in results.items() if v is not None and np.isfinite(v["value"])}
     if not got:
         ctx.skip_claim(cid, statement, skip_reason, target=target)
         return
+    tail = f"; {note}" if note else ""
     oks = {r: bool(test(v["value"])) for r, v in got.items()}
     values = "; ".join(f"{r}: {_fmt(v)}" for r, v in got.items())
     measured = {r: v for r, v in got.items()}
@@ -245,15 +303,36 @@ def _by_reading(ctx, cid: str, statement: str, results: dict, target: str, test,
         ctx.add_claim(cid, statement, measured=measured, target=target, passed=all(oks.values()),
                       status="reconstruction",
                       reason=f"measured only under the {', '.join(got)} reading ({values}; the {', '.join(missing)} "
-                             f"reading did not run here): {WEIGHTING}")
-    elif all(oks.values()):
-        ctx.add_claim(cid, statement, measured=measured, target=target, passed=True)
-    elif not any(oks.values()):
+                             f"reading did not run here): {WEIGHTING}{tail}")
+        return
+    if all(oks.values()):
+        ctx.add_claim(cid, statement, measured=measured, target=target, passed=True,
+                      reason=note)
+        return
+    if paper is not None:
+        lo, hi = paper
+        ivs = [_interval(v) for v in got.values()]
+        all_below = all(h < lo for _, h in ivs)
+        all_above = all(low > hi for low, _ in ivs)
+        if all_below or all_above:
+            ctx.add_claim(cid, statement, measured=measured, target=target, passed=False,
+                          reason=f"{why_fails} (both readings of stage 2's weighting, every 95% interval "
+                                 f"{'below' if all_below else 'above'} the paper's range: {values}){tail}")
+            return
+        wtext, winfo = _weight_text(got, lo, hi, paper_value)
+        measured = dict(measured, mixing_weight=winfo)
+        kind = ("the readings bracket the paper's value" if any(oks.values()) or
+                (min(v["value"] for v in got.values()) <= hi and max(v["value"] for v in got.values()) >= lo)
+                else "a reading's interval reaches the paper's range (a tie, not a failure)")
+        ctx.add_claim(cid, statement, measured=measured, target=target, passed=False, status="reconstruction",
+                      reason=f"{kind} ({values}): {WEIGHTING}; {wtext}{tail}")
+        return
+    if not any(oks.values()):
         ctx.add_claim(cid, statement, measured=measured, target=target, passed=False,
-                      reason=f"{why_fails} (both readings of stage 2's weighting: {values})")
+                      reason=f"{why_fails} (both readings of stage 2's weighting: {values}){tail}")
     else:
         ctx.add_claim(cid, statement, measured=measured, target=target, passed=False, status="reconstruction",
-                      reason=f"the readings disagree ({values}): {WEIGHTING}")
+                      reason=f"the readings disagree ({values}): {WEIGHTING}{tail}")
 
 
 #: Why each claim does not hold when both readings of stage 2 miss its target (values appended).
@@ -331,12 +410,13 @@ def _claims_two_group(frames: dict, ctx, config):
                       ("fig6_reduction_vs_equal_split", "dpse", "equal"),
                       ("fig6_reduction_with_fairness", "dpse_fair", "equal_fair")):
         _by_reading(ctx, cid, text[cid], red(m, b, reasonable), "0.10 to 0.50 (paper)", in_range,
-                    why_fails=WHY_NOT[cid], skip_reason=no_budget)
+                    why_fails=WHY_NOT[cid], skip_reason=no_budget, paper=(0.10, 0.50))
     opp = lambda f: reasonable(f) & (f.beta1 == -f.beta2) & (f.beta1.abs() == 10)  # noqa: E731
     _by_reading(ctx, "fig2_opposite_slopes_over_50pct", text["fig2_opposite_slopes_over_50pct"],
                 red("dpse", "dpnose", opp), "> 0.50 (paper)", lambda v: v > 0.5,
                 why_fails=WHY_NOT["fig2_opposite_slopes_over_50pct"],
-                skip_reason="no cell with slopes (-10, 10) or (10, -10) and eps in [1, 10] in the grid")
+                skip_reason="no cell with slopes (-10, 10) or (10, -10) and eps in [1, 10] in the grid",
+                paper=(0.50, math.inf))
     small_case = lambda f: reasonable(f) & (f.beta1 == -10) & (f.beta2 == -1)  # noqa: E731
 
     def gap(df):
@@ -351,14 +431,10 @@ def _claims_two_group(frames: dict, ctx, config):
     _by_reading(ctx, "fig2_small_gain_for_-10_-1", text["fig2_small_gain_for_-10_-1"], each(gap),
                 "difference < 0 (the paper states no threshold for 'small')", lambda v: v < 0,
                 why_fails=WHY_NOT["fig2_small_gain_for_-10_-1"],
-                skip_reason="needs slopes (-10, -1) and (-10, 10) or (10, -10) with eps in [1, 10] in the grid")
+                skip_reason="needs slopes (-10, -1) and (-10, 10) or (10, -10) with eps in [1, 10] in the grid",
+                paper=(-math.inf, 0.0))
 
-    def sd_ratio(df):
-        priv = df[df.method.isin(PRIVATE_METHODS)]
-        return {"value": float((priv.sd / priv.mspe).mean())}
-
-    _by_reading(ctx, "mc_sd_below_10pct", text["mc_sd_below_10pct"], each(sd_ratio), "< 0.10 (paper, Appendix)",
-                lambda v: v < 0.10, why_fails=WHY_NOT["mc_sd_below_10pct"], skip_reason="no two-group sweep ran")
+    _claim_mc_sd(frames, ctx, config, text["mc_sd_below_10pct"])
 
     def cost(df):
         big = df[df.ratio == df.ratio.max()]
@@ -373,7 +449,50 @@ def _claims_two_group(frames: dict, ctx, config):
 
     _by_reading(ctx, "fig4_larger_group_cost_small", text["fig4_larger_group_cost_small"], each(cost),
                 "increase - decrease < 0", lambda v: v < 0, why_fails=WHY_NOT["fig4_larger_group_cost_small"],
-                skip_reason=no_budget)
+                skip_reason=no_budget, paper=(-math.inf, 0.0))
+
+
+def paper_grid_cells(df, config: dict):
+    """The rows of ``df`` on the paper's epsilon grid (the full config's ``epsilons``; finite budgets)
+    and whether ``config``'s grid covers all of it."""
+    paper = np.round(np.asarray(FULL["epsilons"], np.float64), 4)
+    ran = np.round(np.asarray(config["epsilons"], np.float64), 4)
+    covers = bool(np.isin(paper, ran).all())
+    return df[np.isin(np.round(df.epsilon_paper.to_numpy(), 4), paper)], covers
+
+
+def _claim_mc_sd(frames: dict, ctx, config: dict, statement: str) -> None:
+    """The appendix's "sd of MSPE < 10% of its mean", on the paper's epsilon grid (every ratio, slope
+    pair, method and group of the sweep). A config whose grid is not the paper's (quick) records
+    the value on its own grid as a smoke check (status skipped: the paper's grid cells are absent)."""
+    def sd_ratio(cells):
+        priv = cells[cells.method.isin(PRIVATE_METHODS) & np.isfinite(cells.rho)]
+        if not len(priv):
+            return None
+        r = (priv.sd / priv.mspe)
+        return {"value": float(r.mean()), "max": float(r.max()), "cells": int(len(r)),
+                "grid": sorted({round(float(e), 4) for e in priv.epsilon_paper})}
+
+    live = {r: df for r, df in frames.items() if len(df)}
+    if not live:
+        ctx.skip_claim("mc_sd_below_10pct", statement, "no two-group sweep ran", target="< 0.10")
+        return
+    on_paper = {r: paper_grid_cells(df, config) for r, df in live.items()}
+    if all(cov for _, cov in on_paper.values()):
+        vals = {r: sd_ratio(cells) for r, (cells, _) in on_paper.items()}
+        vals.update({r: None for r in READINGS if r not in vals})
+        _by_reading(ctx, "mc_sd_below_10pct", statement + " (on the paper's epsilon grid)", vals,
+                    "< 0.10 (paper, Appendix)", lambda v: v < 0.10, why_fails=WHY_NOT["mc_sd_below_10pct"],
+                    skip_reason="no two-group sweep ran")
+        return
+    vals = {r: sd_ratio(df) for r, df in live.items()}
+    ctx.add_claim("mc_sd_below_10pct", statement, measured={r: v for r, v in vals.items() if v}, target="< 0.10",
+                  passed=False, status="skipped",
+                  reason=("quick-grid smoke check only: this config's epsilon grid "
+                          f"{sorted(config['epsilons'])} is not the paper's (the full config's "
+                          f"{len(FULL['epsilons'])} budgets, eps 0.1 to 10), and the appendix's statement is over "
+                          "the paper's grid, where the smallest budgets dominate the sd; the full config tests it "
+                          "(the last full run of an earlier design gave 0.194); the values here are no verdict"))
 
 
 def _claim_or_skip(ctx, cid: str, statement: str, measured: float, target: str, passed: bool,
@@ -458,6 +577,13 @@ def _kgroup(config, ctx, design: dict):
     return ctx.map_chunks(chunks, compute, desc="kgroup")
 
 
+#: What the K = 5 rows test, given that the design is fitted to the paper's DPNoSE column.
+BY_CONSTRUCTION = ("the K = 5 design (middle group size and slopes) is solved from the paper's DPNoSE column, so the "
+                   "kit's DPNoSE column matches the paper's by construction (measured: dpnose_column) and is no "
+                   "evidence; what is tested is DPSE's column relative to DPNoSE on that design, i.e. how far "
+                   "stage 2 moves the fit from the pooled one")
+
+
 #: The K-group claims (id, statement) and the K they need.
 KGROUP_CLAIMS = (
     ("table1_3_group1_higher", "K=5: DPSE raises group 1's (largest) MSPE by about 24% vs DPNoSE (Tables 1-3, "
@@ -511,10 +637,12 @@ def _claims_kgroup(df, ctx, design: dict, readings):
 
         _by_reading(ctx, "table1_3_group1_higher", text["table1_3_group1_higher"], stat(g1),
                     f"about +{paper_g1:.2f} (0.10 to 0.40)", lambda v: 0.10 <= v <= 0.40,
-                    why_fails=WHY_NOT["table1_3_group1_higher"], skip_reason="no K = 5 cell")
+                    why_fails=WHY_NOT["table1_3_group1_higher"], skip_reason="no K = 5 cell",
+                    paper=(0.10, 0.40), paper_value=paper_g1, note=BY_CONSTRUCTION)
         _by_reading(ctx, "table1_3_groups2_5_lower", text["table1_3_groups2_5_lower"], stat(rest),
                     f"about {paper_rest:.2f} (0.08 to 0.30)", lambda v: 0.08 <= v <= 0.30,
-                    why_fails=WHY_NOT["table1_3_groups2_5_lower"], skip_reason="no K = 5 cell")
+                    why_fails=WHY_NOT["table1_3_groups2_5_lower"], skip_reason="no K = 5 cell",
+                    paper=(0.08, 0.30), paper_value=paper_rest, note=BY_CONSTRUCTION)
         paper_flat = max(abs(PAPER_DPSE[2.0][g] / PAPER_DPSE[8.0][g] - 1) for g in range(5))
 
         def flat(f):
@@ -525,7 +653,8 @@ def _claims_kgroup(df, ctx, design: dict, readings):
 
         _by_reading(ctx, "table1_3_flat_in_rho", text["table1_3_flat_in_rho"], stat(flat),
                     f"<= {paper_flat:.3f} (the paper's tables)", lambda v: v <= paper_flat + 1e-12,
-                    why_fails=WHY_NOT["table1_3_flat_in_rho"], skip_reason="one budget only")
+                    why_fails=WHY_NOT["table1_3_flat_in_rho"], skip_reason="one budget only",
+                    paper=(-math.inf, paper_flat + 1e-12), note=BY_CONSTRUCTION)
     cid, st, need = KGROUP_CLAIMS[3]
     if not any(k > 5 for k in ks):
         ctx.skip_claim(cid, st, f"the K-group grid has no {need} cell (kgroup_ks = {ks})", target=">= 0.10")
@@ -545,7 +674,7 @@ def _claims_kgroup(df, ctx, design: dict, readings):
         return dict(worst, per_k={v["k"]: round(v["value"], 4) for v in vals})
 
     _by_reading(ctx, cid, st, {r: (many(f) if len(f) else None) for r, f in frames.items()}, ">= 0.10 (paper)",
-                lambda v: v >= 0.10, why_fails=WHY_NOT[cid], skip_reason="no K > 5 cell")
+                lambda v: v >= 0.10, why_fails=WHY_NOT[cid], skip_reason="no K > 5 cell", paper=(0.10, math.inf))
 
 
 def _real_data(name: str, seed: int):
@@ -667,6 +796,172 @@ def _claims_real(df, ctx, config):
                     why_fails=WHY_NOT["real_gain_larger_for_smallest"], skip_reason=f"{name}: no rows")
 
 
+def lemma31_expected_loss(c: float, x1: np.ndarray, x2: np.ndarray, beta1: np.ndarray, beta2: np.ndarray,
+                          sigma1: float, sigma2: float) -> float:
+    """Lemma 3.1 (= Lemma C.2) in expectation: the randomized predictor (``beta_1`` w.p. ``c``, else
+    ``beta_2``) on the mixture ``c N(X_1 beta_1, sigma_1^2 I) + (1 - c) N(X_2 beta_2, sigma_2^2 I)``
+    has expected loss ``c^2 n_1 sigma_1^2 + (1-c)^2 n_2 sigma_2^2 + c(1-c)(E Gamma_1 + E Gamma_2)``
+    with ``E Gamma_1 = ||X_2 (beta_2 - beta_1)||^2 + n_2 sigma_2^2`` and ``E Gamma_2 = ||X_1 (beta_1 -
+    beta_2)||^2 + n_1 sigma_1^2`` (E C = 1 for ``C ~ chi^2_1``)."""
+    n1, n2 = x1.shape[0], x2.shape[0]
+    g1 = float(np.sum((x2 @ (beta2 - beta1)) ** 2)) + n2 * sigma2**2
+    g2 = float(np.sum((x1 @ (beta1 - beta2)) ** 2)) + n1 * sigma1**2
+    return c**2 * n1 * sigma1**2 + (1 - c) ** 2 * n2 * sigma2**2 + c * (1 - c) * (g1 + g2)
+
+
+def _lemma31_monte_carlo(draws: int, seed: int) -> dict:
+    """Monte Carlo of Lemma 3.1's loss: fresh ``Y_1, Y_2``, the mixture's component ``J ~ Bern(c)`` and
+    the predictor's ``B ~ Bern(c)`` drawn independently; loss ``||Y_J - X_J beta_B||^2``. Also the
+    variance of ``||Y_1 - X_1 beta_1||^2``: ``2 n_1 sigma_1^4`` (``sigma_1^2 chi^2_{n_1}``), not the
+    proof's ``n_1 sigma_1^2 chi^2_1`` (variance ``2 n_1^2 sigma_1^4``)."""
+    rng = np.random.default_rng(seed)
+    c, n1, n2, d, s1, s2 = 0.7, 60, 12, 3, 1.0, 2.0
+    x1, x2 = rng.normal(size=(n1, d)), rng.normal(size=(n2, d))
+    b1, b2 = np.array([1.0, -0.5, 0.3]), np.array([-1.0, 0.5, 0.8])
+    e1, e2 = rng.normal(0, s1, (draws, n1)), rng.normal(0, s2, (draws, n2))
+    y1, y2 = x1 @ b1 + e1, x2 @ b2 + e2
+    j, b = rng.random(draws) < c, rng.random(draws) < c  # component 1, predictor beta_1
+    loss = np.where(j, np.where(b, ((y1 - x1 @ b1) ** 2).sum(1), ((y1 - x1 @ b2) ** 2).sum(1)),
+                    np.where(b, ((y2 - x2 @ b1) ** 2).sum(1), ((y2 - x2 @ b2) ** 2).sum(1)))
+    closed = lemma31_expected_loss(c, x1, x2, b1, b2, s1, s2)
+    mc, se = float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(draws))
+    r1 = (e1**2).sum(1)
+    return {"closed_form": closed, "monte_carlo": mc, "se": se, "ci": [mc - 1.96 * se, mc + 1.96 * se],
+            "var_resid_mc": float(r1.var(ddof=1)), "var_chi2_n1": 2 * n1 * s1**4,
+            "var_paper_n1_chi2_1": 2 * n1**2 * s1**4, "n1": n1, "draws": draws}
+
+
+#: Rows the kit cannot test, with the reason (id, statement, reason).
+UNTESTABLE = (
+    ("thm5_1_pure_dp_lower_bound", "Theorem 5.1: every eps-DP mechanism solving the constrained problem to within "
+     "alpha needs alpha >= Omega(K / (eps n)) on some data set in B_2^K (probability >= 1/2)",
+     "a lower bound over every eps-DP mechanism, shown by reduction to 1-way marginals: a simulation of the kit's "
+     "finitely many mechanisms cannot test a statement about all mechanisms, and Omega(.) fixes no constant to "
+     "compare a measured error with"),
+    ("thm5_2_approx_dp_lower_bound", "Theorem 5.2: every (eps, delta)-DP mechanism (delta = o(1/n)) needs alpha >= "
+     "Omega(sqrt(K) / (eps n)) on some data set in B_2^K (probability >= 1/3)",
+     "a lower bound over every (eps, delta)-DP mechanism (reduction to 1-way marginals): no finite simulation tests "
+     "a statement about all mechanisms, and Omega(.) fixes no constant"),
+)
+
+
+def _claims_theory(config: dict, ctx) -> None:
+    """Lemma 3.1 (closed form against Monte Carlo) and the untestable theorems 5.1 and 5.2."""
+    draws = int(config.get("lemma31_draws", 20000))
+    r = _lemma31_monte_carlo(draws, int(config["seed"]))
+    half = 3.29 * r["se"]  # 99.9%: a deterministic check at a fixed seed
+    ok = abs(r["monte_carlo"] - r["closed_form"]) <= half
+    ctx.add_check("lemma3_1_expected_loss", "Lemma 3.1: the randomized predictor's expected loss on the 2-mixture is "
+                  "c^2 n_1 sigma_1^2 + (1-c)^2 n_2 sigma_2^2 + c(1-c)(E Gamma_1 + E Gamma_2) (closed form vs Monte "
+                  f"Carlo, {draws} draws, c = 0.7, d = 3)",
+                  measured=dict(ctx.comparison(r["monte_carlo"], r["closed_form"],
+                                               ci=[r["monte_carlo"] - r["closed_form"] - 1.96 * r["se"],
+                                                   r["monte_carlo"] - r["closed_form"] + 1.96 * r["se"]],
+                                               names=["monte carlo", "closed form"]),
+                                **{k: r[k] for k in ("var_resid_mc", "var_chi2_n1", "var_paper_n1_chi2_1", "n1")}),
+                  target="closed form inside the Monte Carlo mean +- 3.29 se", passed=ok,
+                  reason=("the expectation holds; the proof's distribution n_1 sigma_1^2 chi^2_1 for ||Y_1 - X_1 "
+                          f"beta_1||^2 is wrong: it is sigma_1^2 chi^2_(n_1) (variance {r['var_resid_mc']:.1f} by "
+                          f"Monte Carlo vs {r['var_chi2_n1']:.0f} for chi^2_(n_1) and {r['var_paper_n1_chi2_1']:.0f} "
+                          "for the proof's form); the expectations agree") if ok else None)
+    for cid, st, why in UNTESTABLE:
+        ctx.add_claim(cid, st, measured=None, target="Omega(.) lower bound", passed=False, status="untestable",
+                      reason=why)
+
+
+#: Section 6's MNIST "8-vs-2" (Bagdasaryan et al. 2019): total epsilon and the paper's reduction of the
+#: minority '8' class's error (against Bagdasaryan et al.'s numbers).
+DIGITS_EPSILON, DIGITS_PAPER_REDUCTION = 5.73, 0.64
+
+_DIGITS_TEXT = ("Sec. 6, MNIST 8-vs-2: tailoring the budget from a first-stage logistic regression lowers the minority "
+                "'8' class's classification error by 64% (total eps = 5.73)")
+
+
+def digits_eight_vs_two(config: dict) -> dict | None:
+    """A labelled reconstruction of Section 6's MNIST 8-vs-2 on scikit-learn's bundled 8x8 digits
+    (no MNIST offline): classes 2 and 8, groups = classes, '8' the minority (``digits_minority``
+    training rows of it, ``digits_majority`` of '2'), pixels / 16 centred and bounded to ``||x|| <=
+    1``; DPSE and DPNoSE both logistic in both stages (the paper's second stage is LeNet) at
+    ``rho`` with ``(eps, 1e-5)`` = (5.73, 1e-5) (Bun & Steinke; the paper states no delta), each
+    ``rho``-zCDP under replace-one within a group. Returns the per-trial test error per method and
+    class, or ``None`` without scikit-learn."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        return None
+    from scipy.optimize import brentq
+
+    d = load_digits()
+    x_all, lab = d.data / 16.0, d.target
+    rng = np.random.default_rng(int(config["seed"]))
+    i2, i8 = rng.permutation(np.flatnonzero(lab == 2)), rng.permutation(np.flatnonzero(lab == 8))
+    n2, n8 = int(config["digits_majority"]), int(config["digits_minority"])
+    if not (0 < n2 < len(i2) and 0 < n8 < len(i8)):
+        raise ValueError(f"digits_majority and digits_minority must leave test rows: 0 < {n2} < {len(i2)} ('2') and "
+                         f"0 < {n8} < {len(i8)} ('8').")
+    tr, te = np.r_[i2[:n2], i8[:n8]], np.r_[i2[n2:], i8[n8:]]
+    mu = x_all[tr].mean(0)
+
+    def prep(idx):
+        x = x_all[idx] - mu
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1.0)
+        y = (lab[idx] == 8).astype(np.float32)
+        return jnp.asarray(x, jnp.float32), jnp.asarray(y), jnp.asarray(y.astype(np.int32))
+
+    (xtr, ytr, s_tr), (xte, yte, s_te) = prep(tr), prep(te)
+    rho = float(brentq(lambda r: float(zcdp_to_dp(r, 1e-5, method="bun_steinke")) - DIGITS_EPSILON, 1e-4, 50.0))
+    st = dict(config, steps=int(config["digits_steps"]), learning_rate=float(config["digits_lr"]),
+              stats_bound_x=1.0, stats_bound_y=1.0)
+    cfgs = method_configs(st)
+    names = ("dpse", "dpnose")
+    configs = tuple(dataclasses.replace(cfgs[m], loss="logistic", fit_intercept=True) for m in names)
+    onehot = jax.nn.one_hot(s_te, 2)
+
+    def one(key):
+        keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(len(configs)))
+        th, _ = bt.fit_many(keys, xtr, ytr, s_tr, 2, hyperparams_from(st, rho), configs)
+        err = ((th[:, :-1] @ xte.T + th[:, -1:] > 0).astype(jnp.float32) != yte[None]).astype(jnp.float32)
+        return (err @ onehot) / onehot.sum(0)  # [M, K]: test error per method and class (2, 8)
+
+    keys = jax.random.split(jax.random.key(int(config["seed"]) + 11), int(config["digits_trials"]))
+    out = np.asarray(jax.jit(jax.vmap(one))(keys))  # [T, M, K]
+    return {"errors": out, "methods": names, "rho": rho, "n_train": (n2, n8), "n_test": (len(i2) - n2, len(i8) - n8)}
+
+
+def _claim_digits(config: dict, ctx) -> None:
+    """Section 6's MNIST 8-vs-2 as a labelled reconstruction on the 8x8 digits (full config only)."""
+    if int(config.get("digits_trials", 0)) <= 0:
+        ctx.skip_claim("sec6_mnist_8_vs_2", _DIGITS_TEXT, "the digits reconstruction runs in the full config only "
+                       "(digits_trials = 0 here)", target=f"-{DIGITS_PAPER_REDUCTION:.2f}")
+        return
+    r = digits_eight_vs_two(config)
+    if r is None:
+        ctx.skip_claim("sec6_mnist_8_vs_2", _DIGITS_TEXT, "scikit-learn is not installed (its bundled 8x8 digits are "
+                       "the offline stand-in for MNIST)", target=f"-{DIGITS_PAPER_REDUCTION:.2f}")
+        return
+    e8 = r["errors"][:, :, 1]  # [T, M]: the '8' class
+    dpse, dpnose = e8[:, 0], e8[:, 1]
+    t = len(dpse)
+    red = 1.0 - dpse.mean() / dpnose.mean()
+    # delta method on the paired trials: var of (dpse - red' dpnose) / mean(dpnose)
+    q = dpse.mean() / dpnose.mean()
+    se = float(np.std(dpse - q * dpnose, ddof=1) / math.sqrt(t) / dpnose.mean())
+    measured = {"value": float(red), "ci": [float(red) - 1.96 * se, float(red) + 1.96 * se],
+                "error_8": {"dpse": float(dpse.mean()), "dpnose": float(dpnose.mean())},
+                "error_2": {"dpse": float(r["errors"][:, 0, 0].mean()), "dpnose": float(r["errors"][:, 1, 0].mean())},
+                "rho": r["rho"], "n_train_2_8": list(r["n_train"]), "trials": t}
+    ctx.add_claim("sec6_mnist_8_vs_2", _DIGITS_TEXT, measured=measured,
+                  target=f"reduction {DIGITS_PAPER_REDUCTION:.2f} (paper, vs Bagdasaryan et al.)",
+                  passed=bool(measured["ci"][0] > 0), status="reconstruction",
+                  reason=("a labelled reconstruction, no evidence for or against the paper: MNIST is not available "
+                          "offline, so scikit-learn's 8x8 digits stand in (classes 2 and 8, '8' the minority); the "
+                          "second stage is the kit's logistic regression, not LeNet; the paper's baseline is "
+                          "Bagdasaryan et al.'s DP-SGD numbers, here DPNoSE on the same model; the paper gives "
+                          "neither the class imbalance, delta, the DP-SGD settings nor the group definition "
+                          f"(here groups = classes, delta = 1e-5); DPSE lowers the '8' error by {red:.3f} "
+                          f"[{measured['ci'][0]:.3f}, {measured['ci'][1]:.3f}] vs DPNoSE"))
+
+
 def run(config: dict, ctx: Any):
     """Run every part of the paper-000 study named in ``config`` and record claims and privacy.
 
@@ -709,7 +1004,7 @@ def run(config: dict, ctx: Any):
     _by_reading(ctx, "fig3_all_regimes", fig3_text,
                 {r: ({"value": float((_reduction(f, "dpse", "dpnose", 2)[1] > 0).mean())} if len(f) else None)
                  for r, f in fig3s.items()}, "1.0", lambda v: v == 1.0, why_fails=WHY_NOT["fig3_all_regimes"],
-                skip_reason="no Fig. 3 ratio in this config (fig3_ratios = [])")
+                skip_reason="no Fig. 3 ratio in this config (fig3_ratios = [])", paper=(1.0, 1.0))
     if len(frames["group_mean"]):
         figures.two_group(frames["group_mean"], ctx)
     design = kgroup_design(settings) if settings["kgroup_ks"] else {"sizes": (), "slopes": [], "middle": None}
@@ -725,6 +1020,8 @@ def run(config: dict, ctx: Any):
     if len(real):
         ctx.save_table(real, "real")
     _claims_real(real, ctx, settings)
+    _claims_theory(settings, ctx)
+    _claim_digits(settings, ctx)
     # What each run spends, per method, reading and budget, under the configured relation (every
     # budget a study used: the epsilon grid, the K-group budgets and, when real data ran, Table 4's).
     rhos = (np.asarray(settings["epsilons"]) ** 2 / 2).tolist() + list(settings["kgroup_rhos"])
