@@ -108,7 +108,7 @@ def dpsgd_event(
     multiplier is relative to the query's sensitivity under that relation: a sum of per-example
     gradients clipped to ``C`` has sensitivity ``C`` under add/remove but ``2C`` under replace-one,
     so noise of std ``sigma`` on it is ``noise_multiplier = sigma / (2C)`` for
-    ``sampling="without_replacement"`` (``dpsgd.privacy`` and ``fermi.privacy`` do this). Shuffled
+    ``sampling="without_replacement"`` (``dpsgd.spend`` and ``fermi.spend`` do this). Shuffled
     epochs are not sampling without replacement: account them with :func:`shuffled_event`.
     """
     V.check_noise_multiplier(noise_multiplier)
