@@ -8,34 +8,32 @@ import jax.numpy as jnp
 
 from dpfair_jax import models, montecarlo
 from dpfair_jax.algorithms import dpsgd, fermi
-from dpfair_jax.data import synthetic
-from dpfair_jax.fairness import evaluate, metrics
+from dpfair_jax.data import synthetic, train_test_split
+from dpfair_jax.fairness import evaluate
 from dpfair_jax.privacy import mechanisms
 
-key = jax.random.key(0)
-data = synthetic.two_group_classification(key, n=4000, d=8).data  # a Dataset: x, y, s
+# Two groups with different base rates and 10% label noise: not separable, a real tradeoff.
+data = synthetic.two_group_classification(jax.random.key(0), n=8000, ratio=0.5, d=8, margins=[1.0, 0.5],
+                                          label_noise=0.1, positive_rate=[0.6, 0.3]).data
+train, test = train_test_split(data, test_size=0.25, seed=0)
+model, target = models.logistic(input_dim=data.d), (1.0, 1e-5)  # (epsilon, delta)
 
-# 1. DP-SGD: calibrate the noise for (epsilon, delta) = (1, 1e-5), train, state the spend
-#    (Poisson sampling at q = batch / n, add/remove; delta includes the padding's truncation charge).
-n, batch, steps, delta = data.n, 256, 200, 1e-5
-model = models.logistic(input_dim=data.d)
-config = dpsgd.DPSGDConfig(model=model, batch_size=batch, steps=steps, delta=delta)
-hp = dpsgd.calibrate(config, n, (1.0, delta), hparams=dpsgd.DPSGDHparams(clip_norm=1.0, learning_rate=0.5))
-result = dpsgd.fit(jax.random.key(1), data, hp, config)
-print(result.spend)
-params = result.params
-pred = models.predict_label(model, params, data.x)
-print("accuracy", float(metrics.accuracy(pred, data.y)),
-      "DP violation (eq. 10)", float(metrics.demographic_parity_pairwise(pred, data.s, 2)))
+# Every algorithm: config (static choices) -> calibrate -> fit -> FitResult(params, diagnostics, spend, report).
+# 1. DP-SGD (Poisson sampling at q = batch / n, add/remove; delta includes the padding's truncation charge).
+config = dpsgd.DPSGDConfig(model=model, batch_size=256, steps=300, delta=target[1])
+hp = dpsgd.calibrate(config, train.n, target, hparams=dpsgd.DPSGDHparams(clip_norm=1.0, learning_rate=0.5))
+plain = dpsgd.fit(jax.random.key(1), train, hp, config)
 
-# 2. DP-FERMI (paper 004), fairness weight lam = 1, on the default unit: every feature of a record
-#    is protected (Poisson sampling, add/remove), and the group frequencies come from a noisy
-#    histogram whose cost is part of the spend.
-config = fermi.FermiConfig(model=model, num_groups=2, steps=steps, batch_size=batch, delta=delta)
-hp = fermi.calibrate(config, n, (1.0, delta), hparams=fermi.FermiHparams(lam=1.0))  # both updates composed
-result = fermi.fit(jax.random.key(3), data, hp, config)
-print(fermi.spend(config, n, hp))
-print(evaluate(model, result.params, data))  # error, violations, degenerate-run flags
+# 2. DP-FERMI (paper 004), fairness weight lam = 2, on the default unit: every feature of a record is
+#    protected, and the group frequencies come from a noisy histogram whose cost is part of the spend.
+config = fermi.FermiConfig(model=model, num_groups=2, batch_size=256, steps=300, delta=target[1])
+hp = fermi.calibrate(config, train.n, target, hparams=fermi.FermiHparams(lam=2.0))
+fair = fermi.fit(jax.random.key(2), train, hp, config)
+
+for name, res in (("DP-SGD", plain), ("DP-FERMI", fair)):
+    m = evaluate(model, res.params, test)  # held-out error, DP and EO violations, degenerate-run flags
+    print(f"{name:8s} test error {float(m['error']):.3f}  DP violation {float(m['dp_violation']):.3f}  "
+          f"epsilon {res.spend.epsilon:.2f} ({res.spend.relation}, unit {res.spend.unit})")
 
 
 # 3. A Monte Carlo sweep: 200 trials x 4 noise scales of a Gaussian mean, one compiled program
