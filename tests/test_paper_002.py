@@ -129,6 +129,7 @@ def test_sample_complexity_rows(tmp_path):
     assert b5["status"] == "fails" and "46" in b5["reason"] and "T = 30" in b5["reason"]
 
 
+@pytest.mark.slow
 def test_lemma58_audit_catches_the_printed_algorithm_only():
     """The printed Algorithm 2 (unnoised line 10) is caught far above its claimed epsilon; the kit's
     corrected Algorithm 2 on the same neighbouring pair is not (no evidence against its spend)."""
