@@ -20,7 +20,9 @@ Registered experiments (``dpfair run NAME [--quick]``):
 * ``reductions_sample_complexity``: sample-complexity crossover (Cor. 8.9 reduction vs Jagielski
   et al.'s Cor. C.2) over alpha, |A| and r; and an empirical check of the lower-bound instance
   (Lemmas 6.3-6.4): the excess risk of the Gaussian (Laplace) mechanism on the hard instance scales
-  as ``sqrt(K)/(eps n)`` (``K/(eps n)``).
+  as ``sqrt(K)/(eps n)`` (``K/(eps n)``). It also records the paper's findings as rows: Lemma 5.8
+  audited on the printed Algorithm 2 (:func:`lemma58_audit`), Fig. 2's G-/H-mean formulas
+  (:func:`figure2_check`) and Cor. B.5's round count (:func:`corollary_b5_check`).
 
 * ``reductions_adult_eo`` / ``reductions_credit_eo``: equalized odds through the reduction
   (Cor. 8.9) over a grid of half-planes in two features: Algorithm 1 vs epsilon, non-private
@@ -57,7 +59,7 @@ from . import figures
 from .config import CONFIGS
 
 __all__ = ["bgl_study", "run_bgl", "run_sample_complexity", "scaling_table", "run_scaling", "eo_loss_vectors",
-           "eo_exact_frame", "run_eo", "EXPERIMENTS"]
+           "eo_exact_frame", "run_eo", "lemma58_audit", "figure2_check", "corollary_b5_check", "EXPERIMENTS"]
 
 _INF = float("inf")
 
