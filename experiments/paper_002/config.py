@@ -52,10 +52,11 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "reductions_law_bgl": {"quick": _LAW_QUICK, "full": _LAW_FULL},
     "reductions_sample_complexity": {
         "quick": {"rs": [0.25, 0.5, 1.0], "Ks": [8, 32, 128], "epsilons": [0.125, 0.25, 0.5, 0.9],
-                  "n": 100000, "trials": 2000, "delta": 1e-6, "seed": 0},
+                  "n": 100000, "trials": 2000, "delta": 1e-6, "seed": 0,
+                  "lemma58": {"trials": 1000, "steps": 10, "n": 2000, "control": False}},
         "full": {"rs": [0.1, 0.25, 0.5, 1.0], "Ks": [4, 16, 64, 256, 1024],
                  "epsilons": [0.05, 0.1, 0.25, 0.5, 0.9], "n": 1000000, "trials": 20000,
-                 "delta": 1e-6, "seed": 0},
+                 "delta": 1e-6, "seed": 0, "lemma58": {"trials": 20000, "steps": 10, "n": 2000, "control": True}},
     },
     "reductions_scaling": {
         "quick": {"Ks": [2, 4, 8, 16], "alphas": [0.1, 0.05, 0.025, 0.0125], "num_decisions": 1001,

@@ -109,13 +109,53 @@ def test_crossover_check_tests_the_n0_formulas(monkeypatch):
 def test_sample_complexity_rows(tmp_path):
     from dpfair_jax.runner import run_experiment
 
-    over = {"rs": [0.5], "Ks": [8, 32], "epsilons": [0.25, 0.9], "trials": 200}
+    over = {"rs": [0.5], "Ks": [8, 32], "epsilons": [0.25, 0.9], "trials": 200, "lemma58": {"trials": 400}}
     res = run_experiment(registry.get("reductions_sample_complexity"), size="quick", overrides=over, root=tmp_path)
     by = {c["id"]: c for c in res.claims}
     assert by["p002_crossover"]["kind"] == "formula" and by["p002_crossover"]["passed"]
     for mech in ("gaussian", "laplace"):
         row = by[f"p002_lower_bound_instance_{mech}"]  # a formula-consistency check, not a claim
         assert row["kind"] == "formula" and row["measured"]["worst_at_grid_edge"] == 0 and row["passed"], row
+    # the paper's findings: Lemma 5.8 fails for the printed Algorithm 2 (audit lower bound above the claim),
+    # Fig. 2's formulas contradict the figure, Cor. B.5's T is too small
+    l58 = by["p002_lemma58_alg2_privacy"]
+    assert l58["kind"] == "claim" and l58["status"] == "fails", l58
+    printed = l58["measured"]["printed"]
+    assert printed["epsilon_lower_bound"] > printed["claimed_epsilon"] == 1.0
+    assert l58["measured"]["ledger_epsilon"] in (math.inf, "inf") and "line 10" in l58["reason"]
+    fig2 = by["p002_fig2_means"]
+    assert fig2["kind"] == "formula" and fig2["status"] == "fails" and "contradict" in fig2["reason"]
+    b5 = by["p002_corB5_rounds"]
+    assert b5["status"] == "fails" and "46" in b5["reason"] and "T = 30" in b5["reason"]
+
+
+@pytest.mark.slow
+def test_lemma58_audit_catches_the_printed_algorithm_only():
+    """The printed Algorithm 2 (unnoised line 10) is caught far above its claimed epsilon; the kit's
+    corrected Algorithm 2 on the same neighbouring pair is not (no evidence against its spend)."""
+    printed = P.lemma58_audit(trials=400, seed=3)
+    assert printed["spend_epsilon"] == math.inf and printed["claimed_epsilon"] == 1.0
+    assert printed["epsilon_lower_bound"] > 2.0, printed
+    corrected = P.lemma58_audit(trials=400, seed=4, variant="corrected")
+    assert corrected["spend_epsilon"] <= 1.0 + 1e-6
+    assert corrected["epsilon_lower_bound"] <= corrected["claimed_epsilon"], corrected
+
+
+def test_figure2_and_corollary_b5_checks_against_hand_values():
+    fig = P.figure2_check((2, 3))
+    # uniform C: G = H = 1/L; geometric row-major C (ratio 1/3), L = 2: entries (27, 9, 3, 1)/40
+    assert np.allclose(fig["a_uniform"]["g_mean"], [0.5, 1 / 3], atol=1e-6)
+    assert np.allclose(fig["a_uniform"]["h_mean"], [0.5, 1 / 3], atol=1e-6)
+    g2 = math.sqrt((27 / 36) * (1 / 4))  # recalls: 27/(27+9), 1/(3+1)
+    h2 = 2 / ((27 + 3) / 27 + (9 + 1) / 1)  # column sums over the diagonal (as printed)
+    assert abs(fig["b_geometric"]["g_mean"][0] - g2) < 1e-6 and abs(fig["b_geometric"]["h_mean"][0] - h2) < 1e-6
+    assert fig["contradicts"]
+    b5 = P.corollary_b5_check((12.0, 100.0))
+    c12 = b5["cells"][0]
+    assert c12["T_paper"] == math.ceil(12 * math.log(12)) == 30 and c12["T_sufficient"] == 46
+    assert abs(c12["bound_over_alpha_at_T_paper"] - 12 * math.log(30) / 30) < 1e-12
+    assert not b5["paper_T_suffices"]
+    assert all(c["bound_over_alpha_at_T_sufficient"] <= 1.0 for c in b5["cells"])
 
 
 def test_missing_data_reports_skipped_rows(tmp_path, monkeypatch):
@@ -131,7 +171,8 @@ def test_missing_data_reports_skipped_rows(tmp_path, monkeypatch):
     res = run_experiment(registry.get("reductions_law_bgl"), size="quick", root=tmp_path)
     rows = {c["id"]: c for c in res.claims}
     assert set(rows) == {f"p002_law_{x}" for x in ("alg1_em_utility", "alg1_improves_with_epsilon",
-                                                   "frank_wolfe_cgoo", "alg1_vs_alg2", "alg2_ledger")}
+                                                   "frank_wolfe_cgoo", "frank_wolfe_hinge", "alg1_vs_alg2",
+                                                   "alg2_ledger")}
     assert all(c["status"] == "skipped" and "no law CSV here" in c["reason"] for c in rows.values())
     assert rows["p002_law_alg2_ledger"]["kind"] == "formula"
     res = run_experiment(registry.get("reductions_adult_eo"), size="quick", root=tmp_path)
@@ -150,6 +191,8 @@ def test_tiny_synthetic_run_end_to_end(tmp_path):
     led = ids["p002_syn_alg2_ledger"]
     assert led["passed"] and led["kind"] == "formula" and led["measured"]["max_rel_err_epsilon"] <= 1e-9
     assert "p002_syn_frank_wolfe_cgoo" in ids and "p002_syn_alg1_em_utility" in ids
+    hinge = ids["p002_syn_frank_wolfe_hinge"]  # measured at T = 30, 100, 300 with the unsmoothed penalty
+    assert set(hinge["measured"]["hinge"]) == {"30", "100", "300"} and hinge["status"] in ("holds", "fails")
     df = pd.read_csv(tmp_path / "runs" / "reductions_synthetic_bgl" / "results.csv")
     assert {"exp_sampling", "lopt_alg2", "frank_wolfe"} <= set(df.method)
     assert len(df[df.method == "exp_sampling"]) == 6 * 2
