@@ -141,11 +141,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "return FermiNoise(math.sqrt(factor * var_t), math.sqrt(factor * var_w))",
       "return FermiNoise(0.5 * math.sqrt(factor * var_t), 0.5 * math.sqrt(factor * var_w))",
       ("tests/algorithms/test_fermi.py::test_theorem33_noise_matches_hand_computation",
-       "tests/experiments/test_paper_formulas.py::test_theorem33_is_the_moments_recipe_with_the_proof_sensitivities")),
+       "tests/papers/test_paper_formulas.py::test_theorem33_is_the_moments_recipe_with_the_proof_sensitivities")),
     M("fermi.theory.dpsgda_noise (Theorem E.1 stds)", PF,
       "base = 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
       "base = 0.25 * 8.0 * steps * math.log(1.0 / delta) / (float(epsilon) ** 2 * n**2)",
-      ("tests/experiments/test_paper_formulas.py::test_dpsgda_theorem_e1",)),
+      ("tests/papers/test_paper_formulas.py::test_dpsgda_theorem_e1",)),
     # ---------------------------------------------------------------- DP-SGDA (sgda)
     M("sgda: theta noise std", SGDA,
       "std_theta = _mm.clipped_sum_std(hparams.noise_theta, hparams.clip_theta, fct)",
