@@ -1,0 +1,459 @@
+"""The fairness-error tradeoff study of paper 004 (Figs 2-9) and its public, tuned form.
+
+The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`):
+
+- methods: ``"dpfermi"`` (DP-FERMI, :mod:`dpfair_jax.algorithms.fermi`), ``"pfld_stochastic"`` (a
+  stochastic PF-LD-style variant: multipliers moved every step on the batch's violation,
+  :mod:`dpfair_jax.algorithms.pfld`), ``"pfld_epoch"`` (PF-LD as Tran, Fioretto and Van
+  Hentenryck specify it: non-negative multipliers updated once per epoch on the noisy full-data
+  violation, :mod:`dpfair_jax.algorithms.pfld_epoch`) and ``"dpsgd"`` (DP-SGD: the task loss
+  alone, i.e. lambda = 0), over lambdas x epsilons x replicates;
+- data: a :class:`~dpfair_jax.data.Dataset` or a pandas DataFrame with named target, group and
+  feature columns (:func:`dpfair_jax.data.dataset_from_frame`); each replicate is its own
+  train / validation / test split (a random permutation of the rows from the seed, cut at fixed
+  sizes: a function of the seed and the row count only, :func:`replicate_splits`; numeric columns
+  z-scored with the replicate's training moments);
+- privacy: every method runs at the example level (all features, add/remove), with the same
+  epsilon and delta; the noise multipliers are looked up for the user;
+- tuning (equal budget for every method): per (method, epsilon, lambda, replicate), the
+  hyperparameters (learning rates, clip norms, W radius or multiplier box) are chosen on the
+  validation split by Papernot-Steinke random stopping (:mod:`dpfair_jax.privacy.selection`): ``K``
+  runs drawn from the same law for every method, each on a candidate drawn uniformly from the
+  method's grid and scored by its noisy validation error, the best one kept. The training noise is
+  calibrated so that the whole selection (all ``K`` runs and their scores) is within the target
+  epsilon; that total is each row's ``spend_epsilon``. A row releases only the winning run (its
+  candidate, noisy validation score, model and test metrics): ``K``, the losing candidates and
+  their scores are never returned, written or logged (the bound holds only while they stay
+  hidden). ``selection="nonprivate"`` (labelled) runs
+  every grid point and takes the exact arg-max (no guarantee for the selection: ``spend_epsilon``
+  is ``inf``);
+- evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
+  the violations, the spend, the selection and a ``degenerate`` flag (constant predictions, or a
+  test error within 0.005 of the base-rate error or above it);
+- one compiled program per algorithm and data shape (the runs of every epsilon, lambda, replicate
+  and candidate as one ``vmap``); frontiers with intervals through
+  :mod:`dpfair_jax.fairness.frontier` (:meth:`TradeoffStudy.plot`, :func:`compare_frontiers`).
+
+The earlier engine (:func:`tradeoff_study`, fixed hyperparameters, one method per call, used by
+studies that compare at fixed settings), :func:`equal_error_table`, :func:`baseline_name` and
+:func:`plot_tradeoff` are kept.
+
+Privacy: each row's model is ``(spend_epsilon, spend_delta)``-DP at the example level under
+add/remove (the selection's ``RepeatAndSelectDpEvent`` over one run's event: the training steps,
+the method's own releases and the noisy validation score; the Poisson padding's truncation
+probability, times the expected number of runs, is in delta). Rows are separate releases (one
+model per point of a frontier). Not covered: the check that every split has every group (one bit
+about the data, before any training), the z-scoring moments of each training split and the test
+metrics (evaluation). :func:`tradeoff_study` records its spend per epsilon as before.
+
+Layout: :mod:`.methods` (methods, grids, labels), :mod:`.splits` (replicate splits),
+:mod:`.program` (the compiled grid programs), :mod:`.selection` (candidate grids, search plan and
+spend of the accounted selection), :mod:`.tables` (result, frontier comparison, equal-error table),
+:mod:`.plots`, :mod:`.engine` (:func:`tradeoff_study`); :func:`tradeoff_frontier_study` is here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dpfair_jax.algorithms import fermi as F
+from dpfair_jax.algorithms import pfld
+from dpfair_jax.studies.tradeoff.engine import tradeoff_study
+from dpfair_jax.studies.tradeoff.methods import (
+    _DPSGD_W_RATIO,
+    _FIELDS,
+    _PROGRAM,
+    DEFAULT_LAMS,
+    DEFAULT_SEARCH,
+    METHOD_LABELS,
+    METHODS,
+    UNIT_LABEL,
+)
+from dpfair_jax.studies.tradeoff.plots import plot_study, plot_tradeoff
+from dpfair_jax.studies.tradeoff.program import _fermi_event, _method_fns, _program, _stack
+from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, _selection_label, _selection_spend
+from dpfair_jax.studies.tradeoff.splits import _as_dataset, _permutation_splits, _stratified_splits, replicate_splits
+from dpfair_jax.studies.tradeoff.tables import (
+    TradeoffStudy,
+    _boot_frontier,
+    baseline_name,
+    compare_frontiers,
+    equal_error_table,
+)
+
+__all__ = [
+    "METHODS",
+    "METHOD_LABELS",
+    "DEFAULT_LAMS",
+    "DEFAULT_SEARCH",
+    "TradeoffStudy",
+    "tradeoff_frontier_study",
+    "compare_frontiers",
+    "plot_study",
+    "replicate_splits",
+    "tradeoff_study",
+    "baseline_name",
+    "equal_error_table",
+    "plot_tradeoff",
+]
+
+_NOT_COVERED = ("the check that every split of every replicate has every group (one bit about the data, "
+                "before training; a failing check aborts the study); each replicate's numeric columns are "
+                "z-scored with its training split's moments, computed without noise; the test metrics are "
+                "evaluation")
+
+
+def _check_study_args(fairness, methods, lams, epsilons, replicates, epochs, batch_size, val_size,
+                      test_size, selection, runs, score_noise, w_noise_ratio, violation_noise_ratio):
+    from dpfair_jax import _validation as V
+    from dpfair_jax.privacy.selection import RandomStopping
+
+    V.check_choice("fairness", fairness, ("dp", "eo"))
+    methods = tuple(methods)
+    if not methods or len(set(methods)) != len(methods):
+        raise ValueError(f"methods must be a non-empty list of distinct names from {METHODS}, got {methods!r}.")
+    for m in methods:
+        V.check_choice("method", m, METHODS)
+    lam_a = np.asarray(lams, float)
+    if lam_a.ndim != 1 or lam_a.size == 0 or not np.all(np.isfinite(lam_a)) or np.any(lam_a < 0):
+        raise ValueError(f"lams must be a non-empty list of finite numbers >= 0, got {lams!r}.")
+    eps = [float(e) for e in epsilons]
+    if not eps:
+        raise ValueError("epsilons must hold at least one value.")
+    for e in eps:
+        V.check_epsilon(e, "epsilons", allow_inf=True)
+    V.check_int("replicates", replicates, minimum=1)
+    V.check_int("epochs", epochs, minimum=1)
+    V.check_int("batch_size", batch_size, minimum=1)
+    for name, val in (("val_size", val_size), ("test_size", test_size)):
+        if not 0.0 < float(val) < 1.0:
+            raise ValueError(f"{name} must lie in (0, 1), got {val!r}.")
+    if float(val_size) + float(test_size) >= 0.9:
+        raise ValueError(f"val_size + test_size = {float(val_size) + float(test_size):g} leaves under 10% "
+                         "for training; lower them.")
+    V.check_choice("selection", selection, ("private", "nonprivate"))
+    if not isinstance(runs, RandomStopping) or math.isinf(runs.shape):
+        raise ValueError("runs must be a privacy.selection.RandomStopping law with a finite shape (a "
+                         "Poisson law may draw K = 0 and release no model for a point).")
+    for name, val in (("score_noise", score_noise), ("w_noise_ratio", w_noise_ratio),
+                      ("violation_noise_ratio", violation_noise_ratio)):
+        V.check_positive(name, val)
+    return methods, [float(x) for x in lam_a], eps
+
+
+def tradeoff_frontier_study(
+    data,
+    *,
+    target: str | None = None,
+    group: str | None = None,
+    features: list[str] | None = None,
+    fairness: str = "dp",
+    methods=METHODS,
+    lams=DEFAULT_LAMS,
+    epsilons=(1.0,),
+    replicates: int = 3,
+    epochs: int = 10,
+    batch_size: int = 256,
+    val_size: float = 0.15,
+    test_size: float = 0.2,
+    standardize: bool = True,
+    max_rows: int | None = None,
+    delta: float | None = None,
+    selection: str = "private",
+    runs=None,
+    search: dict | None = None,
+    fixed: dict | None = None,
+    score_noise: float = 30.0,
+    w_noise_ratio: float = 4.0,
+    violation_noise_ratio: float = 10.0,
+    count_noise_multiplier: float = 50.0,
+    model=None,
+    seed: int = 0,
+    ctx=None,
+) -> TradeoffStudy:
+    """Fairness-error frontiers of DP-FERMI, both PF-LDs and DP-SGD, every method tuned on validation.
+
+    Args:
+      data: a :class:`~dpfair_jax.data.Dataset` (all rows; the study splits it) or a pandas
+        DataFrame with columns ``target`` (two or more classes), ``group`` (the sensitive
+        attribute) and ``features`` (default: every other column; non-numeric ones one-hot).
+      fairness: ``"dp"`` (demographic parity, paper 004 eq. 10) or ``"eo"`` (equalized odds, eq. 11).
+      methods: a subset of :data:`METHODS`.
+      lams: the knob grid of the fair methods (DP-SGD is the lambda = 0 point).
+      epsilons: target epsilons (``inf``: no noise); ``delta`` defaults to ``1 / n_train^2``.
+      replicates: train/validation/test splits (``val_size``, ``test_size`` of the rows, a function
+        of ``seed`` and the row count only, :func:`replicate_splits`; ``max_rows`` subsamples the
+        data first); intervals are over replicates.
+      epochs, batch_size: every method takes ``epochs * ceil(n_train / batch_size)`` Poisson-sampled
+        steps of expected size ``batch_size``.
+      selection: ``"private"`` (random stopping with ``runs``, default
+        ``RandomStopping(mean=4, shape=1)``, the same for every method; the validation error
+        count gets Gaussian noise of std ``score_noise``) or ``"nonprivate"`` (every grid point,
+        exact arg-max; labelled, no guarantee for the selection).
+      search: ``{method: {field: values}}`` replacing a method's candidate grid
+        (:data:`DEFAULT_SEARCH`); ``fixed``: ``{method: {field: value}}`` for fields not searched.
+      w_noise_ratio: the W (multiplier) update's noise multiplier over theta's in DP-FERMI and the
+        stochastic PF-LD; ``violation_noise_ratio``: the same for PF-LD's per-epoch release;
+        ``count_noise_multiplier``: the noisy group-frequency histogram of DP-FERMI, the
+        stochastic PF-LD and DP-SGD (charged to each).
+      model: a :mod:`dpfair_jax.models` model (default logistic, multinomial for more classes).
+      ctx: a runner context: the spends go to ``privacy.json``, each program is a resumable chunk.
+
+    Returns:
+      :class:`TradeoffStudy` (table, spends, plot, comparison).
+
+    Privacy: each row's model is (``spend_epsilon``, ``spend_delta``)-DP at the example level under
+    add/remove, ``spend_epsilon <= epsilon`` with private selection (module docstring); every
+    method of a study has the same unit, epsilon and delta.
+    """
+    st = _setup(data, target=target, group=group, features=features, fairness=fairness, methods=methods,
+                lams=lams, epsilons=epsilons, replicates=replicates, epochs=epochs, batch_size=batch_size,
+                val_size=val_size, test_size=test_size, standardize=standardize, max_rows=max_rows, delta=delta,
+                selection=selection, runs=runs, search=search, fixed=fixed, score_noise=score_noise,
+                w_noise_ratio=w_noise_ratio, violation_noise_ratio=violation_noise_ratio,
+                count_noise_multiplier=count_noise_multiplier, model=model, seed=seed)
+    noise, spends = _calibrate(st, ctx)
+
+    # -- the searches: K runs, each on a uniformly drawn candidate (internal: never released) -------
+    searches = _search_plan(st.methods, st.grids, st.eps, st.lams, st.replicates, st.law, st.seed)
+    stacked = {name: _stack(st.ds, st.splits[name]) for name in ("train", "val", "test")}
+    base_err = 1.0 - np.max(np.stack([np.mean(st.splits["test"][1] == j, axis=1) for j in range(st.l)]), axis=0)
+
+    def compute(chunk: dict) -> pd.DataFrame:
+        return _compute_block(st, chunk["program"], searches, noise, spends, stacked, base_err, ctx)
+
+    programs = [p for p in ("fermi", "pfld_stochastic", "pfld_epoch") if any(_PROGRAM[m] == p for m in st.methods)]
+    chunks = [{"program": p, "fairness": fairness, "methods": list(st.methods)} for p in programs]
+    if ctx is None:
+        table = pd.concat([compute(c) for c in chunks], ignore_index=True)
+    else:
+        table = ctx.map_chunks(chunks, compute, desc=f"tradeoff_{fairness}")
+    return _assemble(st, table, noise, spends)
+
+
+@dataclasses.dataclass
+class _Setup:
+    """A study's checked inputs, splits and configs (internal to :func:`tradeoff_frontier_study`)."""
+
+    fairness: str
+    methods: tuple
+    lams: list
+    eps: list
+    grids: dict
+    ds: object
+    l: int
+    model: object
+    splits: dict
+    n: int
+    n_val: int
+    delta: float
+    steps: int
+    cfgs: dict
+    private: bool
+    law: object
+    w_ratio: dict
+    replicates: int
+    score_noise: float
+    violation_noise_ratio: float
+    seed: int
+
+
+def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, replicates, epochs, batch_size,
+           val_size, test_size, standardize, max_rows, delta, selection, runs, search, fixed, score_noise,
+           w_noise_ratio, violation_noise_ratio, count_noise_multiplier, model, seed) -> _Setup:
+    """The argument checks, the data, its replicate splits and the configs; every candidate is
+    checked on the host, before any compute."""
+    from dpfair_jax import models as M
+    from dpfair_jax.algorithms import pfld_epoch as PE
+    from dpfair_jax.privacy import selection as S
+
+    runs = S.RandomStopping(mean=4.0, shape=1.0) if runs is None else runs
+    methods, lams, eps = _check_study_args(fairness, methods, lams, epsilons, replicates, epochs, batch_size,
+                                           val_size, test_size, selection, runs, score_noise, w_noise_ratio,
+                                           violation_noise_ratio)
+    grids = {m: _grid(m, search, fixed) for m in methods}
+    ds = _as_dataset(data, target, group, features)
+    k, l = ds.num_groups, max(ds.num_classes, 2)
+    if model is None:
+        model = M.logistic() if l == 2 else M.multinomial_logistic(l)
+    splits = replicate_splits(ds, replicates=replicates, val_size=float(val_size), test_size=float(test_size),
+                              standardize=standardize, seed=seed, max_rows=max_rows)
+    n, n_val = splits["train"][1].shape[1], splits["val"][1].shape[1]
+    delta = 1.0 / n**2 if delta is None else float(delta)
+    from dpfair_jax import _validation as V
+
+    V.check_delta(delta)
+    steps = epochs * math.ceil(n / batch_size)
+    common = dict(model=model, num_groups=k, num_classes=l, steps=steps, batch_size=batch_size,
+                  fairness=fairness, privacy_unit="all_features",
+                  count_noise_multiplier=float(count_noise_multiplier))
+    cfgs = {"fermi": F.FermiConfig(**common).validate(n), "pfld_stochastic": pfld.config(**common).validate(n),
+            "pfld_epoch": PE.PFLDEpochConfig(model=model, num_groups=k, num_classes=l, epochs=epochs,
+                                             batch_size=batch_size, fairness=fairness, delta=delta,
+                                             violation_noise_ratio=float(violation_noise_ratio)).validate(n)}
+    for m in methods:  # every candidate checked on the host, before compute
+        for cand in grids[m]:
+            if m == "pfld_epoch":
+                PE.check_hparams(PE.PFLDEpochHparams(**cand))
+            else:
+                F.check_hparams(F.FermiHparams(**cand))
+    private = selection == "private"
+    law = runs if private else None
+    w_ratio = {"dpfermi": w_noise_ratio, "pfld_stochastic": w_noise_ratio, "dpsgd": _DPSGD_W_RATIO}
+    return _Setup(fairness, methods, lams, eps, grids, ds, l, model, splits, n, n_val, delta, steps, cfgs,
+                  private, law, w_ratio, replicates, score_noise, violation_noise_ratio, seed)
+
+
+def _run_event(st: _Setup, m: str, z: float):
+    """One run's ``DpEvent`` of method ``m`` at theta multiplier ``z`` (with the noisy score when private)."""
+    import dp_accounting
+
+    from dpfair_jax.algorithms import pfld_epoch as PE
+
+    if m == "pfld_epoch":
+        ev = PE.run_event(st.cfgs["pfld_epoch"], st.n, z, st.violation_noise_ratio * z)
+    else:
+        ev = _fermi_event(st.cfgs[_PROGRAM[m]], st.n, z, st.w_ratio[m] * z)
+    return dp_accounting.ComposedDpEvent([ev, dp_accounting.GaussianDpEvent(float(st.score_noise))]) \
+        if st.private else ev
+
+
+def _calibrate(st: _Setup, ctx) -> tuple[dict, dict]:
+    """Noise: per (method, epsilon) the training multipliers whose selection meets the target, and
+    the selection's spend (recorded with ``ctx``)."""
+    from dpfair_jax.privacy import accounting as A
+    from dpfair_jax.privacy import sampling as Smp
+    from dpfair_jax.privacy import selection as S
+
+    run_event = functools.partial(_run_event, st)
+    n, delta, law, w_ratio = st.n, st.delta, st.law, st.w_ratio
+    t0 = time.perf_counter()
+    noise, spends, cache = {}, {}, {}
+    for m in st.methods:
+        for e in st.eps:
+            z = 0.0
+            if math.isfinite(e):
+                ck = ("pfld_epoch" if m == "pfld_epoch" else w_ratio[m], e)
+                if ck not in cache:
+                    cache[ck] = S.calibrate_for_selection(lambda zz, m=m: run_event(m, zz), law, e, delta,
+                                                          relation="add_remove", rtol=0.005)
+                z = cache[ck]
+            z2 = (st.violation_noise_ratio if m == "pfld_epoch" else w_ratio[m]) * z
+            noise[(m, e)] = (z, z2)
+            spends[(m, e)] = _selection_spend(m, e, z, run_event, law, delta, n, st.cfgs, st.grids, st.private,
+                                              Smp, S, A, selection_label=_selection_label(law))
+    if ctx is not None:
+        ctx.log(f"tradeoff study: n_train={n}, n_val={st.n_val}, steps={st.steps}, delta={delta:.3g}; noise "
+                f"calibrated in {time.perf_counter() - t0:.1f} s")
+        for (m, e), sp in spends.items():
+            if math.isfinite(e):
+                ctx.record_privacy(f"{m}_{st.fairness}_eps{e:g}", sp, not_covered=_NOT_COVERED)
+    return noise, spends
+
+
+def _block_layout(st: _Setup, kind: str, searches: list[dict], noise: dict):
+    """The runs of program ``kind`` laid out per replicate: ``L`` slots (a multiple of 8, short
+    replicates padded with their first run), the candidate fields, lambda and multipliers of each."""
+    mine = [i for i, sr in enumerate(searches) if _PROGRAM[sr["method"]] == kind]
+    per_rep = [[] for _ in range(st.replicates)]  # (search index, slot)
+    for i in mine:
+        for j in range(len(searches[i]["cands"])):
+            per_rep[searches[i]["replicate"]].append((i, j))
+    L = max(8, -(-max(len(p) for p in per_rep) // 8) * 8)
+    fields = _FIELDS["pfld_epoch" if kind == "pfld_epoch" else "fermi"]
+    arr = {f: np.zeros((st.replicates, L), np.float32) for f in fields + ("lam", "zt", "z2", "zs")}
+    for r, lst in enumerate(per_rep):
+        for pos in range(L):
+            i, j = lst[pos] if pos < len(lst) else lst[0]
+            sr = searches[i]
+            cand = st.grids[sr["method"]][int(sr["cands"][j])]
+            e = st.eps[sr["eps_i"]]
+            zt, z2 = noise[(sr["method"], e)]
+            for f in fields:
+                arr[f][r, pos] = cand[f]
+            arr["lam"][r, pos], arr["zt"][r, pos], arr["z2"][r, pos] = sr["lam"], zt, z2
+            arr["zs"][r, pos] = st.score_noise if (st.private and math.isfinite(e)) else 0.0
+    return mine, per_rep, L, fields, arr
+
+
+def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict) -> dict:
+    """Program ``kind`` on every replicate (one compiled ``vmap`` over its ``L`` runs); outputs ``[R, L]``."""
+    base_key = jax.random.key(st.seed)
+    replicates = st.replicates
+    keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(base_key, 0x72756E), i))(
+        jnp.arange(replicates * L) + 100_000 * list(("fermi", "pfld_stochastic", "pfld_epoch")).index(kind))
+    keys = keys.reshape((replicates, L))
+    prog = _program(kind, st.cfgs[kind], st.model, st.l, st.n_val)
+    outs = []
+    for r in range(replicates):
+        part = {name: jax.tree_util.tree_map(lambda a: a[r], stacked[name]) for name in stacked}
+        o = prog(part["train"], part["val"], part["test"], keys[r], jnp.asarray(arr["lam"][r]),
+                 jnp.asarray(arr["zt"][r]), jnp.asarray(arr["z2"][r]), jnp.asarray(arr["zs"][r]),
+                 {f: jnp.asarray(arr[f][r]) for f in fields})
+        outs.append({name: np.asarray(v) for name, v in jax.block_until_ready(o).items()})
+    return {name: np.stack([o[name] for o in outs]) for name in outs[0]}
+
+
+def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict], out: dict, noise: dict,
+                spends: dict, base_err: np.ndarray) -> list[dict]:
+    """One row per search: its winner (best noisy validation score), the winner's test metrics and spend."""
+    fairness, n_val, law = st.fairness, st.n_val, st.law
+    metric = "dp_violation" if fairness == "dp" else "eo_violation"
+    rows = []
+    where = {key: pos for r, lst in enumerate(per_rep) for pos, key in enumerate(lst)}
+    for i in mine:
+        sr = searches[i]
+        r, m, e = sr["replicate"], sr["method"], st.eps[sr["eps_i"]]
+        pos = [where[(i, j)] for j in range(len(sr["cands"]))]
+        score = -out["score_errors"][r, pos]
+        best = int(np.argmax(score))
+        p = pos[best]
+        cand = st.grids[m][int(sr["cands"][best])]
+        sp = spends[(m, e)]
+        err = float(out["error"][r, p])
+        constant = bool(out["pred_share"][r, p] >= 1.0)
+        at_base = err >= float(base_err[r]) - 0.005
+        row = {"method": m, "label": METHOD_LABELS[m], "unit": UNIT_LABEL, "fairness": fairness,
+               "metric": metric, "epsilon": e, "lam": sr["lam"], "replicate": r, "error": err,
+               "violation": float(out[metric][r, p]), "dp_violation": float(out["dp_violation"][r, p]),
+               "eo_violation": float(out["eo_violation"][r, p]), "ermi": float(out["ermi"][r, p]),
+               "val_error_noisy": float(out["score_errors"][r, p]) / n_val,
+               "degenerate": constant or at_base, "constant": constant, "base_error": float(base_err[r]),
+               "spend_epsilon": float(sp.epsilon), "spend_delta": float(sp.delta),
+               "selection": _selection_label(law), "candidate": int(sr["cands"][best]),
+               "noise_theta": noise[(m, e)][0], "truncated_steps": float(out["truncated_steps"][r, p])}
+        row.update({f"hp_{f}": v for f, v in cand.items()})
+        rows.append(row)
+    return rows
+
+
+def _compute_block(st: _Setup, kind: str, searches: list[dict], noise: dict, spends: dict, stacked: dict,
+                   base_err: np.ndarray, ctx) -> pd.DataFrame:
+    """The rows of one program (a resumable chunk): lay out its runs, run them, keep each search's winner."""
+    t1 = time.perf_counter()
+    mine, per_rep, L, fields, arr = _block_layout(st, kind, searches, noise)
+    out = _run_block(st, kind, L, fields, arr, stacked)
+    rows = _block_rows(st, mine, per_rep, searches, out, noise, spends, base_err)
+    if ctx is not None:
+        # the number of runs (a function of the K's) is not logged: it is not covered by the spend
+        ctx.log(f"{kind}: {st.replicates} replicates x {st.steps} steps: {time.perf_counter() - t1:.1f} s")
+    return pd.DataFrame(rows)
+
+
+def _assemble(st: _Setup, table: pd.DataFrame, noise: dict, spends: dict) -> TradeoffStudy:
+    """The table in (method, epsilon, lam, replicate) order, with the study's sizes and multipliers."""
+    order = {m: i for i, m in enumerate(st.methods)}
+    table = table.sort_values(["method", "epsilon", "lam", "replicate"], key=lambda c: c.map(order)
+                              if c.name == "method" else c).reset_index(drop=True)
+    info = {"n_train": st.n, "n_val": st.n_val, "n_test": st.splits["test"][1].shape[1], "steps": st.steps,
+            "delta": st.delta, "noise": {f"{m}@{e:g}": zz for (m, e), zz in noise.items()},
+            "grid_sizes": {m: len(g) for m, g in st.grids.items()}, "selection": _selection_label(st.law)}
+    return TradeoffStudy(table, spends, st.fairness, UNIT_LABEL, info)

@@ -1,0 +1,39 @@
+"""Methods, candidate grids and labels of the public tradeoff study (:mod:`dpfair_jax.studies.tradeoff`)."""
+
+from __future__ import annotations
+
+METHODS = ("dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd")
+METHOD_LABELS = {"dpfermi": "DP-FERMI", "pfld_stochastic": "PF-LD, stochastic variant",
+                 "pfld_epoch": "PF-LD (Tran et al.)", "dpsgd": "DP-SGD (lambda = 0)"}
+#: lambda grid of the fair methods: log-spaced up to 40 (the full ERMI needs larger lambdas than the
+#: one-cell regularizer of the paper's public code).
+DEFAULT_LAMS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 40.0)
+_LR = (0.1, 0.3, 1.0, 3.0)
+_CLIP = (1.0, 4.0)
+#: candidate grids per method (the Cartesian product of the listed values). ``lr_w`` is the step of
+#: the W (multiplier) ascent per unit of the regularizer's gradient: the fit gets ``lr_w / lam``
+#: (its W update is ``lr_w * lam * (clipped gradient + noise) / m``), so the ascent's step and its
+#: noise do not grow with lambda. ``radius``: DP-FERMI's W ball, the stochastic PF-LD's multiplier
+#: box, PF-LD's (per-epoch) multiplier bound.
+DEFAULT_SEARCH: dict[str, dict[str, tuple[float, ...]]] = {
+    "dpsgd": {"lr_theta": _LR, "clip_theta": _CLIP},
+    "dpfermi": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_w": (0.05, 0.5), "radius": (1.0, 5.0)},
+    "pfld_stochastic": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_w": (0.05, 0.5), "radius": (0.5, 2.0)},
+    "pfld_epoch": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_dual": (1.0, 10.0), "radius": (1.0, 5.0)},
+}
+_BASE = {"lr_theta": 1.0, "clip_theta": 1.0}
+_FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
+    "dpsgd": dict(_BASE, lr_w=0.05, clip_w=3.0, radius=5.0),
+    "dpfermi": dict(_BASE, lr_w=0.05, clip_w=3.0, radius=5.0),
+    "pfld_stochastic": dict(_BASE, lr_w=0.05, clip_w=3.0, radius=1.0),
+    "pfld_epoch": dict(_BASE, lr_dual=1.0, clip_violation=1.0, radius=5.0, tol=0.0),
+}
+_FIELDS = {"fermi": ("lr_theta", "lr_w", "clip_theta", "clip_w", "radius"),
+           "pfld_epoch": ("lr_theta", "lr_dual", "clip_theta", "clip_violation", "radius", "tol")}
+_PROGRAM = {"dpfermi": "fermi", "dpsgd": "fermi", "pfld_stochastic": "pfld_stochastic",
+            "pfld_epoch": "pfld_epoch"}
+#: DP-SGD runs DP-FERMI's program at lam = 0, where the W update is exactly zero (clip lam C_w = 0);
+#: its charged noise share is then made negligible.
+_DPSGD_W_RATIO = 1000.0
+_SCORE_TAG = 0x73636F72
+UNIT_LABEL = "example-level"

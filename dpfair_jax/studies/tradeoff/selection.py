@@ -1,0 +1,84 @@
+"""Accounted selection of the public tradeoff study: candidate grids, the search plan (internal) and
+the spend of each (method, epsilon)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+
+from dpfair_jax.studies.tradeoff.methods import _FIELDS, _FIXED, _PROGRAM, DEFAULT_SEARCH
+
+
+def _grid(method: str, search: dict | None, fixed: dict | None) -> list[dict[str, float]]:
+    import itertools
+
+    space = dict(DEFAULT_SEARCH[method] if search is None or method not in search else search[method])
+    base = dict(_FIXED[method], **((fixed or {}).get(method, {})))
+    fields = _FIELDS["pfld_epoch" if method == "pfld_epoch" else "fermi"]
+    unknown = [k for k in list(space) + list(base) if k not in fields]
+    if unknown:
+        raise ValueError(f"search/fixed for {method!r} name unknown field(s) {unknown}; fields: {list(fields)}.")
+    names = sorted(space)
+    for k in names:
+        vals = np.asarray(space[k], float)
+        if vals.ndim != 1 or vals.size == 0:
+            raise ValueError(f"search[{method!r}][{k!r}] must be a non-empty list of numbers.")
+    out = []
+    for combo in itertools.product(*(tuple(float(x) for x in space[k]) for k in names)):
+        cand = dict(base, **dict(zip(names, combo)))
+        out.append({f: float(cand[f]) for f in fields})
+    return out
+
+def _search_plan(methods, grids, eps, lams, replicates, law, seed: int) -> list[dict]:
+    """The searches of a study, one per (method, epsilon, lambda, replicate): ``K ~ law`` candidate
+    indices drawn uniformly from the method's grid (``law=None``: every grid point once).
+
+    Internal: ``K`` and the candidates tried are not covered by the selection's spend and are
+    never returned or written by the study (only the winner of each search is)."""
+    from dpfair_jax.privacy import selection as S
+
+    searches = []
+    base_key = jax.random.key(seed)
+    for mi, m in enumerate(methods):
+        G = len(grids[m])
+        for ei, _ in enumerate(eps):
+            for li, lam in enumerate([0.0] if m == "dpsgd" else lams):
+                for r in range(replicates):
+                    if law is not None:
+                        kk = jax.random.fold_in(jax.random.fold_in(base_key, 1 + mi), (ei * 1000 + li) * 1000 + r)
+                        K = S.draw_num_runs(kk, law)
+                        cands = np.random.default_rng([seed, mi, ei, li, r]).integers(0, G, size=K)
+                    else:
+                        cands = np.arange(G)
+                    searches.append({"method": m, "eps_i": ei, "lam": lam, "replicate": r, "cands": cands})
+    return searches
+
+
+def _selection_label(law) -> str:
+    return "nonprivate_argmax" if law is None else f"random_stopping(mean={law.mean:g}, shape={law.shape:g})"
+
+
+def _selection_spend(m, e, z, run_event, law, delta, n, cfgs, grids, private, Smp, S, A, *, selection_label):
+    """The spend of one (method, epsilon): the best of ``K ~ law`` runs (or, labelled, the
+    unaccounted arg-max over the grid)."""
+    cfg = cfgs[_PROGRAM[m]]
+    if not math.isfinite(e):
+        return A.PrivacySpend(math.inf, delta, relation="add_remove", unit="example",
+                              notes=f"{m}: epsilon = inf, no noise ({selection_label})")
+    ev = run_event(m, z)
+    steps = cfg.steps(n) if m == "pfld_epoch" else cfg.steps
+    B = cfg.sgda_config(n).padded_batch(n) if m == "pfld_epoch" else cfg.sgda_config().padded_batch(n)
+    if not private:
+        one = A.epsilon_of_event(ev, delta)
+        return A.PrivacySpend(math.inf, delta, event=ev, relation="add_remove", unit="example",
+                              notes=f"{m}: non-private arg-max over {len(grids[m])} runs, the selection is not "
+                                    f"accounted (each run alone: epsilon {one:.4g})")
+    eps_sel = S.selection_epsilon(ev, law, delta, relation="add_remove")
+    trunc = Smp.truncation_delta(n, cfg.batch_size / n, B, steps, eps_sel) * law.mean if B < n else 0.0
+    return A.PrivacySpend(eps_sel, min(delta + trunc, 0.999999), event=S.repeat_and_select_event(ev, law),
+                          relation="add_remove", unit="example", accountant="rdp",
+                          notes=(f"{m}: best of K ~ {selection_label} runs on validation (each run: training, "
+                                 f"its releases and a noisy validation error count); Poisson padding {B} rows, "
+                                 f"truncation delta {trunc:.2e} (times the mean number of runs) included"))
