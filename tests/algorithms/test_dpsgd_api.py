@@ -208,9 +208,11 @@ def test_labels_the_loss_cannot_take_are_refused_before_compute(monkeypatch, mod
 
 
 #: Callers whose checks are not counted: the accountant's and the samplers' public primitives
-#: (``privacy.accounting``, ``privacy.sampling``), which check their own arguments; a spend calls
-#: each of them once, with values ``fit`` has validated.
-_PRIMITIVES = (os.path.join("dpfair_jax", "privacy", "accounting"), os.path.join("dpfair_jax", "privacy", "sampling"))
+#: (``privacy.accounting`` and the modules it re-exports: events, membership, zcdp, gaussian,
+#: records; ``privacy.sampling``), which check their own arguments; a spend calls each of them
+#: once, with values ``fit`` has validated.
+_PRIMITIVES = tuple(os.path.join("dpfair_jax", "privacy", m)
+                    for m in ("accounting", "events", "membership", "zcdp", "gaussian", "records", "sampling"))
 
 
 def _count_validations(monkeypatch, inputs: dict[str, object]) -> collections.Counter:

@@ -356,7 +356,7 @@ def test_theory_rows_and_digits_row():
     for cid in ("thm5_1_pure_dp_lower_bound", "thm5_2_approx_dp_lower_bound"):
         assert r[cid]["status"] == "untestable" and "every" in r[cid]["reason"]
     assert r["sec6_mnist_8_vs_2"]["status"] == "skipped" and "full config" in r["sec6_mnist_8_vs_2"]["reason"]
-    assert p.FULL["digits_trials"] > 0
+    assert p.FULL["digits"] and p.FULL["digits_trials"] > 0 and not p.QUICK["digits"]
 
 
 @pytest.mark.slow
