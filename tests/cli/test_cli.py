@@ -267,7 +267,7 @@ def test_ctrl_c_then_rerun_resumes(tmp_path):
         pytest.fail(f"the run did not reach its fourth chunk: {proc.communicate(timeout=60)[1]}")
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=300)  # generous: a loaded CI machine
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -93,7 +93,7 @@ def test_dpsgd_monte_carlo_across_chunk_sizes():
 
 _FOUR = textwrap.dedent("""
     import sys, numpy as np, jax
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {helpers!r}]  # this file's folder and tests/ (its helper modules)
     from test_reproducibility import dpsgd_trial
     from dpfair_jax import montecarlo
     from dpfair_jax.audit.primitive_games import group_weighted_mechanism
@@ -118,7 +118,8 @@ def test_four_host_devices_equal_one_device(tmp_path):
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
     env["JAX_PLATFORMS"] = "cpu"
-    code = _FOUR.format(tests=str(Path(__file__).parent), out=str(out))
+    code = _FOUR.format(tests=str(Path(__file__).parent), helpers=str(Path(__file__).resolve().parents[1]),
+                        out=str(out))
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
