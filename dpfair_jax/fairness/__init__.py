@@ -21,7 +21,7 @@ from dpfair_jax.fairness.metrics import (
     parity_error,
 )
 
-from dpfair_jax.fairness.evaluation import degeneracy, evaluate, predict
+from dpfair_jax.fairness.evaluation import Metrics, degeneracy, evaluate, predict
 
 from dpfair_jax.fairness.frontier import (
     area_between,
@@ -33,6 +33,7 @@ from dpfair_jax.fairness.frontier import (
 )
 
 __all__ = [
+    "Metrics",
     "degeneracy",
     "evaluate",
     "predict",

@@ -6,7 +6,7 @@ otherwise, as paper 004 evaluates), :func:`degeneracy` flags constant prediction
 the base rate, and :func:`evaluate` gathers the misclassification error, the demographic-parity
 violation (eq. 10, :func:`~dpfair_jax.fairness.metrics.demographic_parity_pairwise`), the
 equalized-odds violation (eq. 11, :func:`~dpfair_jax.fairness.metrics.equalized_odds_violation`),
-the soft ERMI (:func:`dpfair_jax.fairness.ermi.ermi`) and those flags in one jit/vmap-able dict.
+the soft ERMI (:func:`dpfair_jax.fairness.ermi.ermi`) and those flags in one jit/vmap-able dict (:class:`Metrics`, printed as numbers).
 
 Privacy: none of these is differentially private; they read labels and sensitive attributes
 directly and are meant for test splits. Computed on private training data (as
@@ -24,7 +24,38 @@ from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness.metrics import demographic_parity_pairwise, equalized_odds_violation
 
-__all__ = ["predict", "degeneracy", "evaluate"]
+__all__ = ["Metrics", "predict", "degeneracy", "evaluate"]
+
+
+class Metrics(dict):
+    """The dict :func:`evaluate` returns, with a readable form: ``print(evaluate(...))`` shows
+    ``error=0.1523, dp_violation=0.0312, ...`` (0-d arrays as numbers; a vmapped batch as its mean
+    and range). A registered pytree, so it passes through ``jit`` and ``vmap`` like a dict."""
+
+    def __repr__(self) -> str:
+        if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(dict(self))):
+            return "Metrics(" + dict.__repr__(self) + ")"  # printed inside jit: no values yet
+        parts = []
+        for key, value in self.items():
+            arr = jnp.asarray(value) if not isinstance(value, dict) else None
+            if arr is None:
+                parts.append(f"{key}={value!r}")
+            elif arr.ndim == 0:
+                parts.append(f"{key}={arr.item():.4g}" if arr.dtype != jnp.bool_ else f"{key}={bool(arr)}")
+            else:
+                a = arr.astype(jnp.float32)
+                parts.append(f"{key}=mean {float(a.mean()):.4g} [{float(a.min()):.4g}, {float(a.max()):.4g}] "
+                             f"over {arr.shape}")
+        return "Metrics(" + ", ".join(parts) + ")"
+
+    __str__ = __repr__
+
+
+jax.tree_util.register_pytree_node(
+    Metrics,
+    lambda m: (tuple(m.values()), tuple(m.keys())),
+    lambda keys, values: Metrics(zip(keys, values)),
+)
 
 
 def predict(model: Any, params: Any, x: jax.Array) -> jax.Array:
@@ -74,11 +105,11 @@ def evaluate(model: Any, params: Any, data: Dataset, num_classes: int = 2) -> di
     """
     yhat = predict(model, params, data.x)
     probs = E.soft_predictions(model.apply(params, data.x))
-    return {
+    return Metrics({
         "error": jnp.mean((yhat != data.y).astype(jnp.float32)),
         "dp_violation": demographic_parity_pairwise(yhat, data.s, data.num_groups, num_classes=num_classes),
         "eo_violation": equalized_odds_violation(yhat, data.y, data.s, data.num_groups,
                                                  num_classes=num_classes),
         "ermi": E.ermi(probs, data.s, data.num_groups),
         **degeneracy(yhat, data.y, num_classes),
-    }
+    })

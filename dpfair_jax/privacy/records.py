@@ -6,6 +6,7 @@ it through ``jit``/``vmap``) (the ZcdpLedger of named zCDP charges is in :mod:`~
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import dp_accounting
@@ -42,6 +43,41 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
+def _short_number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def event_summary(event: dp_accounting.DpEvent | None, *, max_parts: int = 4) -> str:
+    """A one-line summary of a ``DpEvent`` tree: class names without ``DpEvent`` and their scalar
+    fields, e.g. ``SelfComposed(PoissonSampled(q=0.01, Gaussian(z=1.1)), count=1000)``; a
+    composition lists at most ``max_parts`` parts and counts the rest."""
+    if event is None:
+        return "none"
+    short = {"sampling_probability": "q", "noise_multiplier": "z"}
+
+    def walk(value: Any) -> str:
+        if hasattr(value, "_asdict"):
+            fields = value._asdict()
+            name = str(fields.pop("class_name", type(value).__name__)).replace("DpEvent", "")
+            fields.pop("module_name", None)
+            parts = []
+            for key, item in fields.items():
+                text = walk(item)
+                parts.append(text if hasattr(item, "_asdict") or isinstance(item, (list, tuple))
+                             else f"{short.get(key, key)}={text}")
+            return f"{name}({', '.join(parts)})" if parts else name
+        if isinstance(value, (list, tuple)):
+            head = [walk(v) for v in value[:max_parts]]
+            if len(value) > max_parts:
+                head.append(f"... {len(value) - max_parts} more")
+            return "[" + ", ".join(head) + "]"
+        return _short_number(value)
+
+    return walk(event.to_named_tuple())
+
+
 @jax.tree_util.register_static  # a pytree without leaves: fit results carry it through jit/vmap
 @dataclasses.dataclass(frozen=True)
 class PrivacySpend:
@@ -59,7 +95,7 @@ class PrivacySpend:
     epsilon: float
     delta: float
     rho: float | None = None
-    event: dp_accounting.DpEvent | None = None
+    event: dp_accounting.DpEvent | None = dataclasses.field(default=None, repr=False)
     relation: str = "add_remove"
     unit: str = "example"
     accountant: str | None = None
@@ -79,6 +115,20 @@ class PrivacySpend:
         V.check_choice("unit", self.unit, UNITS)
         if self.accountant is not None:
             V.check_choice("accountant", self.accountant, ACCOUNTANTS + ("zcdp", "closed_form", "exact"))
+
+    def __str__(self) -> str:
+        """Short readable form, e.g. ``(epsilon=1, delta=1e-05)-DP, unit example, add_remove,
+        accountant rdp; event SelfComposed(...)``; ``repr`` omits the event, ``to_dict`` has it whole."""
+        guarantee = ("no guarantee (epsilon = inf)" if math.isinf(float(self.epsilon))
+                     else f"(epsilon={float(self.epsilon):.4g}, delta={float(self.delta):.3g})-DP")
+        parts = [guarantee, f"unit {self.unit}", self.relation]
+        if self.rho is not None:
+            parts.append(f"rho={float(self.rho):.4g}")
+        if self.accountant is not None:
+            parts.append(f"accountant {self.accountant}")
+        if self.event is not None:
+            parts.append(f"event {event_summary(self.event)}")
+        return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict; the event via ``DpEvent.to_named_tuple`` (nested dicts)."""

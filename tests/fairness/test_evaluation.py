@@ -153,3 +153,29 @@ def test_evaluate_refuses_labels_outside_num_classes():
     model, params, ds = _case(3, 2, n=60, seed=5)
     with pytest.raises(ValueError, match="y_pred|y"):
         EV.evaluate(model, params, ds, 2)
+
+
+def test_evaluate_prints_numbers_and_passes_through_jit_and_vmap():
+    import numpy as np
+
+    from dpfair_jax import models as M
+    from dpfair_jax.data import Dataset
+    from dpfair_jax.fairness.evaluation import Metrics, evaluate
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 3)).astype("float32")
+    ds = Dataset(x=jnp.asarray(x), y=jnp.asarray((x[:, 0] > 0).astype("int32")),
+                 s=jnp.asarray((x[:, 1] > 0).astype("int32")), num_groups=2)
+    model = M.logistic()
+    params = jax.tree.map(lambda a: a + 0.3, model.init(jax.random.key(0), 3))
+    eager = evaluate(model, params, ds)
+    jitted = jax.jit(lambda p: evaluate(model, p, ds))(params)
+    assert type(eager) is Metrics and type(jitted) is Metrics
+    assert list(eager) == list(jitted)
+    for key in eager:
+        np.testing.assert_array_equal(np.asarray(eager[key]), np.asarray(jitted[key]))
+    text = str(eager)
+    assert f"error={float(eager['error']):.4g}" in text and "Array(" not in text
+    batch = jax.vmap(lambda k: evaluate(model, jax.tree.map(lambda a: a + jax.random.normal(k, a.shape), params),
+                                        ds))(jax.random.split(jax.random.key(1), 3))
+    assert batch["error"].shape == (3,) and "over (3,)" in str(batch)
