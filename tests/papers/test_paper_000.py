@@ -14,6 +14,9 @@ from dpfair_jax.studies import allocation as A
 from _studies import load_study, load_study_module
 
 p = load_study("paper_000")
+C = load_study_module("paper_000", "claims")  # the readings and the verdict rule
+TG = load_study_module("paper_000", "two_group")
+T = load_study_module("paper_000", "theory")  # Lemma 3.1, Theorems 5.1/5.2, Sec. 6
 
 SETTINGS = dict(p.QUICK, steps=8)
 SIZES = (120, 12)
@@ -176,11 +179,11 @@ def test_by_reading_statuses():
     ctx = Ctx()
     v = lambda x: {"value": x, "ci": [x - 0.01, x + 0.01]}  # noqa: E731
     big = lambda x: x > 0.5  # noqa: E731
-    p._by_reading(ctx, "a", "s", {"group_mean": v(0.6), "summed": v(0.7)}, "t", big, why_fails="w", skip_reason="r")
-    p._by_reading(ctx, "b", "s", {"group_mean": v(0.1), "summed": v(0.2)}, "t", big, why_fails="w", skip_reason="r")
-    p._by_reading(ctx, "c", "s", {"group_mean": v(0.6), "summed": v(0.0)}, "t", big, why_fails="w", skip_reason="r")
-    p._by_reading(ctx, "d", "s", {"group_mean": v(0.6), "summed": None}, "t", big, why_fails="w", skip_reason="r")
-    p._by_reading(ctx, "e", "s", {"group_mean": None, "summed": None}, "t", big, why_fails="w", skip_reason="r")
+    C.by_reading(ctx, "a", "s", {"group_mean": v(0.6), "summed": v(0.7)}, "t", big, why_fails="w", skip_reason="r")
+    C.by_reading(ctx, "b", "s", {"group_mean": v(0.1), "summed": v(0.2)}, "t", big, why_fails="w", skip_reason="r")
+    C.by_reading(ctx, "c", "s", {"group_mean": v(0.6), "summed": v(0.0)}, "t", big, why_fails="w", skip_reason="r")
+    C.by_reading(ctx, "d", "s", {"group_mean": v(0.6), "summed": None}, "t", big, why_fails="w", skip_reason="r")
+    C.by_reading(ctx, "e", "s", {"group_mean": None, "summed": None}, "t", big, why_fails="w", skip_reason="r")
     got = {cid: (st, why) for cid, st, why in ctx.rows}
     assert got["a"][0] == "holds" and got["b"][0] == "fails" and got["e"] == ("skipped", "r")
     assert got["c"][0] == "reconstruction" and "Alg. 2 line 10 divides by n_k" in got["c"][1]
@@ -262,11 +265,11 @@ class _Rows:
 
 def test_mixing_weight():
     """w * a + (1 - w) * b in [lo, hi]: the weights solved by hand."""
-    assert p.mixing_weight(0.54, 0.0, 0.10, 0.50) == pytest.approx((0.10 / 0.54, 0.50 / 0.54))
-    assert p.mixing_weight(16.3, 0.0, 0.24, 0.24) == pytest.approx((0.24 / 16.3,) * 2)
-    assert p.mixing_weight(0.8, 0.0, -np.inf, 0.0) == pytest.approx((0.0, 0.0))
-    assert p.mixing_weight(0.8, 0.6, 0.1, 0.5) is None  # both above the range: no weighting
-    assert p.mixing_weight(0.3, 0.3, 0.1, 0.5) == (0.0, 1.0)
+    assert C.mixing_weight(0.54, 0.0, 0.10, 0.50) == pytest.approx((0.10 / 0.54, 0.50 / 0.54))
+    assert C.mixing_weight(16.3, 0.0, 0.24, 0.24) == pytest.approx((0.24 / 16.3,) * 2)
+    assert C.mixing_weight(0.8, 0.0, -np.inf, 0.0) == pytest.approx((0.0, 0.0))
+    assert C.mixing_weight(0.8, 0.6, 0.1, 0.5) is None  # both above the range: no weighting
+    assert C.mixing_weight(0.3, 0.3, 0.1, 0.5) == (0.0, 1.0)
 
 
 def test_readings_that_bracket_the_paper_are_a_reconstruction():
@@ -278,15 +281,15 @@ def test_readings_that_bracket_the_paper_are_a_reconstruction():
     rng = lambda x: 0.10 <= x <= 0.50  # noqa: E731
     kw = dict(why_fails="w", skip_reason="r")
     # Fig 6: 54% vs 0% around the paper's 10-50%
-    p._by_reading(ctx, "fig6", "s", {"group_mean": v(0.54), "summed": v(0.0, 0.0)}, "t", rng, paper=(0.10, 0.50), **kw)
+    C.by_reading(ctx, "fig6", "s", {"group_mean": v(0.54), "summed": v(0.0, 0.0)}, "t", rng, paper=(0.10, 0.50), **kw)
     # Tables 1-3: +1630% vs +0.002% around +24%
-    p._by_reading(ctx, "tab", "s", {"group_mean": v(16.3), "summed": v(2e-5, 1e-3)}, "t", lambda x: 0.1 <= x <= 0.4,
+    C.by_reading(ctx, "tab", "s", {"group_mean": v(16.3), "summed": v(2e-5, 1e-3)}, "t", lambda x: 0.1 <= x <= 0.4,
                   paper=(0.10, 0.40), paper_value=0.24, note="by construction", **kw)
     # a tie at 0 against a one-sided "< 0"
-    p._by_reading(ctx, "tie", "s", {"group_mean": v(0.8), "summed": v(0.0, 1e-3)}, "t", lambda x: x < 0,
+    C.by_reading(ctx, "tie", "s", {"group_mean": v(0.8), "summed": v(0.0, 1e-3)}, "t", lambda x: x < 0,
                   paper=(-np.inf, 0.0), **kw)
     # both intervals below the range: fails
-    p._by_reading(ctx, "miss", "s", {"group_mean": v(-0.01, 0.02), "summed": v(0.0, 0.001)}, "t", rng,
+    C.by_reading(ctx, "miss", "s", {"group_mean": v(-0.01, 0.02), "summed": v(0.0, 0.001)}, "t", rng,
                   paper=(0.10, 0.50), **kw)
     r = ctx.rows
     assert r["fig6"]["status"] == "reconstruction" and "bracket" in r["fig6"]["reason"]
@@ -314,13 +317,13 @@ def test_mc_sd_row_uses_the_papers_epsilon_grid():
     # off-grid budgets with a huge sd must not enter the paper-grid value
     full = frame(paper_eps + [0.01], lambda e: 5.0 if e == 0.01 else 0.05)
     ctx = _Rows()
-    p._claim_mc_sd({"group_mean": full, "summed": full}, ctx, dict(p.FULL), "s")
+    TG._claim_mc_sd({"group_mean": full, "summed": full}, ctx, dict(p.FULL), "s")
     row = ctx.rows["mc_sd_below_10pct"]
     assert row["status"] == "holds" and row["measured"]["group_mean"]["value"] == pytest.approx(0.05)
     assert len(row["measured"]["group_mean"]["grid"]) == len(paper_eps)
     ctx = _Rows()
     quick = frame(list(p.QUICK["epsilons"]), lambda e: 0.05)
-    p._claim_mc_sd({"group_mean": quick, "summed": quick}, ctx, dict(p.QUICK), "s")
+    TG._claim_mc_sd({"group_mean": quick, "summed": quick}, ctx, dict(p.QUICK), "s")
     row = ctx.rows["mc_sd_below_10pct"]
     assert row["status"] == "skipped" and "quick-grid smoke check" in row["reason"]
     assert row["measured"]["group_mean"]["value"] == pytest.approx(0.05)
@@ -338,8 +341,8 @@ def test_lemma31_expected_loss_against_an_independent_expansion():
 
     want = sum(pc * pb * e(x, beta, b, sd) for pc, x, beta, sd in ((c, x1, b1, s1), (1 - c, x2, b2, s2))
                for pb, b in ((c, b1), (1 - c, b2)))
-    assert p.lemma31_expected_loss(c, x1, x2, b1, b2, s1, s2) == pytest.approx(want, rel=1e-12)
-    r = p._lemma31_monte_carlo(20000, 0)
+    assert T.lemma31_expected_loss(c, x1, x2, b1, b2, s1, s2) == pytest.approx(want, rel=1e-12)
+    r = T._lemma31_monte_carlo(20000, 0)
     assert abs(r["monte_carlo"] - r["closed_form"]) <= 3.29 * r["se"]
     # the proof's distribution n_1 sigma_1^2 chi^2_1 has variance n_1 times the true one
     assert abs(r["var_resid_mc"] / r["var_chi2_n1"] - 1) < 0.1
@@ -349,8 +352,8 @@ def test_theory_rows_and_digits_row():
     """Lemma 3.1 is a formula check; Theorems 5.1/5.2 are untestable rows with a reason; the digits
     reconstruction of Sec. 6 is skipped with a reason in the quick config."""
     ctx = _Rows()
-    p._claims_theory(dict(p.QUICK), ctx)
-    p._claim_digits(dict(p.QUICK), ctx)
+    T.claims_theory(dict(p.QUICK), ctx)
+    T.claim_digits(dict(p.QUICK), ctx)
     r = ctx.rows
     assert r["lemma3_1_expected_loss"]["status"] == "holds" and r["lemma3_1_expected_loss"]["kind"] == "formula"
     for cid in ("thm5_1_pure_dp_lower_bound", "thm5_2_approx_dp_lower_bound"):
@@ -364,7 +367,7 @@ def test_digits_reconstruction_row():
     """Sec. 6's 8-vs-2 on sklearn's 8x8 digits: a labelled reconstruction with an interval."""
     pytest.importorskip("sklearn")
     ctx = _Rows()
-    p._claim_digits(dict(p.FULL, digits_trials=8, digits_steps=20), ctx)
+    T.claim_digits(dict(p.FULL, digits_trials=8, digits_steps=20), ctx)
     row = ctx.rows["sec6_mnist_8_vs_2"]
     assert row["status"] == "reconstruction" and "8x8 digits" in row["reason"] and "LeNet" in row["reason"]
     m = row["measured"]

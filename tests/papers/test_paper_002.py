@@ -13,6 +13,9 @@ from _studies import load_study, load_study_module
 
 P = load_study("paper_002")
 SC = load_study_module("paper_002", "scaling")
+BGL = load_study_module("paper_002", "bgl")  # bounded group loss
+SCX = load_study_module("paper_002", "sample_complexity")  # crossover, lower-bound instance
+EO = load_study_module("paper_002", "eo")  # equalized odds
 
 
 def test_registered_with_quick_and_full():
@@ -44,12 +47,12 @@ def test_grid_losses_and_problem_against_numpy():
     assert worst == int(np.argmax(L[m0] / pi))
     assert eta[worst] < L[m0, worst]  # the cap binds at the unconstrained solution
     assert tau[1 - worst] == 1.0
-    f_star = P._lp_optimum(L, eta.astype(np.float64))
+    f_star = BGL._lp_optimum(L, eta.astype(np.float64))
     assert L[m0].sum() - 1e-9 <= f_star <= L[np.argmin(L[:, worst])].sum() + 1e-9
 
 
 def test_lower_bound_instance_scaling_small():
-    df = P._lower_bound_mc([4, 64], [0.25, 0.9], n=10000, trials=400, delta=1e-6, seed=0, mechanism="gaussian")
+    df = SCX._lower_bound_mc([4, 64], [0.25, 0.9], n=10000, trials=400, delta=1e-6, seed=0, mechanism="gaussian")
     g = df.set_index(["K", "epsilon"])["excess"]
     slope_k = math.log(g[(64, 0.25)] / g[(4, 0.25)]) / math.log(16)
     assert abs(slope_k - 0.5) < 0.15
@@ -58,14 +61,14 @@ def test_lower_bound_instance_scaling_small():
 def test_lower_bound_worst_case_is_found_by_the_sweep():
     """The instance norm is swept over a public grid, not set from the noise: the worst case lies
     inside the grid near the noise's norm, and a grid that misses it is flagged."""
-    df = P._lower_bound_mc([8, 32], [0.25, 0.9], n=10000, trials=300, delta=1e-6, seed=0, mechanism="laplace")
+    df = SCX._lower_bound_mc([8, 32], [0.25, 0.9], n=10000, trials=300, delta=1e-6, seed=0, mechanism="laplace")
     assert not df["at_grid_edge"].any()
     ratio = df["worst_norm"] / df["noise_norm"]
     assert ((ratio > 0.4) & (ratio < 1.6)).all(), ratio
     # Laplace: worst case ~ K/(eps n), so 4x the groups gives ~4x the excess at fixed eps
     g = df.set_index(["K", "epsilon"])["excess"]
     assert math.log(g[(32, 0.25)] / g[(8, 0.25)]) / math.log(4) == pytest.approx(1.0, abs=0.15)
-    short = P._lower_bound_mc([8], [0.25], n=10000, trials=100, delta=1e-6, seed=0, mechanism="laplace",
+    short = SCX._lower_bound_mc([8], [0.25], n=10000, trials=100, delta=1e-6, seed=0, mechanism="laplace",
                               norms=np.geomspace(1.0, 10.0, 5))
     assert short["at_grid_edge"].all()  # the worst case is beyond the grid: reported, not hidden
 
@@ -276,12 +279,12 @@ def test_eo_loss_vectors_and_lp_against_numpy():
         np.testing.assert_allclose(L[:, a], (yhat & (y == 0) & (s == a)).sum(1) / n, atol=1e-6)
         np.testing.assert_allclose(L[:, 2 + a], (yhat & (y == 1) & (s == a)).sum(1) / n, atol=1e-6)
         np.testing.assert_allclose(L[:, 4 + a], (~yhat & (y == 1) & (s == a)).sum(1) / n, atol=1e-6)
-    q = P._cell_props(y, s, 2)
+    q = EO._cell_props(y, s, 2)
     np.testing.assert_allclose(q.sum(), 1.0)
-    loose = P._eo_lp(L, q, 1.0)  # constraint inactive: the best single classifier
+    loose = EO._eo_lp(L, q, 1.0)  # constraint inactive: the best single classifier
     err = L[:, :2].sum(1) + L[:, 4:].sum(1)
     assert loose == pytest.approx(err.min(), abs=1e-9)
-    assert P._eo_lp(L, q, 0.0) >= loose - 1e-12  # exact EO costs accuracy (or nothing)
+    assert EO._eo_lp(L, q, 0.0) >= loose - 1e-12  # exact EO costs accuracy (or nothing)
 
 
 def test_alg1_exact_law_matches_the_sampler():

@@ -14,7 +14,7 @@ from dpfair_jax.analysis import stratification_theory as th
 from dpfair_jax.data import synthetic
 from dpfair_jax.studies import stratification
 
-from _studies import load_study
+from _studies import load_study, load_study_module
 
 N_ACS = 196967
 
@@ -193,14 +193,14 @@ def test_coinpress_scale_fails_a_2x_noise_error(monkeypatch):
     c2 = min(math.sqrt(r1 * r1 + 6 * r1 + g * g), r1 + g)
     assert p3.coinpress_noise_std(1e4, rhos) == pytest.approx(2 * c2 / (1e4 * math.sqrt(0.75)), rel=1e-12)
     cfg = dict(p3.QUICK, ns=[4000, 8000], chunk_size=64)
-    ok = p3._coinpress_calibration(cfg, rhos, 120)
+    ok = load_study_module("paper_003", "mixture")._coinpress_calibration(cfg, rhos, 120)
     assert ok["draws"] == 120 and ok["se"] < 1 / 12
     assert abs(ok["T"] - 1.0) <= 4 * ok["se"], ok
     from dpfair_jax.privacy import relations
 
     factor = relations.replace_factor  # the clipped sum's relation factor COINPRESS scales by
     monkeypatch.setattr(relations, "replace_factor", lambda relation: 2.0 * factor(relation))
-    bad = p3._coinpress_calibration(cfg, rhos, 120)
+    bad = load_study_module("paper_003", "mixture")._coinpress_calibration(cfg, rhos, 120)
     assert bad["T"] > 1.0 + 4 * bad["se"] and bad["T"] == pytest.approx(2.0, abs=0.35), bad
 
 
@@ -241,7 +241,7 @@ def test_missing_strata_data_is_skipped(tmp_path, monkeypatch):
     def missing(config):
         raise FileNotFoundError("no Adult CSV here")
 
-    monkeypatch.setattr(p3, "_strata_frame", missing)
+    monkeypatch.setattr(load_study_module("paper_003", "strata"), "_strata_frame", missing)
     registry.discover()
     res = context.run_experiment(registry.get("paper_003"), size="quick", overrides={"parts": ["strata"]},
                                  root=str(tmp_path))
