@@ -41,6 +41,7 @@ from dpfair_jax.fairness import evaluate
 from dpfair_jax.runner import Experiment, plots, register
 from dpfair_jax.studies.tradeoff import plot_tradeoff
 
+from .baselines import study_methods, study_search
 from .config import CONFIGS
 
 __all__ = ["run_tradeoff", "run_official_code", "run_sgda_convergence", "run_cnn_synthetic", "EXPERIMENTS"]
@@ -278,11 +279,11 @@ def _study(ds, config: dict, ctx):
 
     fairness = config["fairness"]
     return tradeoff_frontier_study(
-        ds, fairness=fairness, methods=config["methods"], lams=config["lams"], epsilons=config["epsilons"],
+        ds, fairness=fairness, methods=study_methods(config), lams=config["lams"], epsilons=config["epsilons"],
         replicates=config["replicates"], epochs=config["epochs"], batch_size=config["batch_size"],
         val_size=config["val_size"], test_size=config["test_size"], max_rows=config.get("max_rows") or None,
         delta=config.get("delta") or None, selection=config["selection"],
-        runs=RandomStopping(config["runs_mean"], config["runs_shape"]), search=_search(config),
+        runs=RandomStopping(config["runs_mean"], config["runs_shape"]), search=study_search(config, _search(config)),
         score_noise=config["score_noise"], w_noise_ratio=config["w_noise_ratio"],
         violation_noise_ratio=config["violation_noise_ratio"], seed=ctx.seed, ctx=ctx)
 
