@@ -115,6 +115,6 @@ def test_baselines_run_end_to_end_in_a_tiny_study():
         assert (fin["spend_epsilon"] <= fin["epsilon"]).all() and (fin["spend_epsilon"] >= 0.95 * fin["epsilon"]).all()
         sp = res.spends[(m, 2.0)]
         assert sp.unit == "example" and sp.relation == "add_remove"
-        assert isinstance(sp.event, dp_accounting.RepeatAndSelectDpEvent)
+        assert isinstance(sp.event, dp_accounting.dp_event.RepeatAndSelectDpEvent)
     # the post-processing's rates are equalized within the slack plus sampling noise of the test split
     assert (t.loc[t["method"] == "jagielski_post", "eo_violation"] < 0.5).all()
