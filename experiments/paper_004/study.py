@@ -43,6 +43,7 @@ from dpfair_jax.studies.tradeoff import plot_tradeoff
 
 from .baselines import study_methods, study_search
 from .config import CONFIGS
+from .unavailable import run_unavailable
 
 __all__ = ["run_tradeoff", "run_official_code", "run_sgda_convergence", "run_cnn_synthetic", "EXPERIMENTS"]
 
@@ -667,4 +668,6 @@ EXPERIMENTS = [
                         CONFIGS["fermi_cnn_synthetic"], run_cnn_synthetic)),
     register(Experiment("sgda_convergence", "004", "DP-SGDA stationarity gap vs n and epsilon (Theorem E.3)",
                         CONFIGS["sgda_convergence"], run_sgda_convergence)),
+    register(Experiment("fermi_retired_adult_dp", "004", "Retired Adult (the paper's folktables task): not available offline, a note row",
+                        CONFIGS["fermi_retired_adult_dp"], run_unavailable)),
 ]

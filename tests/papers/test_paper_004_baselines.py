@@ -43,6 +43,14 @@ def test_parkinsons_runs_at_full_size_and_retired_adult_is_marked_unavailable():
     assert "not available offline" in UNAVAILABLE["retired_adult"]
 
 
+def test_retired_adult_is_a_note_row(tmp_path):
+    from dpfair_jax.runner import run_experiment
+
+    res = run_experiment(registry.get("fermi_retired_adult_dp"), size="quick", root=tmp_path)
+    assert [c["id"] for c in res.claims] == ["fermi_retired_adult_dp_lower_violation_vs_pfld_epoch"]
+    assert res.claims[0]["status"] == "skipped" and "not available offline" in res.claims[0]["reason"]
+
+
 @pytest.mark.parametrize("unit", ["sensitive_attribute"])
 def test_the_baselines_refuse_the_sensitive_attribute_unit_in_the_study(unit):
     from dpfair_jax.studies.tradeoff import baselines as BL
