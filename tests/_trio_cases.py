@@ -55,6 +55,17 @@ def case_mitigation() -> TrioCase:
 
 
 
+def case_jagielski() -> TrioCase:
+    from dpfair_jax.algorithms import jagielski as J
+
+    data = _two_group_logistic()
+    yhat = (np.asarray(data.x)[:, 0] > 0).astype(np.int32)
+    config = J.JagielskiConfig(num_groups=2, delta=DELTA)
+    return TrioCase("jagielski", (yhat, np.asarray(data.y), np.asarray(data.s)), config, data.n, (1.0, DELTA))
+
+
+
+
 # ------------------------------------------------------------------------------- min-max family
 
 
@@ -196,6 +207,7 @@ def case_reductions_cgoo() -> TrioCase:
 CASES: dict[str, Callable[[], TrioCase]] = {
     "dpsgd": case_dpsgd,
     "mitigation": case_mitigation,
+    "jagielski": case_jagielski,
     "sgda": case_sgda,
     "fermi": case_fermi,
     "pfld": case_pfld,

@@ -30,6 +30,7 @@ MODULES = (
     "dpfair_jax.algorithms.dpsgd",
     "dpfair_jax.algorithms.fermi",
     "dpfair_jax.algorithms.fermi.theory",
+    "dpfair_jax.algorithms.jagielski",
     "dpfair_jax.algorithms.mean_estimation",
     "dpfair_jax.algorithms.mitigation",
     "dpfair_jax.algorithms.output_perturbation",

@@ -24,6 +24,7 @@ sgda / fermi / pfld   004        clipping.clip_tree / clip_factors / per_example
                                  mechanisms.gaussian_mechanism, noisy_histogram, sampling,
                                  accounting (incl. membership-visible)
 pfld_epoch            004        the same, plus a per-epoch noisy violation release
+jagielski             004 (base) mechanisms.add_laplace (histogram), relations, release_noise
 ====================  =========  ==========================================================
 """
 
@@ -32,6 +33,7 @@ from . import (  # noqa: F401
     budget_tailoring,
     dpsgd,
     fermi,
+    jagielski,
     mean_estimation,
     mitigation,
     output_perturbation,
@@ -47,6 +49,7 @@ ALGORITHMS: tuple[str, ...] = (
     "budget_tailoring",
     "dpsgd",
     "fermi",
+    "jagielski",
     "mean_estimation",
     "mitigation",
     "output_perturbation",

@@ -202,6 +202,24 @@ def _rows_output_perturbation() -> list[Row]:
                 spend.epsilon, "~", 1e-9)]
 
 
+def _rows_jagielski() -> list[Row]:
+    """One Laplace release of the ``[K, 2, 2]`` confusion counts, no sampler: the spend's epsilon is
+    the Laplace closed form (L1 sensitivity 2 under the sensitive attribute over the scale)."""
+    from dpfair_jax.algorithms import jagielski as J
+
+    rng = np.random.default_rng(3)
+    yhat, y, s = (rng.integers(0, 2, 60) for _ in range(3))
+    cfg = J.JagielskiConfig(num_groups=2, delta=DELTA)
+    hp = J.JagielskiHparams(noise_multiplier=0.8)
+    res = J.fit(jax.random.key(7), (yhat, y, s), hp, cfg)
+    spend = J.spend(cfg, 60, hp)
+    scale = 0.8 * 2.0  # the counts' Laplace scale: multiplier x the histogram's L1 sensitivity (replace-one)
+    return [Row("no sampler", None, res.report.sampler),
+            Row("one Laplace release run", (("laplace_histogram", 1),), res.report.releases),
+            Row("epsilon = L1 sensitivity / scale", 2.0 / scale, spend.epsilon, "~", 1e-12),
+            Row("fit records the spend", spend, res.spend)]
+
+
 def _rows_budget_tailoring(relation: str) -> list[Row]:
     """Stage 2 releases each group's clipped gradient sum once per step run: the steps run times
     the per-step charge (sensitivity under the relation over the noise std) must be the stage-2
@@ -309,6 +327,7 @@ CASES: dict[str, Callable[[], list[Row]]] = {
     "pfld_epoch/poisson": _sampled(_case_pfld_epoch),
     "mitigation/poisson": _sampled(_case_mitigation),
     "output_perturbation": _rows_output_perturbation,
+    "jagielski": _rows_jagielski,
     "budget_tailoring/replace_one_within_group": functools.partial(_rows_budget_tailoring, "replace_one_within_group"),
     "budget_tailoring/add_remove": functools.partial(_rows_budget_tailoring, "add_remove"),
     "mean_estimation/coinpress": functools.partial(_rows_means, "coinpress"),

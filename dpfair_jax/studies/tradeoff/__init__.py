@@ -67,10 +67,14 @@ import pandas as pd
 from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.algorithms import pfld
 from dpfair_jax.studies.tradeoff.engine import tradeoff_study
+from dpfair_jax.studies.tradeoff import baselines as _BL
 from dpfair_jax.studies.tradeoff.methods import (
     _DPSGD_W_RATIO,
-    _FIELDS,
     _PROGRAM,
+    ALL_METHODS,
+    BASELINE_METHODS,
+    PROGRAMS,
+    _field_set,
     DEFAULT_LAMS,
     DEFAULT_SEARCH,
     METHOD_LABELS,
@@ -91,6 +95,7 @@ from dpfair_jax.studies.tradeoff.tables import (
 
 __all__ = [
     "METHODS",
+    "BASELINE_METHODS",
     "METHOD_LABELS",
     "DEFAULT_LAMS",
     "DEFAULT_SEARCH",
@@ -121,7 +126,8 @@ def _check_study_args(fairness, methods, lams, epsilons, replicates, epochs, bat
     if not methods or len(set(methods)) != len(methods):
         raise ValueError(f"methods must be a non-empty list of distinct names from {METHODS}, got {methods!r}.")
     for m in methods:
-        V.check_choice("method", m, METHODS)
+        V.check_choice("method", m, ALL_METHODS)
+    _BL.check_methods(methods, fairness)
     lam_a = np.asarray(lams, float)
     if lam_a.ndim != 1 or lam_a.size == 0 or not np.all(np.isfinite(lam_a)) or np.any(lam_a < 0):
         raise ValueError(f"lams must be a non-empty list of finite numbers >= 0, got {lams!r}.")
@@ -230,7 +236,7 @@ def tradeoff_frontier_study(
     def compute(chunk: dict) -> pd.DataFrame:
         return _compute_block(st, chunk["program"], searches, noise, spends, stacked, base_err, ctx)
 
-    programs = [p for p in ("fermi", "pfld_stochastic", "pfld_epoch") if any(_PROGRAM[m] == p for m in st.methods)]
+    programs = [p for p in PROGRAMS if any(_PROGRAM[m] == p for m in st.methods)]
     chunks = [{"program": p, "fairness": fairness, "methods": list(st.methods)} for p in programs]
     if ctx is None:
         table = pd.concat([compute(c) for c in chunks], ignore_index=True)
@@ -299,6 +305,7 @@ def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, 
             "pfld_epoch": PE.PFLDEpochConfig(model=model, num_groups=k, num_classes=l, epochs=epochs,
                                              batch_size=batch_size, fairness=fairness, delta=delta,
                                              violation_noise_ratio=float(violation_noise_ratio)).validate(n)}
+    cfgs.update(_BL.configs(common, cfgs["fermi"], methods))
     for m in methods:  # every candidate checked on the host, before compute
         for cand in grids[m]:
             if m == "pfld_epoch":
@@ -307,7 +314,7 @@ def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, 
                 F.check_hparams(F.FermiHparams(**cand))
     private = selection == "private"
     law = runs if private else None
-    w_ratio = {"dpfermi": w_noise_ratio, "pfld_stochastic": w_noise_ratio, "dpsgd": _DPSGD_W_RATIO}
+    w_ratio = {"dpfermi": w_noise_ratio, "pfld_stochastic": w_noise_ratio, "dpsgd": _DPSGD_W_RATIO, **_BL.NOISE_RATIOS}
     return _Setup(fairness, methods, lams, eps, grids, ds, l, model, splits, n, n_val, delta, steps, cfgs,
                   private, law, w_ratio, replicates, score_noise, violation_noise_ratio, seed)
 
@@ -320,6 +327,8 @@ def _run_event(st: _Setup, m: str, z: float):
 
     if m == "pfld_epoch":
         ev = PE.run_event(st.cfgs["pfld_epoch"], st.n, z, st.violation_noise_ratio * z)
+    elif m in BASELINE_METHODS:
+        ev = _BL.run_event(m, st.cfgs[_PROGRAM[m]], st.n, z, st.w_ratio[m])
     else:
         ev = _fermi_event(st.cfgs[_PROGRAM[m]], st.n, z, st.w_ratio[m] * z)
     return dp_accounting.ComposedDpEvent([ev, dp_accounting.GaussianDpEvent(float(st.score_noise))]) \
@@ -341,7 +350,7 @@ def _calibrate(st: _Setup, ctx) -> tuple[dict, dict]:
         for e in st.eps:
             z = 0.0
             if math.isfinite(e):
-                ck = ("pfld_epoch" if m == "pfld_epoch" else w_ratio[m], e)
+                ck = (m if m == "pfld_epoch" or m in BASELINE_METHODS else w_ratio[m], e)
                 if ck not in cache:
                     cache[ck] = S.calibrate_for_selection(lambda zz, m=m: run_event(m, zz), law, e, delta,
                                                           relation="add_remove", rtol=0.005)
@@ -368,7 +377,7 @@ def _block_layout(st: _Setup, kind: str, searches: list[dict], noise: dict):
         for j in range(len(searches[i]["cands"])):
             per_rep[searches[i]["replicate"]].append((i, j))
     L = max(8, -(-max(len(p) for p in per_rep) // 8) * 8)
-    fields = _FIELDS["pfld_epoch" if kind == "pfld_epoch" else "fermi"]
+    fields = _field_set(kind)
     arr = {f: np.zeros((st.replicates, L), np.float32) for f in fields + ("lam", "zt", "z2", "zs")}
     for r, lst in enumerate(per_rep):
         for pos in range(L):
@@ -389,7 +398,7 @@ def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict) 
     base_key = jax.random.key(st.seed)
     replicates = st.replicates
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(base_key, 0x72756E), i))(
-        jnp.arange(replicates * L) + 100_000 * list(("fermi", "pfld_stochastic", "pfld_epoch")).index(kind))
+        jnp.arange(replicates * L) + 100_000 * PROGRAMS.index(kind))
     keys = keys.reshape((replicates, L))
     prog = _program(kind, st.cfgs[kind], st.model, st.l, st.n_val)
     outs = []

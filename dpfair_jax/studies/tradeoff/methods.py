@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 METHODS = ("dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd")
+#: the paper's other baselines (not in the default method list; :mod:`.baselines`): Tran et al.
+#: 2021a's (gamma1, gamma2) mitigation (paper 001) and Jagielski et al. 2019's DP post-processing
+#: (equalized odds only)
+BASELINE_METHODS = ("mitigation", "jagielski_post")
+#: every method a study accepts
+ALL_METHODS = METHODS + BASELINE_METHODS
 METHOD_LABELS = {"dpfermi": "DP-FERMI", "pfld_stochastic": "PF-LD, stochastic variant",
-                 "pfld_epoch": "PF-LD (Tran et al.)", "dpsgd": "DP-SGD (lambda = 0)"}
+                 "pfld_epoch": "PF-LD (Tran et al.)", "dpsgd": "DP-SGD (lambda = 0)",
+                 "mitigation": "Tran et al. 2021a", "jagielski_post": "Jagielski et al. 2019 (post-processing)"}
 #: lambda grid of the fair methods: log-spaced up to 40 (the full ERMI needs larger lambdas than the
 #: one-cell regularizer of the paper's public code).
 DEFAULT_LAMS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 40.0)
@@ -20,6 +27,8 @@ DEFAULT_SEARCH: dict[str, dict[str, tuple[float, ...]]] = {
     "dpfermi": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_w": (0.05, 0.5), "radius": (1.0, 5.0)},
     "pfld_stochastic": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_w": (0.05, 0.5), "radius": (0.5, 2.0)},
     "pfld_epoch": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_dual": (1.0, 10.0), "radius": (1.0, 5.0)},
+    "mitigation": {"lr_theta": _LR, "clip_theta": _CLIP},
+    "jagielski_post": {"lr_theta": _LR, "clip_theta": _CLIP},
 }
 _BASE = {"lr_theta": 1.0, "clip_theta": 1.0}
 _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
@@ -27,11 +36,21 @@ _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
     "dpfermi": dict(_BASE, lr_w=0.05, clip_w=3.0, radius=5.0),
     "pfld_stochastic": dict(_BASE, lr_w=0.05, clip_w=3.0, radius=1.0),
     "pfld_epoch": dict(_BASE, lr_dual=1.0, clip_violation=1.0, radius=5.0, tol=0.0),
+    "mitigation": dict(_BASE),
+    "jagielski_post": dict(_BASE),
 }
 _FIELDS = {"fermi": ("lr_theta", "lr_w", "clip_theta", "clip_w", "radius"),
-           "pfld_epoch": ("lr_theta", "lr_dual", "clip_theta", "clip_violation", "radius", "tol")}
+           "pfld_epoch": ("lr_theta", "lr_dual", "clip_theta", "clip_violation", "radius", "tol"),
+           "mitigation": ("lr_theta", "clip_theta"), "jagielski_post": ("lr_theta", "clip_theta")}
 _PROGRAM = {"dpfermi": "fermi", "dpsgd": "fermi", "pfld_stochastic": "pfld_stochastic",
-            "pfld_epoch": "pfld_epoch"}
+            "pfld_epoch": "pfld_epoch", "mitigation": "mitigation", "jagielski_post": "jagielski_post"}
+#: the compiled programs, in the order that fixes each one's run keys (existing indices unchanged)
+PROGRAMS = ("fermi", "pfld_stochastic", "pfld_epoch", "mitigation", "jagielski_post")
+
+
+def _field_set(name: str) -> tuple[str, ...]:
+    """The candidate fields of a method or program (DP-FERMI's for the stochastic PF-LD and DP-SGD)."""
+    return _FIELDS.get(name, _FIELDS.get(_PROGRAM.get(name, ""), _FIELDS["fermi"]))
 #: DP-SGD runs DP-FERMI's program at lam = 0, where the W update is exactly zero (clip lam C_w = 0);
 #: its charged noise share is then made negligible.
 _DPSGD_W_RATIO = 1000.0

@@ -41,7 +41,16 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
     from dpfair_jax.algorithms import pfld_epoch as PE
     from dpfair_jax.privacy import mechanisms as Mech
 
+    from dpfair_jax.studies.tradeoff import baselines as BL
+
     def one(train, val, test, key, lam, zt, z2, zs, hp):
+        if kind in BL.NOISE_RATIOS:  # the paper's other baselines (their own module)
+            out, val_errors, truncated = BL.run_one(kind, cfg, model, num_classes, train, val, test, key, lam,
+                                                    zt, z2, hp)
+            out = dict(out)
+            out["score_errors"] = val_errors + Mech.gaussian_noise(jax.random.fold_in(key, _SCORE_TAG), (), zs)
+            out["truncated_steps"] = truncated
+            return out
         if kind == "pfld_epoch":
             h = PE.PFLDEpochHparams(lam=lam, lr_theta=hp["lr_theta"], lr_dual=hp["lr_dual"],
                                     clip_theta=hp["clip_theta"], clip_violation=hp["clip_violation"],

@@ -8,7 +8,7 @@ import math
 import jax
 import numpy as np
 
-from dpfair_jax.studies.tradeoff.methods import _FIELDS, _FIXED, _PROGRAM, DEFAULT_SEARCH
+from dpfair_jax.studies.tradeoff.methods import _FIXED, _PROGRAM, BASELINE_METHODS, DEFAULT_SEARCH, _field_set
 
 
 def _grid(method: str, search: dict | None, fixed: dict | None) -> list[dict[str, float]]:
@@ -16,7 +16,7 @@ def _grid(method: str, search: dict | None, fixed: dict | None) -> list[dict[str
 
     space = dict(DEFAULT_SEARCH[method] if search is None or method not in search else search[method])
     base = dict(_FIXED[method], **((fixed or {}).get(method, {})))
-    fields = _FIELDS["pfld_epoch" if method == "pfld_epoch" else "fermi"]
+    fields = _field_set(method)
     unknown = [k for k in list(space) + list(base) if k not in fields]
     if unknown:
         raise ValueError(f"search/fixed for {method!r} name unknown field(s) {unknown}; fields: {list(fields)}.")
@@ -68,8 +68,13 @@ def _selection_spend(m, e, z, run_event, law, delta, n, cfgs, grids, private, Sm
         return A.PrivacySpend(math.inf, delta, relation="add_remove", unit="example",
                               notes=f"{m}: epsilon = inf, no noise ({selection_label})")
     ev = run_event(m, z)
-    steps = cfg.steps(n) if m == "pfld_epoch" else cfg.steps
-    B = cfg.sgda_config(n).padded_batch(n) if m == "pfld_epoch" else cfg.sgda_config().padded_batch(n)
+    if m in BASELINE_METHODS:
+        from dpfair_jax.studies.tradeoff.baselines import sampling_shape
+
+        steps, B = sampling_shape(m, cfg, n)
+    else:
+        steps = cfg.steps(n) if m == "pfld_epoch" else cfg.steps
+        B = cfg.sgda_config(n).padded_batch(n) if m == "pfld_epoch" else cfg.sgda_config().padded_batch(n)
     if not private:
         one = A.epsilon_of_event(ev, delta)
         return A.PrivacySpend(math.inf, delta, event=ev, relation="add_remove", unit="example",
