@@ -4,12 +4,20 @@ the verdict rule (:mod:`dpfair_jax.runner.verdict`) against the paper's own marg
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["claim_effects", "replicates_for"]
+__all__ = ["claim_effects", "replicates_for", "gate_reason"]
+
+
+def gate_reason(gates: dict[str, str], method: str, baseline: str) -> str | None:
+    """Why a claim comparing ``method`` with ``baseline`` is untestable: the convergence precondition of
+    either does not hold (``gates``: ``{method: reason}``); None when both hold."""
+    parts = [f"{m}'s convergence precondition does not hold ({gates[m]})" for m in (method, baseline) if m in gates]
+    return "; ".join(parts) or None
 
 
 def _claim(ctx, cid: str, statement: str, measured, target, status: str, reason: str | None = None,
@@ -91,12 +99,15 @@ def replicates_for(sd: float, margin: float | None, config: dict, comparisons: i
                              comparisons=comparisons, max_replicates=int(config["max_replicates"]))
 
 
-def _frontier_claim(ctx, config: dict, res, metric: str) -> None:
+def _frontier_claim(ctx, config: dict, res, metric: str, gates: dict[str, str] | None = None) -> None:
     """One claim per baseline, decided by the one verdict rule
     (:func:`dpfair_jax.runner.verdict.directional_verdict`): the paired per-split effect's t-interval,
     family-wise 95% over the experiment's baselines (Bonferroni, ``comparisons`` = the number of
     baselines, 3 in the full configs), set against the paper's own margin for the same statistic
-    (``config.PAPER_MARGINS``), with the detectable effect and the splits the claim would need."""
+    (``config.PAPER_MARGINS``), with the detectable effect and the splits the claim would need.
+    ``gates`` (``{method: reason}``, :func:`.preconditions.precondition_rows`): a claim resting on a
+    method whose convergence preconditions do not hold is *untestable* with that reason (never
+    *fails*); its interval is still recorded."""
     from dpfair_jax.runner.verdict import directional_verdict, estimate_from_replicates
 
     baselines = _baselines(config)
@@ -136,6 +147,12 @@ def _frontier_claim(ctx, config: dict, res, metric: str) -> None:
                  "replicates_needed": replicates_for(sd, margin, config, k),
                  "replicates_needed_margin": margin, "max_replicates": int(config["max_replicates"])}
         reason = f"{dropped} split(s) without a reading left out" if dropped else None
+        gate = gate_reason(gates or {}, "dpfermi", b)
+        if gate is not None:
+            extra["status_before_gate"] = v.status
+            was = f"{v.status}" + (f": {v.reason}" if v.reason else "")
+            v = dataclasses.replace(v, status="untestable", reason=f"untestable: {gate}; the interval alone "
+                                    f"would read {was}")
         ctx.add_verdict(cid, statement, v, reason=reason, extra=extra)
     if rows:
         ctx.save_table(pd.concat(rows, ignore_index=True), "claim_effects")

@@ -5,11 +5,13 @@ every method tuned on validation, frontiers with intervals
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pandas as pd
 
-from .claims import _auto_replicates, _baselines, _claim, _claim_id, _frontier_claim, _statement
+from .claims import _auto_replicates, _baselines, _claim_id, _frontier_claim, _statement
+from .preconditions import precondition_rows, reference_table
 
 __all__ = ["run_tradeoff", "PARKINSONS_ENV"]
 
@@ -51,38 +53,6 @@ def _search(config: dict) -> dict:
         "pfld_epoch": {"lr_theta": lr, "clip_theta": clip, "lr_dual": list(config["pfld_dual_lr_grid"]),
                        "radius": list(config["pfld_epoch_box_grid"])},
     }
-
-
-def _newton_logistic(x: np.ndarray, y: np.ndarray, ridge: float = 1e-6, iters: int = 25) -> np.ndarray:
-    """Weights ``[d + 1]`` (bias last) of L2-regularized logistic regression by Newton's method (the
-    exact optimum to float64 precision after a few iterations on standardized tabular data)."""
-    X = np.c_[x, np.ones(len(x))]
-    w = np.zeros(X.shape[1])
-    reg = ridge * np.r_[np.ones(x.shape[1]), 0.0]
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-(X @ w)))
-        g = X.T @ (p - y) / len(y) + reg * w
-        H = (X * (p * (1 - p))[:, None]).T @ X / len(y) + np.diag(reg + 1e-12)
-        step = np.linalg.solve(H, g)
-        w -= step
-        if np.max(np.abs(step)) < 1e-10:
-            break
-    return w
-
-
-def _reference_error(ds, config: dict, seed: int) -> float:
-    """Mean test error over the study's replicates of a converged non-private logistic regression
-    (Newton's method) on the same splits: what a converged lambda = 0 model reaches."""
-    from dpfair_jax.studies.tradeoff import replicate_splits
-
-    sp = replicate_splits(ds, replicates=config["replicates"], val_size=config["val_size"],
-                          test_size=config["test_size"], seed=seed, max_rows=config.get("max_rows") or None)
-    errs = []
-    for r in range(config["replicates"]):
-        w = _newton_logistic(sp["train"][0][r], sp["train"][1][r].astype(float))
-        pred = (np.c_[sp["test"][0][r], np.ones(len(sp["test"][1][r]))] @ w > 0).astype(int)
-        errs.append(float(np.mean(pred != sp["test"][1][r])))
-    return float(np.mean(errs))
 
 
 def _study(ds, config: dict, ctx):
@@ -134,13 +104,27 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
     if {"dpfermi", "dpsgd"} <= set(config["methods"]):  # descriptive: per epsilon, bootstrap intervals
         ctx.save_table(res.compare(first="dpfermi", anchor="dpsgd", slack=config["slack"],
                                    bootstrap=config["bootstrap"], seed=ctx.seed), "frontier_comparison")
-    _frontier_claim(ctx, config, res, metric)
-    if "dpsgd" in config["methods"] and ds.num_classes == 2:
-        _converged_claim(ctx, config, res, ds)
-    elif "dpsgd" in config["methods"]:
-        ctx.log("convergence check of DP-SGD: the reference (Newton logistic regression) is binary; skipped "
-                f"for {ds.num_classes} classes")
+    gates = _preconditions(ctx, config, res, ds)
+    _frontier_claim(ctx, config, res, metric, gates)
     return df
+
+
+def _preconditions(ctx, config: dict, res, ds) -> dict[str, str]:
+    """The convergence precondition rows (:mod:`.preconditions`) on the study's table and the
+    non-private reference optimum of the ERMI objective on the same splits (binary tasks: the
+    reference solver's Newton steps need the full Hessian, too large for the multinomial model)."""
+    ref, why = None, ""
+    if ds.num_classes == 2:
+        t0 = time.perf_counter()
+        ref = reference_table(ds, config, ctx.seed)
+        ctx.save_table(ref, "reference_optimum")
+        ctx.log(f"reference optimum of the ERMI objective: {ref['lam'].nunique()} lambdas x "
+                f"{ref['replicate'].nunique()} splits, max gradient norm {ref['grad_norm'].max():.3g}, "
+                f"{time.perf_counter() - t0:.1f} s")
+    else:
+        why = (f"no reference for {ds.num_classes} classes: the reference solver (float64 Newton steps) is "
+               "run for the binary logistic model only")
+    return precondition_rows(ctx, config, res.table, ref, why)
 
 
 def _violation_at_levels(table: pd.DataFrame, config: dict, seed: int) -> pd.DataFrame:
@@ -157,24 +141,3 @@ def _violation_at_levels(table: pd.DataFrame, config: dict, seed: int) -> pd.Dat
         part = violation_at_error(sub, levels, replicate="replicate", bootstrap=config["bootstrap"], seed=seed)
         out.append(part.assign(anchor_error=e0, offset=part["level"] - e0))
     return pd.concat(out, ignore_index=True)
-
-
-def _converged_claim(ctx, config: dict, res, ds) -> None:
-    """The lambda = 0 baseline is trained to convergence: DP-SGD's error at the largest epsilon of
-    the grid within ``converge_tol`` of a converged non-private logistic regression."""
-    table = res.table[res.table["method"] == "dpsgd"]
-    e_max = max(table["epsilon"])
-    err = float(table[table["epsilon"] == e_max]["error"].mean())
-    ref = _reference_error(ds, config, ctx.seed)
-    tol = config["converge_tol"]
-    cid = f"{ctx.name}_dpsgd_converged"
-    statement = (f"The lambda = 0 baseline is converged: DP-SGD (tuned on validation) at epsilon = {e_max:g} "
-                 f"reaches a mean test error within {tol:g} of a converged non-private logistic regression on the "
-                 f"same splits (error budget of the frontier comparison anchored to it)")
-    measured = {"dpsgd_error": round(err, 4), "reference_error": round(ref, 4)}
-    if err <= ref + tol:
-        _claim(ctx, cid, statement, measured, f"<= reference + {tol:g}", "holds")
-    else:
-        _claim(ctx, cid, statement, measured, f"<= reference + {tol:g}", "fails",
-               f"DP-SGD's error {err:.4f} exceeds the converged reference {ref:.4f} by more than {tol:g} "
-               f"({config['epochs']} epochs; at this size the baseline has not converged)")
