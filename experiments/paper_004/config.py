@@ -26,6 +26,9 @@ CONSTRAINTS = {
     "target_power": Constraint(0, 1, low_open=True, high_open=True, doc="the power a claim is planned for"),
     "pilot_replicates": Constraint(2, None, integer=True, doc="splits of the pilot (an sd needs 2)"),
     "max_replicates": Constraint(2, None, integer=True, doc="the budget of splits"),
+    "converge_tol_violation": Constraint(0, None, low_open=True, doc="the reference check's violation tolerance"),
+    "reference_iters": Constraint(1, None, integer=True, doc="Newton steps of the reference optimum"),
+    "lr_edge_max_share": Constraint(0, 1, doc="the share of selections allowed at the largest learning rate"),
 }
 
 _INF = float("inf")
