@@ -14,8 +14,10 @@ Registered experiments (``dpfair run NAME [--quick]``):
   paired effect per split (``dpfair_jax.fairness.frontier.paired_violation_gap``) against the
   paper's own margin from its result files (``config.PAPER_MARGINS``; PF-LD is the paper's
   baseline, the stochastic variant and DP-SGD the kit's own rows), with the splits each claim
-  needs (``replicates="auto"``: pilot, then that count within ``max_replicates``); and the
-  lambda = 0 baseline's convergence against a non-private logistic regression.
+  needs (``replicates="auto"``: pilot, then that count within ``max_replicates``). Before them, the
+  convergence preconditions of every method (``preconditions.py``: at eps = inf against the
+  non-private reference optimum of the ERMI objective per lambda, a monotone frontier, a learning
+  rate off the grid's edge); a claim on a method whose preconditions fail is untestable.
 * ``fermi_official_code``: the public code's preset (one-cell ERMI with the group of cell 0 named,
   its clipping, random W0, its calibration) as a regression test on the shape of its curves.
 * ``fermi_adult_nonbinary``: 9 age buckets x 5 race groups on Adult with multinomial logistic
