@@ -95,8 +95,8 @@ def _monotone(table: pd.DataFrame, method: str, config: dict) -> tuple[bool, dic
     from dpfair_jax.studies.tradeoff.convergence import monotone_check
 
     sub = table[(table["method"] == method) & np.isinf(table["epsilon"]) & (table["lam"] > 0)]
-    if sub["lam"].nunique() < 2:
-        return True, {"pairs": []}, ""
+    if sub["lam"].nunique() < 2:  # vacuous: nothing to order
+        return True, {"pairs": [], "note": f"{sub['lam'].nunique()} lambda(s) > 0 at eps = inf: nothing to order"}, ""
     res = monotone_check(sub, alpha=float(config["alpha"]))
     pairs = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in p.items()} for p in res["pairs"]]
     w = res["worst"]
