@@ -32,7 +32,9 @@ def test_claims_keep_the_papers_deciding_baseline():
     """The claims compare DP-FERMI with PF-LD (Tran et al.), its stochastic variant and DP-SGD only; the
     new baselines are rows of the table, not claims."""
     cfg = registry.resolve_config(registry.get("fermi_adult_eo"), "full", {"paper_baselines": True})
-    assert P._baselines(cfg) == ["pfld_epoch", "pfld_stochastic", "dpsgd"]
+    from experiments.paper_004.claims import _baselines
+
+    assert _baselines(cfg) == ["pfld_epoch", "pfld_stochastic", "dpsgd"]
 
 
 def test_parkinsons_runs_at_full_size_and_retired_adult_is_marked_unavailable():
