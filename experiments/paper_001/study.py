@@ -47,8 +47,8 @@ EXPERIMENTS = [
                         "Output perturbation: group excessive risk vs epsilon, Theorem 1, Corollary 2 (Fig 8)",
                         CONFIGS["lens_output_perturbation"], run_output_perturbation)),
     register(Experiment("lens_dpsgd", "001",
-                        "DP-SGD: normalization (Fig 9), gradient norms vs C, R_clip vs psi (Fig 10), group "
-                        "size (Fig 11), trace vs boundary", CONFIGS["lens_dpsgd"], run_dpsgd)),
+                        "DP-SGD in a trained regime: gradient norms vs C (App. C.2), R_clip vs psi (Fig 10), "
+                        "group size (Fig 11), trace vs boundary (App. C.3)", CONFIGS["lens_dpsgd"], run_dpsgd)),
     register(Experiment("lens_fig9", "001", "DP-SGD with global vs per-group normalization along the epsilon path, "
                         "trained regime, real data sets (Fig 9)", CONFIGS["lens_fig9"], run_fig9)),
     register(Experiment("lens_mitigation", "001", "gamma1/gamma2 mitigation grid (Fig 12, reconstruction)",
