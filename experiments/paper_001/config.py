@@ -27,7 +27,7 @@ _FIG9_FULL = {"datasets": ["adult", "credit", "german", "parkinsons"], "hidden":
               "learning_rate": 0.01, "clip_norm": 0.1, "noise_multiplier": 5.0, "seeds": 20, "checkpoints": 10,
               "steps_per_checkpoint": 1000, "delta": 1e-5, "max_last_interval_share": 0.1, "max_rows": None,
               "synthetic": None, "path": None, "seed": 0}
-_FIG9_QUICK = dict(_FIG9_FULL, datasets=["german"], learning_rate=0.05, seeds=6, checkpoints=4,
+_FIG9_QUICK = dict(_FIG9_FULL, datasets=["german"], learning_rate=0.05, seeds=6, checkpoints=8,
                    steps_per_checkpoint=250)
 # Fig 12: the statistics are released from the full training data once per epoch (stats_every None)
 # with a multiplier that keeps their noise small next to the group counts; the penalty part is
