@@ -56,15 +56,16 @@ def _git(folder: Path, *args: str) -> str | None:
 
 def source_commit(folder: str | os.PathLike | None) -> dict[str, Any]:
     """The git commit the code in ``folder`` (a study folder) was checked out at: ``{"commit": the
-    HEAD sha, "dirty": whether the folder's files differ from it}``; both ``None`` outside a git
-    work tree or without ``git`` (never raises: provenance must not fail a run)."""
+    HEAD sha, "dirty": whether the folder's ``*.py`` files (what :func:`study_digest` hashes)
+    differ from it}``; both ``None`` outside a git work tree or without ``git`` (never raises:
+    provenance must not fail a run)."""
     if folder is None or not Path(folder).is_dir():
         return {"commit": None, "dirty": None}
     folder = Path(folder).resolve()
     commit = _git(folder, "rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".")
+    status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", "*.py")
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
