@@ -61,6 +61,23 @@ def test_missing_data_skips_every_claim(tmp_path, monkeypatch):
     assert all(c["status"] == "skipped" for c in claims)
 
 
+def test_weakest_part_and_plateau_share():
+    """A claim over parts takes its weakest part's verdict; the plateau share is the last interval's
+    absolute change of the loss over its drop (a rising loss is not levelled off either)."""
+    from dpfair_jax.runner.verdict import Estimate, PaperEffect, directional_verdict
+
+    common = load_study_module("paper_001", "common")
+    paper = PaperEffect(source="test")
+    v = {"a": directional_verdict(Estimate(1.0, 0.1, 10, 11), paper),
+         "b": directional_verdict(Estimate(0.0, 0.1, 10, 11), paper),
+         "c": directional_verdict(Estimate(-1.0, 0.1, 10, 11), paper)}
+    assert [x.status for x in v.values()] == ["holds", "underpowered", "fails"]
+    assert common.weakest(v)[0] == "c" and common.weakest({k: v[k] for k in "ab"})[0] == "b"
+    assert common.plateau_share([0.5, 0.4], 1.0) == pytest.approx(0.1 / 0.6)
+    assert common.plateau_share([0.4, 0.5], 1.0) == pytest.approx(0.1 / 0.5)
+    assert common.plateau_share([0.5], 1.0) == pytest.approx(1.0)
+
+
 def test_load_dataset_group_normalization():
     (tr, _), _ = load_dataset("synthetic", synthetic={"n": 400, "d": 3}, normalization="group")
     x, s = np.asarray(tr.x), np.asarray(tr.s)
@@ -99,9 +116,11 @@ def test_fig9_tiny(tmp_path):
     assert (df["epsilon"].diff().dropna() > 0).all()
     (c,) = claims
     assert c["id"] == "fig9_group_normalization_synthetic"
-    assert c["status"] in ("untestable", "holds", "fails") and "ci" in c["measured"]["gap"]
+    assert c["status"] in ("untestable", "holds", "fails", "underpowered")
     if c["status"] == "untestable":
         assert "levelled off" in c["reason"]
+    else:  # the verdict of the weaker of the gap and the mean, both recorded with their intervals
+        assert "ci" in c["measured"] and set(c["measured"]["parts"]) == {"gap", "mean_risk"}
     assert np.isfinite(privacy["dpsgd_fig9_final"]["epsilon"])
     # the record is dpsgd.spend of the final checkpoint, whose delta adds the truncation
     # charge of the padded Poisson batch the training used (width for 10 steps, 20 steps in all)

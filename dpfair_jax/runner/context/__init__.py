@@ -61,6 +61,8 @@ from dpfair_jax.runner.context.provenance import (  # noqa: F401 - re-exported: 
     compile_mode,
     device_info,
     package_versions,
+    source_commit,
+    study_digest,
 )
 from dpfair_jax.runner.context.records import (  # noqa: F401 - re-exported: importable from here as before
     CLAIM_KINDS,
@@ -74,7 +76,7 @@ from dpfair_jax.runner.context.records import (  # noqa: F401 - re-exported: imp
 from dpfair_jax.runner.registry import Experiment, resolve_config, study_folder
 
 __all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "code_version",
-           "comparison", "CLAIM_KINDS", "CLAIM_STATUSES"]
+           "study_digest", "source_commit", "comparison", "CLAIM_KINDS", "CLAIM_STATUSES"]
 
 
 def _duration(seconds: float) -> str:
@@ -512,6 +514,7 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         "compile_cache_hits": tracked.cache_hits if tracked else None,
         "chunks": ctx.chunk_stats,
         "code_version": ctx.code,
+        "source": source_commit(study_folder(exp)),
         "tables": ctx.tables,
         "figures": ctx.figures,
         "versions": package_versions(),

@@ -12,13 +12,15 @@ import datetime as _dt
 import hashlib
 import importlib.metadata
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from dpfair_jax.runner.registry import Experiment
 
-__all__ = ["code_version", "package_versions", "device_info", "compile_mode", "FAST_COMPILE_FLAG"]
+__all__ = ["code_version", "study_digest", "source_commit", "package_versions", "device_info", "compile_mode",
+           "FAST_COMPILE_FLAG"]
 
 
 def _tree_digest(h: Any, root: Path, pattern: str) -> None:
@@ -34,6 +36,37 @@ def _sources_digest(root: str) -> str:
     h = hashlib.sha256()
     _tree_digest(h, Path(root), "*.py")
     return h.hexdigest()
+
+
+def study_digest(folder: str | os.PathLike) -> str:
+    """SHA-256 of a study folder's own ``*.py`` sources (relative paths and contents, sorted;
+    ``__pycache__`` and dot-folders skipped): the ``study`` entry of :func:`code_version`. The
+    library's sources are not part of it, so an unrelated library edit does not change it."""
+    return _sources_digest(str(Path(folder).resolve()))
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=20,
+                             check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def source_commit(folder: str | os.PathLike | None) -> dict[str, Any]:
+    """The git commit the code in ``folder`` (a study folder) was checked out at: ``{"commit": the
+    HEAD sha, "dirty": whether the folder's ``*.py`` files (what :func:`study_digest` hashes)
+    differ from it}``; both ``None`` outside a git work tree or without ``git`` (never raises:
+    provenance must not fail a run)."""
+    if folder is None or not Path(folder).is_dir():
+        return {"commit": None, "dirty": None}
+    folder = Path(folder).resolve()
+    commit = _git(folder, "rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", "*.py")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
 _PACKAGE_DIGEST: dict[str, str] = {}
@@ -56,7 +89,7 @@ def code_version(exp: Experiment | None = None) -> dict[str, str | None]:
 
         folder = study_folder(exp)
         if folder is not None:
-            study = _sources_digest(str(Path(folder).resolve()))
+            study = study_digest(folder)
         else:
             module = sys.modules.get(exp.module or "")
             file = getattr(module, "__file__", None)
