@@ -40,3 +40,21 @@ def test_paired_ratio_is_median_of_within_round_ratios():
     assert r["repeats"] == 5
     with pytest.raises(ValueError):
         common.interleaved({"a": lambda: None}, repeats=0)
+
+
+def test_study_throughput_counts_every_candidate_of_a_nonprivate_study():
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import study_throughput as ST
+
+    class Study:
+        info = {"grid_sizes": {"dpfermi": 64, "dpsgd": 8}}
+        table = pd.DataFrame({"method": ["dpfermi"] * 6 + ["dpsgd"] * 3})
+
+    assert ST.count_models(Study()) == 6 * 64 + 3 * 8
+    data = ST.synthetic_adult_like(400, 5)
+    assert data.x.shape == (400, 5) and set(map(int, data.s)) == {0, 1}
