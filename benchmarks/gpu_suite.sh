@@ -13,7 +13,10 @@
 #                          ghost norms, clipping, aggregation, DP-SGD;
 #   6. multiprocess        the multi-process path: multiprocess.py --quick (1 and 2 CPU processes through
 #                          python -m dpfair_jax.launch, plus the same study in one process on the GPU)
-#                          and tests/test_multiprocess.py (2 CPU processes x 2 host devices).
+#                          and tests/runner/test_multiprocess.py (2 CPU processes x 2 host devices).
+#   7. study_throughput   the public tradeoff study at paper 004's full Adult size: trained models per
+#                          second, compile share, the "full study under 10 minutes" goal row;
+#   8. jax_privacy         the kit's DP-SGD step against jax-privacy 2.0 (skips without jax-privacy);
 # GPU_SUITE_STEPS="fermi_grid dpsgd_step" (say) runs only those steps.
 # Each writes OUT_DIR/<bench>.json (rows as in benchmarks/results) and everything goes to
 # OUT_DIR/log.txt (which starts with the GPU, its driver, and the jax, jaxlib and CUDA plugin
@@ -43,7 +46,7 @@ step() {  # step NAME SECONDS CMD...
   $PY -c "import torch, opacus; print('torch', torch.__version__, 'opacus', opacus.__version__, torch.cuda.is_available())"
 } 2>&1 | tee -a "$LOG"
 
-want() { [[ " ${GPU_SUITE_STEPS:-fermi_grid montecarlo budget_tailoring dpsgd_step gpu_tests multiprocess} " == *" $1 "* ]]; }
+want() { [[ " ${GPU_SUITE_STEPS:-fermi_grid montecarlo budget_tailoring dpsgd_step gpu_tests multiprocess study_throughput jax_privacy} " == *" $1 "* ]]; }
 
 want fermi_grid && step fermi_grid 110 $PY benchmarks/fermi_grid.py --note "GPU run" --out "$OUT_DIR/fermi_grid.json"
 want montecarlo && step montecarlo 60 $PY benchmarks/montecarlo.py --quick --trials 1000 --out "$OUT_DIR/montecarlo.json"
@@ -51,13 +54,15 @@ want budget_tailoring && step budget_tailoring 150 $PY benchmarks/budget_tailori
   --out "$OUT_DIR/budget_tailoring.json"
 want dpsgd_step && step dpsgd_step 150 $PY benchmarks/dpsgd_step.py --quick --repeats 3 --out "$OUT_DIR/dpsgd_step.json"
 want gpu_tests && XLA_PYTHON_CLIENT_PREALLOCATE=false step gpu_tests 170 $PY -m pytest -q -p no:cacheprovider -n 6 \
-  tests/test_precision.py tests/test_montecarlo.py tests/test_ghost.py tests/test_clipping.py \
-  tests/test_aggregation.py tests/test_dpsgd.py tests/test_dpsgd_cnn.py
+  tests/privacy/test_precision.py tests/montecarlo/test_montecarlo.py tests/privacy/test_ghost.py tests/privacy/test_clipping.py \
+  tests/privacy/test_aggregation.py tests/algorithms/test_dpsgd.py tests/algorithms/test_dpsgd_cnn.py
 want multiprocess && XLA_PYTHON_CLIENT_PREALLOCATE=false step multiprocess 100 $PY benchmarks/multiprocess.py --quick \
   --processes 1,2 --default-device --note "GPU machine: CPU processes, default-device row on the GPU" \
   --out "$OUT_DIR/multiprocess.json"
 want multiprocess && XLA_PYTHON_CLIENT_PREALLOCATE=false step multiprocess_tests 120 $PY -m pytest -q -p no:cacheprovider \
-  tests/test_multiprocess.py
+  tests/runner/test_multiprocess.py
+want study_throughput && step study_throughput 300 $PY benchmarks/study_throughput.py --out "$OUT_DIR/study_throughput.json"
+want jax_privacy && step jax_privacy 120 $PY benchmarks/jax_privacy_baseline.py --quick --out "$OUT_DIR/jax_privacy_baseline.json"
 $PY -c "import sys; from dpfair_jax.cli import collect_bench_results as c, write_bench_table as w; \
 w(c(sys.argv[1]), sys.argv[1] + '/README.md', source='benchmarks/gpu_suite.sh from the JSON files beside this one')" \
   "$OUT_DIR" > /dev/null || echo "could not write $OUT_DIR/README.md"

@@ -58,3 +58,17 @@ def test_study_throughput_counts_every_candidate_of_a_nonprivate_study():
     assert ST.count_models(Study()) == 6 * 64 + 3 * 8
     data = ST.synthetic_adult_like(400, 5)
     assert data.x.shape == (400, 5) and set(map(int, data.s)) == {0, 1}
+
+
+def test_gpu_suite_names_only_files_that_exist():
+    """The GPU suite runs in one call on a machine lent for minutes: a moved test or script path
+    must fail here, not there."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "benchmarks" / "gpu_suite.sh").read_text()
+    paths = set(re.findall(r"\b((?:tests|benchmarks)/[\w/]+\.py)\b", text))
+    assert len(paths) >= 10
+    missing = sorted(p for p in paths if not (root / p).is_file())
+    assert not missing, f"gpu_suite.sh names files that do not exist: {missing}"
