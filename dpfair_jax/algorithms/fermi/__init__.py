@@ -94,7 +94,14 @@ from dpfair_jax.algorithms.fermi.config import (  # noqa: F401  (the choices, as
     check_hparams,
 )
 from dpfair_jax.algorithms.fermi import theory  # noqa: F401  (fermi.theory, the paper's closed forms)
-from dpfair_jax.algorithms.fermi.ledger import calibrate, spend, theorem33_multipliers
+from dpfair_jax.algorithms.fermi.ledger import (
+    attribute_change_rdp,
+    attribute_spend,
+    calibrate,
+    spend,
+    theorem33_attribute_event,
+    theorem33_multipliers,
+)
 
 __all__ = [
     "FermiConfig",
@@ -105,5 +112,8 @@ __all__ = [
     "calibrate",
     "init_w",
     "theorem33_multipliers",
+    "theorem33_attribute_event",
+    "attribute_change_rdp",
+    "attribute_spend",
     "task_loss",
 ]
