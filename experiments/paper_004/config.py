@@ -44,6 +44,8 @@ _TAB_FULL = {
     # claim's detectable effect below the paper's margin, at most max_replicates (the budget)
     "alpha": 0.05, "target_power": 0.8, "auto_replicates": False, "pilot_replicates": 4, "max_replicates": 32, "max_rows": 0, "delta": 0.0,
     "seed": 0, "path": "",
+    # "example" (the kit's unit) or "sensitive_attribute" (the paper's Definition 2.2), checked by the study
+    "privacy_unit": "example",
 }
 _TAB_QUICK = dict(_TAB_FULL, replicates=2, epochs=4, batch_size=256, lams=[1.0, 8.0], runs_mean=2.0,
                   max_rows=6000, slack=0.02, converge_tol=0.02, bootstrap=500)

@@ -41,6 +41,7 @@ from dpfair_jax.fairness import evaluate
 from dpfair_jax.runner import Experiment, plots, register
 from dpfair_jax.studies.tradeoff import plot_tradeoff
 
+from . import unit_claims
 from .config import CONFIGS
 
 __all__ = ["run_tradeoff", "run_official_code", "run_sgda_convergence", "run_cnn_synthetic", "EXPERIMENTS"]
@@ -284,7 +285,8 @@ def _study(ds, config: dict, ctx):
         delta=config.get("delta") or None, selection=config["selection"],
         runs=RandomStopping(config["runs_mean"], config["runs_shape"]), search=_search(config),
         score_noise=config["score_noise"], w_noise_ratio=config["w_noise_ratio"],
-        violation_noise_ratio=config["violation_noise_ratio"], seed=ctx.seed, ctx=ctx)
+        violation_noise_ratio=config["violation_noise_ratio"], privacy_unit=config.get("privacy_unit", "example"),
+        seed=ctx.seed, ctx=ctx)
 
 
 def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
@@ -322,6 +324,7 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
         ctx.save_table(res.compare(first="dpfermi", anchor="dpsgd", slack=config["slack"],
                                    bootstrap=config["bootstrap"], seed=ctx.seed), "frontier_comparison")
     _frontier_claim(ctx, config, res, metric)
+    unit_claims.record(ctx, config, res)
     if "dpsgd" in config["methods"] and ds.num_classes == 2:
         _converged_claim(ctx, config, res, ds)
     elif "dpsgd" in config["methods"]:
