@@ -111,17 +111,24 @@ def _add_remove_rdp(event: dp_accounting.DpEvent, orders) -> np.ndarray:
 
 def replace_rdp_from_add_remove(event: dp_accounting.DpEvent | None, orders) -> np.ndarray:
     """RDP at ``orders`` under a replacement of one record (hence of one ``s_i``) from the add/remove
-    curve of ``event`` (module (b)): ``(2a - 1) / (2 (a - 1)) r(2a) + r(2a - 1)``. ``None``: no
-    example-level event (that bound is ``inf``)."""
+    curve of ``event`` (module (b)): ``(2a - 1) / (2 (a - 1)) r(2a) + r(2a - 1)``, evaluated at the
+    orders where ``2a`` is an integer (``r`` there by dp-accounting's exact integer-order formula)
+    and ``inf`` (a valid bound) at the others. ``None``: no example-level event (``inf``)."""
     a = np.asarray(orders, np.float64)
+    out = np.full(a.shape, np.inf)
     if event is None or isinstance(event, dp_accounting.NonPrivateDpEvent):
-        return np.full(a.shape, np.inf)
-    need = np.concatenate([2.0 * a, 2.0 * a - 1.0])
-    uniq = np.unique(need)
+        return out
+    # only where 2a is an integer: dp-accounting's integer-order formula (fast, exact); inf elsewhere
+    use = np.abs(2.0 * a - np.round(2.0 * a)) < 1e-9
+    if not np.any(use):
+        return out
+    au = np.round(2.0 * a[use]) / 2.0
+    uniq = np.unique(np.concatenate([2.0 * au, 2.0 * au - 1.0]))
     r = dict(zip(uniq.tolist(), _add_remove_rdp(event, uniq).tolist()))
-    r2 = np.asarray([r[x] for x in (2.0 * a).tolist()])
-    r1 = np.asarray([r[x] for x in (2.0 * a - 1.0).tolist()])
-    return (2.0 * a - 1.0) / (2.0 * (a - 1.0)) * r2 + r1
+    r2 = np.asarray([r[x] for x in (2.0 * au).tolist()])
+    r1 = np.asarray([r[x] for x in (2.0 * au - 1.0).tolist()])
+    out[use] = (2.0 * au - 1.0) / (2.0 * (au - 1.0)) * r2 + r1
+    return out
 
 
 def attribute_rdp(mu_step: float, participation: tuple[np.ndarray, np.ndarray], *, extra_mu: float = 0.0,
