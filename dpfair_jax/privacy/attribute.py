@@ -64,6 +64,10 @@ CLIPPED_SUM_FACTOR = 2.0
 MOVED_CELL_FACTOR = math.sqrt(2.0)
 
 
+#: the largest order at which the weak-triangle route (b) is evaluated (its cost grows with 2a)
+MAX_TRIANGLE_ORDER = 64.0
+
+
 def shift(noise_multiplier: float, factor: float) -> float:
     """Shift/std of a Gaussian release of multiplier ``noise_multiplier`` (std = multiplier x clip)
     under a change of one ``s_i`` of sensitivity ``factor`` x clip: ``factor / z`` (``inf`` at 0)."""
@@ -112,14 +116,14 @@ def _add_remove_rdp(event: dp_accounting.DpEvent, orders) -> np.ndarray:
 def replace_rdp_from_add_remove(event: dp_accounting.DpEvent | None, orders) -> np.ndarray:
     """RDP at ``orders`` under a replacement of one record (hence of one ``s_i``) from the add/remove
     curve of ``event`` (module (b)): ``(2a - 1) / (2 (a - 1)) r(2a) + r(2a - 1)``, evaluated at the
-    orders where ``2a`` is an integer (``r`` there by dp-accounting's exact integer-order formula)
-    and ``inf`` (a valid bound) at the others. ``None``: no example-level event (``inf``)."""
+    orders ``a <= MAX_TRIANGLE_ORDER`` where ``2a`` is an integer (``r`` there by dp-accounting's
+    exact integer-order formula) and ``inf`` (a valid bound) at the others. ``None``: no example-level event (``inf``)."""
     a = np.asarray(orders, np.float64)
     out = np.full(a.shape, np.inf)
     if event is None or isinstance(event, dp_accounting.NonPrivateDpEvent):
         return out
     # only where 2a is an integer: dp-accounting's integer-order formula (fast, exact); inf elsewhere
-    use = np.abs(2.0 * a - np.round(2.0 * a)) < 1e-9
+    use = (np.abs(2.0 * a - np.round(2.0 * a)) < 1e-9) & (a <= MAX_TRIANGLE_ORDER)
     if not np.any(use):
         return out
     au = np.round(2.0 * a[use]) / 2.0

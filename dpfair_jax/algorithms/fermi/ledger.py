@@ -251,7 +251,10 @@ def attribute_change_rdp(config: FermiConfig, n: int, noise_theta: float, noise_
                            1.0 / At.shift(noise_w, At.CLIPPED_SUM_FACTOR))
     extra = (At.shift(config.count_noise_multiplier, At.MOVED_CELL_FACTOR)
              if config.group_frequencies == "noisy" else 0.0)
-    event = _spend(config, n, float(noise_theta), float(noise_w)).event
+    event = A.dpsgd_event(float(noise_theta), config.batch_size / n, config.steps,
+                          relative_noise=(1.0, float(noise_w) / float(noise_theta)))
+    if _count_event(config) is not None:  # the example-level event of _spend, without its epsilon
+        event = dp_accounting.ComposedDpEvent([_count_event(config), event])
     return At.attribute_rdp(mu, _participation(config, n), extra_mu=extra, example_event=event, orders=orders)
 
 
