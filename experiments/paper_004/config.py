@@ -23,6 +23,8 @@ CONSTRAINTS = {
     "target_power": Constraint(0, 1, low_open=True, high_open=True, doc="the power a claim is planned for"),
     "pilot_replicates": Constraint(2, None, integer=True, doc="splits of the pilot (an sd needs 2)"),
     "max_replicates": Constraint(2, None, integer=True, doc="the budget of splits"),
+    "privacy_unit": Constraint(choices=("example", "sensitive_attribute"),
+                               doc="the study's privacy unit (the paper's is sensitive_attribute)"),
 }
 
 _INF = float("inf")
