@@ -51,6 +51,10 @@ sensitivity ``clip_violation``). Everything else is post-processing. :func:`spen
 event (RDP accountant) with the Poisson padding's truncation probability added to delta;
 :func:`calibrate` sets ``noise_theta`` with ``noise_violation = config.violation_noise_ratio *
 noise_theta``.
+
+The sensitive-attribute unit (paper 004's Definition 2.2, a change of one ``s_i``): the same run,
+accounted by :func:`attribute_spend` / :func:`attribute_rdp` (the primal gradient and the violation
+releases read ``s``; :mod:`dpfair_jax.privacy.attribute`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,10 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   sizes: a function of the seed and the row count only, :func:`replicate_splits`; numeric columns
   z-scored with the replicate's training moments);
 - privacy: every method runs at the example level (all features, add/remove), with the same
-  epsilon and delta; the noise multipliers are looked up for the user;
+  epsilon and delta; the noise multipliers are looked up for the user. ``privacy_unit=
+  "sensitive_attribute"`` (the paper's Definition 2.2) runs the same mechanisms calibrated and
+  accounted for a change of one record's ``s_i`` (:mod:`.units`, docs/privacy_units.md): DP-SGD
+  records 0, and each row carries the paper's Theorem 3.3 record beside its spend;
 - tuning (equal budget for every method): per (method, epsilon, lambda, replicate), the
   hyperparameters (learning rates, clip norms, W radius or multiplier box) are chosen on the
   validation split by Papernot-Steinke random stopping (:mod:`dpfair_jax.privacy.selection`): ``K``
