@@ -474,7 +474,7 @@ def attribute_rdp(config: PFLDEpochConfig, n: int, noise_theta: float, noise_vio
     orders = At.ORDERS if orders is None else orders
     mu = At.shift(noise_theta, At.CLIPPED_SUM_FACTOR)
     extra = math.sqrt(config.epochs) * At.shift(noise_violation, At.MOVED_CELL_FACTOR)
-    part = A.participation_distribution(config.steps(n), "poisson", sample_rate=config.batch_size / n)
+    part = At.poisson_participation(config.steps(n), config.batch_size / n)
     event = run_event(config, n, float(noise_theta), float(noise_violation))
     return At.attribute_rdp(mu, part, extra_mu=extra, example_event=event, orders=orders)
 

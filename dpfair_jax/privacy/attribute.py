@@ -47,6 +47,7 @@ __all__ = [
     "MOVED_CELL_FACTOR",
     "shift",
     "amplified_multiplier",
+    "poisson_participation",
     "membership_visible_rdp",
     "replace_rdp_from_add_remove",
     "attribute_rdp",
@@ -84,13 +85,28 @@ def amplified_multiplier(noise_multiplier: float, factor: float) -> float:
     return float(noise_multiplier) / float(factor)
 
 
+def poisson_participation(steps: int, sample_rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ks, pmf, log_pmf)`` of ``K ~ Bin(steps, sample_rate)`` over every ``k`` (none dropped: at
+    high orders the Renyi sum weights a tail atom by ``exp(alpha^2 k mu^2 / 2)``, so atoms whose
+    probability underflows in float64 still count, through ``log_pmf``)."""
+    from scipy import stats
+
+    steps = V.check_int("steps", steps, minimum=1)
+    V.check_sample_rate(sample_rate)
+    ks = np.arange(steps + 1, dtype=np.float64)
+    logp = stats.binom.logpmf(ks, steps, float(sample_rate))
+    return ks, np.exp(logp), logp
+
+
 def membership_visible_rdp(orders, mu_step: float, participation: tuple[np.ndarray, np.ndarray], *,
                            extra_mu: float = 0.0) -> np.ndarray:
     """Exact RDP at ``orders`` of Gaussian releases whose batch membership is visible (module (a)):
     ``log sum_k P(K = k) exp((alpha - 1) alpha (k mu_step^2 + extra_mu^2) / 2) / (alpha - 1)``.
 
-    ``participation``: :func:`dpfair_jax.privacy.membership.participation_distribution` (for a
-    point mass at ``k`` this is the Gaussian's ``alpha k mu_step^2 / 2``)."""
+    ``participation``: ``(ks, pmf)`` or ``(ks, pmf, log_pmf)`` (:func:`poisson_participation`,
+    every atom; for a point mass at ``k`` this is the Gaussian's ``alpha k mu_step^2 / 2``). A law
+    whose negligible atoms were dropped (``privacy.membership.participation_distribution``)
+    understates the high orders: pass every atom."""
     a = np.asarray(orders, np.float64)
     if np.any(a <= 1.0):
         raise ValueError("orders must be > 1.")
@@ -99,9 +115,11 @@ def membership_visible_rdp(orders, mu_step: float, participation: tuple[np.ndarr
         raise ValueError(f"mu_step and extra_mu must be >= 0 (inf: no noise), got {mu_step!r}, {extra_mu!r}.")
     if math.isinf(mu_step) or math.isinf(extra_mu):
         return np.full(a.shape, np.inf)
-    ks, pmf = participation
+    ks, pmf = participation[0], participation[1]
+    with np.errstate(divide="ignore"):
+        logp = np.asarray(participation[2] if len(participation) > 2 else np.log(pmf), np.float64)
     mu2 = np.asarray(ks, np.float64)[None, :] * mu_step**2 + extra_mu**2  # [1, K]
-    expo = (a[:, None] - 1.0) * a[:, None] * mu2 / 2.0 + np.log(np.asarray(pmf, np.float64))[None, :]
+    expo = (a[:, None] - 1.0) * a[:, None] * mu2 / 2.0 + logp[None, :]
     return special.logsumexp(expo, axis=1) / (a - 1.0)
 
 

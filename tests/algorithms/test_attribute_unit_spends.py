@@ -81,7 +81,7 @@ def _pe_cfg():
 def test_pfld_epoch_attribute_curve_is_the_min_of_the_independent_routes():
     cfg, zt, zv = _pe_cfg(), 1.3, 9.0
     got = PE.attribute_rdp(cfg, N, zt, zv)
-    part = A.participation_distribution(cfg.epochs * math.ceil(N / 100), "poisson", sample_rate=100 / N)
+    part = At.poisson_participation(cfg.epochs * math.ceil(N / 100), 100 / N)
     a = At.membership_visible_rdp(At.ORDERS, 2.0 / zt, part, extra_mu=math.sqrt(2.0 * cfg.epochs) / zv)
     b = At.replace_rdp_from_add_remove(PE.spend(cfg, N, PE.PFLDEpochHparams(noise_theta=zt, noise_violation=zv)).event,
                                        At.ORDERS)
@@ -98,7 +98,7 @@ def _fermi_cfg(**kw):
 def test_fermi_and_stochastic_pfld_attribute_spends():
     cfg = _fermi_cfg()
     hp = F.FermiHparams(lam=1.0, noise_theta=1.5, noise_w=6.0)
-    part = A.participation_distribution(30, "poisson", sample_rate=0.1)
+    part = At.poisson_participation(30, 0.1)
     mu = 2.0 * math.sqrt(1.5**-2 + 6.0**-2)
     a = At.membership_visible_rdp(At.ORDERS, mu, part, extra_mu=math.sqrt(2.0) / cfg.count_noise_multiplier)
     b = At.replace_rdp_from_add_remove(F.spend(cfg, N, hp).event, At.ORDERS)

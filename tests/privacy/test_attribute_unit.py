@@ -81,3 +81,16 @@ def test_shift_factors_and_zero_spend_record():
         A.PrivacySpend(0.0, 1e-5)
     with pytest.raises(ValueError, match="privacy_unit"):
         At.check_unit("all_features")
+
+
+def test_every_atom_of_the_participation_law_counts_at_high_orders():
+    """Atoms of Bin(T, q) whose probability underflows still carry weight exp(a^2 k mu^2 / 2): the
+    curve on the full law (log pmf) exceeds the one on a law with those atoms dropped."""
+    full = At.poisson_participation(2000, 0.001)
+    assert len(full[0]) == 2001 and np.all(np.isfinite(full[2]))
+    dropped = A.participation_distribution(2000, "poisson", sample_rate=0.001)
+    hi = np.asarray([512.0, 1024.0])
+    assert np.all(At.membership_visible_rdp(hi, 0.5, full) > At.membership_visible_rdp(hi, 0.5, dropped) * 1.5)
+    small = At.poisson_participation(30, 0.1)  # no atom underflows: (ks, pmf) gives the same curve
+    np.testing.assert_allclose(At.membership_visible_rdp(ORD, 0.5, small),
+                               At.membership_visible_rdp(ORD, 0.5, small[:2]), rtol=1e-9)

@@ -49,7 +49,7 @@ def _independent_epsilon(res, m, n):
         steps, extra = res.info["steps"], math.sqrt(2.0) / cfg.count_noise_multiplier
         mu = 2.0 * math.sqrt(z**-2 + z2**-2)
         event = F.spend(cfg, n, F.FermiHparams(noise_theta=z, noise_w=z2)).event
-    part = A.participation_distribution(steps, "poisson", sample_rate=100 / n)
+    part = At.poisson_participation(steps, 100 / n)
     curve = np.minimum(At.membership_visible_rdp(At.ORDERS, mu, part, extra_mu=extra),
                        At.replace_rdp_from_add_remove(event, At.ORDERS))
     return At.attribute_selection_epsilon(curve, LAW, res.info["delta"])

@@ -255,7 +255,8 @@ def attribute_change_rdp(config: FermiConfig, n: int, noise_theta: float, noise_
                           relative_noise=(1.0, float(noise_w) / float(noise_theta)))
     if _count_event(config) is not None:  # the example-level event of _spend, without its epsilon
         event = dp_accounting.ComposedDpEvent([_count_event(config), event])
-    return At.attribute_rdp(mu, _participation(config, n), extra_mu=extra, example_event=event, orders=orders)
+    part = At.poisson_participation(config.steps, config.batch_size / n)
+    return At.attribute_rdp(mu, part, extra_mu=extra, example_event=event, orders=orders)
 
 
 def theorem33_attribute_event(config: FermiConfig, n: int, noise_theta: float, noise_w: float):
