@@ -41,7 +41,7 @@ from dpfair_jax.algorithms._trio import FitResult
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy.precision import full_precision
 
-__all__ = ["fit", "spend", "calibrate", "config", "violations"]
+__all__ = ["fit", "spend", "calibrate", "config", "violations", "attribute_spend"]
 
 
 def _pfld_parts(config: _F.FermiConfig, P: jax.Array):
@@ -102,6 +102,18 @@ def calibrate(config: _F.FermiConfig, sizes, target: tuple[float, float], *,
     Privacy: as :func:`dpfair_jax.algorithms.fermi.calibrate` for ``config``'s unit."""
     _check_config(config)
     return _F.calibrate(config, sizes, target, hparams=hparams)
+
+
+def attribute_spend(config: _F.FermiConfig, sizes, hparams: _F.FermiHparams):
+    """The spend of the all-features run of :func:`fit` for the sensitive-attribute unit (a change
+    of one ``s_i``): :func:`dpfair_jax.algorithms.fermi.attribute_spend` (the same releases read
+    ``s``: both clipped updates and the noisy histogram). ``config.privacy_unit =
+    "sensitive_attribute"`` is the other way to protect only ``s`` (task gradient exact,
+    membership visible, :func:`spend`).
+
+    Privacy: (epsilon, delta)-DP under substitution of one record's ``s_i``."""
+    _check_config(config)
+    return _F.attribute_spend(config, sizes, hparams)
 
 
 def violations(probs, s, num_groups: int, weights=None) -> jax.Array:

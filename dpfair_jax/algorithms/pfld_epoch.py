@@ -51,6 +51,10 @@ sensitivity ``clip_violation``). Everything else is post-processing. :func:`spen
 event (RDP accountant) with the Poisson padding's truncation probability added to delta;
 :func:`calibrate` sets ``noise_theta`` with ``noise_violation = config.violation_noise_ratio *
 noise_theta``.
+
+The sensitive-attribute unit (paper 004's Definition 2.2, a change of one ``s_i``): the same run,
+accounted by :func:`attribute_spend` / :func:`attribute_rdp` (the primal gradient and the violation
+releases read ``s``; :mod:`dpfair_jax.privacy.attribute`).
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ __all__ = [
     "calibrate",
     "run_event",
     "check_hparams",
+    "attribute_rdp",
+    "attribute_spend",
 ]
 
 FAIRNESS = ("dp", "eo")
@@ -445,3 +451,56 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
     else:
         z = hi
     return dataclasses.replace(hparams, noise_theta=float(z), noise_violation=float(r * z))
+
+
+# ------------------------------------------------------------------------------------------------
+# the sensitive-attribute unit: the same run, accounted under a change of one s_i
+# ------------------------------------------------------------------------------------------------
+def attribute_rdp(config: PFLDEpochConfig, n: int, noise_theta: float, noise_violation: float, *,
+                  orders=None):
+    """RDP at ``orders`` (default :data:`dpfair_jax.privacy.attribute.ORDERS`) of :func:`fit` under a
+    change of one record's ``s_i`` (paper 004's Definition 2.2; :mod:`dpfair_jax.privacy.attribute`).
+
+    What reads ``s``: the primal gradient (through ``pen_i``: one clipped row replaced by another,
+    shift ``2 / noise_theta`` in each of the ``K ~ Bin(T, m / n)`` steps the record is sampled) and
+    each epoch's soft joint counts (the record's clipped contribution ``e_c (x) e_s (x) F`` moves
+    between the cells of two groups: shift ``sqrt 2 / noise_violation``, ``epochs`` times). (a)
+    membership visible, exact, and (b) :func:`run_event` carried to the change by the weak
+    triangle inequality; the pointwise minimum.
+
+    Privacy: an RDP bound for substitution of one ``s_i`` only (unit ``"sensitive_attribute"``)."""
+    from dpfair_jax.privacy import attribute as At
+
+    orders = At.ORDERS if orders is None else orders
+    mu = At.shift(noise_theta, At.CLIPPED_SUM_FACTOR)
+    extra = math.sqrt(config.epochs) * At.shift(noise_violation, At.MOVED_CELL_FACTOR)
+    part = At.poisson_participation(config.steps(n), config.batch_size / n)
+    event = run_event(config, n, float(noise_theta), float(noise_violation))
+    return At.attribute_rdp(mu, part, extra_mu=extra, example_event=event, orders=orders)
+
+
+def attribute_spend(config: PFLDEpochConfig, sizes: Any, hparams: PFLDEpochHparams) -> A.PrivacySpend:
+    """The spend of :func:`fit` with these multipliers for the sensitive-attribute unit (a change of
+    one ``s_i``; :func:`attribute_rdp` converted at ``config.delta``, with the Poisson padding's
+    truncation probability in delta). The run is the same as for :func:`spend`; only the unit
+    differs.
+
+    Privacy: (epsilon, delta)-DP under substitution of one record's ``s_i``, relation
+    ``"replace_one"``, unit ``"sensitive_attribute"``."""
+    from dpfair_jax.privacy import attribute as At
+
+    n = v.training_size(sizes)
+    config.validate(n)
+    check_hparams(hparams)
+    zt = v.host_float("noise_theta", hparams.noise_theta)
+    zv = v.host_float("noise_violation", hparams.noise_violation)
+    notes = (f"PF-LD per-epoch dual ({config.fairness}) under a change of one s_i: min of the "
+             "membership-visible curve of the parts that read s and the example-level curve (weak triangle)")
+    if zt == 0 or zv == 0:
+        return A.PrivacySpend(math.inf, config.delta, relation="replace_one", unit="sensitive_attribute",
+                              notes=notes + "; zero noise: no guarantee")
+    eps = At.attribute_selection_epsilon(attribute_rdp(config, n, zt, zv), None, config.delta)
+    extra = _truncation(config, n, eps)
+    return A.PrivacySpend(eps, min(config.delta + extra, 0.999999), relation="replace_one",
+                          unit="sensitive_attribute", accountant="rdp",
+                          notes=notes + f"; truncation delta {extra:.2e} included")

@@ -89,7 +89,8 @@ class PrivacySpend:
     :func:`dpfair_jax.privacy.relations.covers`); ``unit`` is what a neighbour changes ("example": a whole record; "sensitive_attribute": only a record's group
     label; "group_member", "user"). ``accountant`` says how epsilon was obtained ("rdp", "pld",
     "zcdp" conversion, "closed_form" paper formula, "exact" privacy curve, or None). ``delta = 0`` means pure
-    epsilon-DP; ``epsilon = inf`` means no guarantee.
+    epsilon-DP; ``epsilon = inf`` means no guarantee; ``(0, 0)`` means the run releases nothing
+    that depends on what the unit protects (e.g. DP-SGD under the sensitive-attribute unit).
     """
 
     epsilon: float
@@ -102,7 +103,8 @@ class PrivacySpend:
     notes: str = ""
 
     def __post_init__(self) -> None:
-        V.check_epsilon(self.epsilon, allow_inf=True)
+        if not (self.epsilon == 0 and self.delta == 0):  # (0, 0): nothing spent on this unit
+            V.check_epsilon(self.epsilon, allow_inf=True)
         d = V.as_float("delta", self.delta)
         if not 0.0 <= d < 1.0:
             raise ValueError(f"delta must lie in [0, 1) (0 for pure DP), got {self.delta!r}.")

@@ -44,6 +44,8 @@ CONSTRAINTS = {
     "converge_tol_violation": Constraint(0, None, low_open=True, doc="the reference check's violation tolerance"),
     "reference_iters": Constraint(1, None, integer=True, doc="Newton steps of the reference optimum"),
     "lr_edge_max_share": Constraint(0, 1, doc="the share of selections allowed at the largest learning rate"),
+    "privacy_unit": Constraint(choices=("example", "sensitive_attribute"),
+                               doc="the study's privacy unit (the paper's is sensitive_attribute)"),
 }
 
 _INF = float("inf")
@@ -72,6 +74,8 @@ _TAB_FULL = {
     "seed": 0, "path": "",
     # the paper's other baselines beside `methods` (PAPER_BASELINE_METHODS[fairness]), off by default
     "paper_baselines": False,
+    # "example" (the kit's unit) or "sensitive_attribute" (the paper's Definition 2.2), checked by the study
+    "privacy_unit": "example",
 }
 _TAB_QUICK = dict(_TAB_FULL, replicates=2, epochs=4, batch_size=256, lams=[1.0, 8.0], runs_mean=2.0,
                   lr_grid=[0.1, 0.3, 1.0, 3.0],

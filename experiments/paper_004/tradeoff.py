@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import unit_claims
 from .baselines import study_methods, study_search
 from .claims import _auto_replicates, _baselines, _claim_id, _frontier_claim, _statement
 from .preconditions import precondition_rows, reference_table
@@ -68,7 +69,8 @@ def _study(ds, config: dict, ctx):
         delta=config.get("delta") or None, selection=config["selection"],
         runs=RandomStopping(config["runs_mean"], config["runs_shape"]), search=study_search(config, _search(config)),
         score_noise=config["score_noise"], w_noise_ratio=config["w_noise_ratio"],
-        violation_noise_ratio=config["violation_noise_ratio"], seed=ctx.seed, ctx=ctx)
+        violation_noise_ratio=config["violation_noise_ratio"], privacy_unit=config.get("privacy_unit", "example"),
+        seed=ctx.seed, ctx=ctx)
 
 
 def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
@@ -107,6 +109,7 @@ def run_tradeoff(config: dict, ctx) -> pd.DataFrame | None:
                                    bootstrap=config["bootstrap"], seed=ctx.seed), "frontier_comparison")
     gates = _preconditions(ctx, config, res, ds)
     _frontier_claim(ctx, config, res, metric, gates)
+    unit_claims.record(ctx, config, res)
     return df
 
 

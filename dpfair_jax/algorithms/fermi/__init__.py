@@ -42,6 +42,9 @@ amplifies and DP-SGD is a baseline of the same unit):
   shuffled batches under replace-one *without* amplification: a record is in at most one batch per
   epoch, so the run is at most ``epochs`` composed Gaussians (the membership-visible curve at a
   point mass, exact; sampling-without-replacement accounting is not proven for shuffling).
+  :func:`attribute_spend` accounts this run (Poisson) for a change of one ``s_i`` instead
+  (:mod:`dpfair_jax.privacy.attribute`); :func:`theorem33_attribute_event` is the paper's
+  amplified record of a run for that change, for comparison.
 
 Group frequencies (``config.group_frequencies``): ``P_S`` (DP), ``P_{S|Y}`` and the ``1/p_Y``
 weights (EO) enter every example's term, so computing them from the private data (the paper, notes
@@ -94,7 +97,14 @@ from dpfair_jax.algorithms.fermi.config import (  # noqa: F401  (the choices, as
     check_hparams,
 )
 from dpfair_jax.algorithms.fermi import theory  # noqa: F401  (fermi.theory, the paper's closed forms)
-from dpfair_jax.algorithms.fermi.ledger import calibrate, spend, theorem33_multipliers
+from dpfair_jax.algorithms.fermi.ledger import (
+    attribute_change_rdp,
+    attribute_spend,
+    calibrate,
+    spend,
+    theorem33_attribute_event,
+    theorem33_multipliers,
+)
 
 __all__ = [
     "FermiConfig",
@@ -105,5 +115,8 @@ __all__ = [
     "calibrate",
     "init_w",
     "theorem33_multipliers",
+    "theorem33_attribute_event",
+    "attribute_change_rdp",
+    "attribute_spend",
     "task_loss",
 ]

@@ -22,7 +22,8 @@ from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import minmax_noise as MM
 from dpfair_jax.privacy import sampling as Smp
 
-__all__ = ["spend", "calibrate", "theorem33_multipliers"]
+__all__ = ["spend", "calibrate", "theorem33_multipliers", "attribute_change_rdp", "attribute_spend",
+           "theorem33_attribute_event"]
 
 
 def _participation(config: FermiConfig, n: int):
@@ -219,3 +220,97 @@ def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: floa
     m = config.batch_size
     return (MM.multiplier_of_std(sigma_theta * m, clip_theta, fct),
             MM.multiplier_of_std(sigma_w * m, clip_w, fct))
+
+
+def attribute_change_rdp(config: FermiConfig, n: int, noise_theta: float, noise_w: float, *,
+                         reads_s: bool = True, orders=None):
+    """RDP at ``orders`` (default :data:`dpfair_jax.privacy.attribute.ORDERS`) of an all-features,
+    Poisson run of :func:`fit` under a change of one record's ``s_i`` (the sensitive-attribute unit
+    for the example-level mechanism; :mod:`dpfair_jax.privacy.attribute`).
+
+    (a) membership visible: in each step the record is sampled, both clipped per-example updates
+    read ``s_i`` (shift ``2 / z`` each: one clipped row replaced by another), and the noisy
+    ``(y, s)`` histogram moves one count (shift ``sqrt 2 / count_noise_multiplier``); (b) the
+    example-level add/remove ``DpEvent`` of :func:`spend`, carried to the change by the weak
+    triangle inequality. The pointwise minimum. ``reads_s=False`` (``lam = 0``: DP-SGD, whose
+    updates multiply every ``s``-term by 0 and whose model is a function of the data without
+    ``s``): the zero curve.
+
+    Privacy: an RDP bound for substitution of one ``s_i`` only (unit ``"sensitive_attribute"``)."""
+    import numpy as np
+
+    from dpfair_jax.privacy import attribute as At
+
+    orders = At.ORDERS if orders is None else orders
+    if config.privacy_unit != "all_features" or config.sampling != "poisson":
+        raise ValueError("attribute_change_rdp accounts the all-features Poisson run (the example-level "
+                         f"mechanism); got privacy_unit={config.privacy_unit!r}, sampling={config.sampling!r}.")
+    if not reads_s:
+        return np.zeros(len(orders))
+    mu = MM.combined_shift(1.0 / At.shift(noise_theta, At.CLIPPED_SUM_FACTOR),
+                           1.0 / At.shift(noise_w, At.CLIPPED_SUM_FACTOR))
+    extra = (At.shift(config.count_noise_multiplier, At.MOVED_CELL_FACTOR)
+             if config.group_frequencies == "noisy" else 0.0)
+    event = A.dpsgd_event(float(noise_theta), config.batch_size / n, config.steps,
+                          relative_noise=(1.0, float(noise_w) / float(noise_theta)))
+    if _count_event(config) is not None:  # the example-level event of _spend, without its epsilon
+        event = dp_accounting.ComposedDpEvent([_count_event(config), event])
+    part = At.poisson_participation(config.steps, config.batch_size / n)
+    return At.attribute_rdp(mu, part, extra_mu=extra, example_event=event, orders=orders)
+
+
+def theorem33_attribute_event(config: FermiConfig, n: int, noise_theta: float, noise_w: float):
+    """The ``DpEvent`` the paper's Theorem 3.3 accounting states for a Poisson run of :func:`fit`
+    under a change of one ``s_i``: the Poisson-subsampled Gaussian (amplified) of both updates at
+    the change's shift (all features: one clipped row replaced, multipliers ``z / 2``; the
+    sensitive-attribute unit, whose noise is already at that sensitivity: ``z``) and the histogram
+    at the shift of one moved count.
+
+    Privacy: what the paper would record, for comparison; not a bound the kit proves. For
+    ``privacy_unit="sensitive_attribute"`` (membership visible) it understates: :func:`spend`
+    accounts that run exactly."""
+    from dpfair_jax.privacy import attribute as At
+    from dpfair_jax.privacy.relations import histogram_sensitivity
+
+    if config.sampling != "poisson":
+        raise ValueError("theorem33_attribute_event states the Poisson-subsampled record; use sampling='poisson'.")
+    f_sum = At.CLIPPED_SUM_FACTOR / config.sensitivity_factor()
+    f_cell = At.MOVED_CELL_FACTOR / histogram_sensitivity("l2").under(config.relation())
+    zt = At.amplified_multiplier(noise_theta, f_sum)
+    zw = At.amplified_multiplier(noise_w, f_sum)
+    event = A.dpsgd_event(zt, config.batch_size / n, config.steps, relative_noise=(1.0, zw / zt))
+    if config.group_frequencies == "noisy":
+        hist = dp_accounting.GaussianDpEvent(At.amplified_multiplier(config.count_noise_multiplier, f_cell))
+        event = dp_accounting.ComposedDpEvent([hist, event])
+    return event
+
+
+def attribute_spend(config: FermiConfig, sizes: Any, hparams: FermiHparams) -> A.PrivacySpend:
+    """The spend of an all-features, Poisson run of :func:`fit` for the sensitive-attribute unit
+    (a change of one ``s_i``): :func:`attribute_change_rdp` at ``config.delta`` (zero when
+    ``hparams.lam`` is a host 0: nothing the run releases reads ``s``), the Poisson padding's
+    truncation probability in delta. The run is the one :func:`spend` accounts at the example level.
+
+    Privacy: (epsilon, delta)-DP under substitution of one record's ``s_i`` (relation
+    ``"replace_one"``, unit ``"sensitive_attribute"``)."""
+    from dpfair_jax.privacy import attribute as At
+
+    n = v.training_size(sizes)
+    config.validate(n)
+    check_hparams(hparams)
+    zt, zw = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_w", hparams.noise_w)
+    reads_s = v.is_traced(hparams.lam) or float(hparams.lam) != 0.0
+    notes = ("example-level run under a change of one s_i: min of the membership-visible curve of the parts "
+             "that read s and the example-level curve (weak triangle)")
+    if not reads_s:
+        return A.PrivacySpend(0.0, 0.0, relation="replace_one", unit="sensitive_attribute", accountant="rdp",
+                              notes="lam = 0: no release reads s (DP-SGD); nothing spent on s")
+    if zt == 0 or zw == 0:
+        return A.PrivacySpend(math.inf, config.delta, relation="replace_one", unit="sensitive_attribute",
+                              notes=notes + "; zero noise: no guarantee")
+    eps = At.attribute_selection_epsilon(attribute_change_rdp(config, n, zt, zw), None, config.delta)
+    B = config.sgda_config().padded_batch(n)
+    extra = Smp.truncation_delta(n, config.batch_size / n, B, config.steps, eps) if B < n else 0.0
+    return A.PrivacySpend(eps, min(float(config.delta) + extra, 0.999999), relation="replace_one",
+                          unit="sensitive_attribute", accountant="rdp",
+                          notes=notes + f"; truncation delta {extra:.2e} included")

@@ -14,7 +14,10 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   sizes: a function of the seed and the row count only, :func:`replicate_splits`; numeric columns
   z-scored with the replicate's training moments);
 - privacy: every method runs at the example level (all features, add/remove), with the same
-  epsilon and delta; the noise multipliers are looked up for the user;
+  epsilon and delta; the noise multipliers are looked up for the user. ``privacy_unit=
+  "sensitive_attribute"`` (the paper's Definition 2.2) runs the same mechanisms calibrated and
+  accounted for a change of one record's ``s_i`` (:mod:`.units`, docs/privacy_units.md): DP-SGD
+  records 0, and each row carries the paper's Theorem 3.3 record beside its spend;
 - tuning (equal budget for every method): per (method, epsilon, lambda, replicate), the
   hyperparameters (learning rates, clip norms, W radius or multiplier box) are chosen on the
   validation split by Papernot-Steinke random stopping (:mod:`dpfair_jax.privacy.selection`): ``K``
@@ -85,6 +88,7 @@ from dpfair_jax.studies.tradeoff.plots import plot_study, plot_tradeoff
 from dpfair_jax.studies.tradeoff.program import _fermi_event, _method_fns, _program, _stack
 from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, _selection_label, _selection_spend
 from dpfair_jax.studies.tradeoff.splits import _as_dataset, _permutation_splits, _stratified_splits, replicate_splits
+from dpfair_jax.studies.tradeoff import units as U
 from dpfair_jax.studies.tradeoff.tables import (
     TradeoffStudy,
     _boot_frontier,
@@ -182,6 +186,7 @@ def tradeoff_frontier_study(
     violation_noise_ratio: float = 10.0,
     count_noise_multiplier: float = 50.0,
     model=None,
+    privacy_unit: str = "example",
     seed: int = 0,
     ctx=None,
 ) -> TradeoffStudy:
@@ -211,21 +216,26 @@ def tradeoff_frontier_study(
         ``count_noise_multiplier``: the noisy group-frequency histogram of DP-FERMI, the
         stochastic PF-LD and DP-SGD (charged to each).
       model: a :mod:`dpfair_jax.models` model (default logistic, multinomial for more classes).
+      privacy_unit: ``"example"`` (default: a whole record, add/remove) or ``"sensitive_attribute"``
+        (the paper's Definition 2.2: neighbours differ in one record's ``s_i``): the same runs,
+        calibrated and accounted for a change of one ``s_i`` (:mod:`.units`; DP-SGD records 0, the
+        rows add ``thm33_epsilon``, the paper's Theorem 3.3 record, and ``unit_ratio``).
       ctx: a runner context: the spends go to ``privacy.json``, each program is a resumable chunk.
 
     Returns:
       :class:`TradeoffStudy` (table, spends, plot, comparison).
 
     Privacy: each row's model is (``spend_epsilon``, ``spend_delta``)-DP at the example level under
-    add/remove, ``spend_epsilon <= epsilon`` with private selection (module docstring); every
-    method of a study has the same unit, epsilon and delta.
+    add/remove (``privacy_unit="sensitive_attribute"``: under substitution of one ``s_i``),
+    ``spend_epsilon <= epsilon`` with private selection (module docstring); every method of a study
+    has the same unit, epsilon and delta.
     """
     st = _setup(data, target=target, group=group, features=features, fairness=fairness, methods=methods,
                 lams=lams, epsilons=epsilons, replicates=replicates, epochs=epochs, batch_size=batch_size,
                 val_size=val_size, test_size=test_size, standardize=standardize, max_rows=max_rows, delta=delta,
                 selection=selection, runs=runs, search=search, fixed=fixed, score_noise=score_noise,
                 w_noise_ratio=w_noise_ratio, violation_noise_ratio=violation_noise_ratio,
-                count_noise_multiplier=count_noise_multiplier, model=model, seed=seed)
+                count_noise_multiplier=count_noise_multiplier, model=model, seed=seed, unit=privacy_unit)
     noise, spends = _calibrate(st, ctx)
 
     # -- the searches: K runs, each on a uniformly drawn candidate (internal: never released) -------
@@ -270,21 +280,24 @@ class _Setup:
     score_noise: float
     violation_noise_ratio: float
     seed: int
+    unit: str = "example"
 
 
 def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, replicates, epochs, batch_size,
            val_size, test_size, standardize, max_rows, delta, selection, runs, search, fixed, score_noise,
-           w_noise_ratio, violation_noise_ratio, count_noise_multiplier, model, seed) -> _Setup:
+           w_noise_ratio, violation_noise_ratio, count_noise_multiplier, model, seed, unit="example") -> _Setup:
     """The argument checks, the data, its replicate splits and the configs; every candidate is
     checked on the host, before any compute."""
     from dpfair_jax import models as M
     from dpfair_jax.algorithms import pfld_epoch as PE
     from dpfair_jax.privacy import selection as S
 
+    U.check_unit(unit)
     runs = S.RandomStopping(mean=4.0, shape=1.0) if runs is None else runs
     methods, lams, eps = _check_study_args(fairness, methods, lams, epsilons, replicates, epochs, batch_size,
                                            val_size, test_size, selection, runs, score_noise, w_noise_ratio,
                                            violation_noise_ratio)
+    _BL.check_methods(methods, fairness, unit)
     grids = {m: _grid(m, search, fixed) for m in methods}
     ds = _as_dataset(data, target, group, features)
     k, l = ds.num_groups, max(ds.num_classes, 2)
@@ -316,7 +329,7 @@ def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, 
     law = runs if private else None
     w_ratio = {"dpfermi": w_noise_ratio, "pfld_stochastic": w_noise_ratio, "dpsgd": _DPSGD_W_RATIO, **_BL.NOISE_RATIOS}
     return _Setup(fairness, methods, lams, eps, grids, ds, l, model, splits, n, n_val, delta, steps, cfgs,
-                  private, law, w_ratio, replicates, score_noise, violation_noise_ratio, seed)
+                  private, law, w_ratio, replicates, score_noise, violation_noise_ratio, seed, unit=unit)
 
 
 def _run_event(st: _Setup, m: str, z: float):
@@ -351,14 +364,21 @@ def _calibrate(st: _Setup, ctx) -> tuple[dict, dict]:
             z = 0.0
             if math.isfinite(e):
                 ck = (m if m == "pfld_epoch" or m in BASELINE_METHODS else w_ratio[m], e)
-                if ck not in cache:
-                    cache[ck] = S.calibrate_for_selection(lambda zz, m=m: run_event(m, zz), law, e, delta,
-                                                          relation="add_remove", rtol=0.005)
-                z = cache[ck]
+
+                def example_z(ck=ck, m=m, e=e):
+                    if ck not in cache:
+                        cache[ck] = S.calibrate_for_selection(lambda zz: run_event(m, zz), law, e, delta,
+                                                              relation="add_remove", rtol=0.005)
+                    return cache[ck]
+
+                z = example_z() if st.unit == "example" else U.calibrate(st, m, e, example_z)
             z2 = (st.violation_noise_ratio if m == "pfld_epoch" else w_ratio[m]) * z
             noise[(m, e)] = (z, z2)
-            spends[(m, e)] = _selection_spend(m, e, z, run_event, law, delta, n, st.cfgs, st.grids, st.private,
-                                              Smp, S, A, selection_label=_selection_label(law))
+            if st.unit == "example":
+                spends[(m, e)] = _selection_spend(m, e, z, run_event, law, delta, n, st.cfgs, st.grids,
+                                                  st.private, Smp, S, A, selection_label=_selection_label(law))
+            else:
+                spends[(m, e)] = U.selection_spend(st, m, e, z, _selection_label(law))
     if ctx is not None:
         ctx.log(f"tradeoff study: n_train={n}, n_val={st.n_val}, steps={st.steps}, delta={delta:.3g}; noise "
                 f"calibrated in {time.perf_counter() - t0:.1f} s")
@@ -418,6 +438,8 @@ def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict]
     metric = "dp_violation" if fairness == "dp" else "eo_violation"
     rows = []
     where = {key: pos for r, lst in enumerate(per_rep) for pos, key in enumerate(lst)}
+    thm33 = {} if st.unit == "example" else {
+        (m, e): U.thm33_epsilon(st, m, e, noise[(m, e)][0]) for m in st.methods for e in st.eps}
     for i in mine:
         sr = searches[i]
         r, m, e = sr["replicate"], sr["method"], st.eps[sr["eps_i"]]
@@ -430,7 +452,7 @@ def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict]
         err = float(out["error"][r, p])
         constant = bool(out["pred_share"][r, p] >= 1.0)
         at_base = err >= float(base_err[r]) - 0.005
-        row = {"method": m, "label": METHOD_LABELS[m], "unit": UNIT_LABEL, "fairness": fairness,
+        row = {"method": m, "label": METHOD_LABELS[m], "unit": U.UNIT_LABELS[st.unit], "fairness": fairness,
                "metric": metric, "epsilon": e, "lam": sr["lam"], "replicate": r, "error": err,
                "violation": float(out[metric][r, p]), "dp_violation": float(out["dp_violation"][r, p]),
                "eo_violation": float(out["eo_violation"][r, p]), "ermi": float(out["ermi"][r, p]),
@@ -440,6 +462,9 @@ def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict]
                "selection": _selection_label(law), "candidate": int(sr["cands"][best]),
                "noise_theta": noise[(m, e)][0], "truncated_steps": float(out["truncated_steps"][r, p])}
         row.update({f"hp_{f}": v for f, v in cand.items()})
+        if st.unit == "sensitive_attribute":  # the paper's Theorem 3.3 record of the same selection
+            row["thm33_epsilon"] = thm33[(m, e)]
+            row["unit_ratio"] = float(sp.epsilon) / thm33[(m, e)] if thm33[(m, e)] > 0 else math.nan
         rows.append(row)
     return rows
 
@@ -464,5 +489,6 @@ def _assemble(st: _Setup, table: pd.DataFrame, noise: dict, spends: dict) -> Tra
                               if c.name == "method" else c).reset_index(drop=True)
     info = {"n_train": st.n, "n_val": st.n_val, "n_test": st.splits["test"][1].shape[1], "steps": st.steps,
             "delta": st.delta, "noise": {f"{m}@{e:g}": zz for (m, e), zz in noise.items()},
-            "grid_sizes": {m: len(g) for m, g in st.grids.items()}, "selection": _selection_label(st.law)}
-    return TradeoffStudy(table, spends, st.fairness, UNIT_LABEL, info)
+            "grid_sizes": {m: len(g) for m, g in st.grids.items()}, "selection": _selection_label(st.law),
+            "privacy_unit": st.unit}
+    return TradeoffStudy(table, spends, st.fairness, U.UNIT_LABELS[st.unit], info)
