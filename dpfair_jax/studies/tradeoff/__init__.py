@@ -82,10 +82,12 @@ from dpfair_jax.studies.tradeoff.methods import (
     UNIT_LABEL,
 )
 from dpfair_jax.studies.tradeoff.plots import plot_study, plot_tradeoff
+from dpfair_jax.studies.tradeoff.progress import StudyProgress, check_progress
 from dpfair_jax.studies.tradeoff.program import _fermi_event, _method_fns, _program, _stack
 from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, _selection_label, _selection_spend
 from dpfair_jax.studies.tradeoff.splits import _as_dataset, _permutation_splits, _stratified_splits, replicate_splits
 from dpfair_jax.studies.tradeoff.tables import (
+    SelectedModel,
     TradeoffStudy,
     _boot_frontier,
     baseline_name,
@@ -100,6 +102,7 @@ __all__ = [
     "DEFAULT_LAMS",
     "DEFAULT_SEARCH",
     "TradeoffStudy",
+    "SelectedModel",
     "tradeoff_frontier_study",
     "compare_frontiers",
     "plot_study",
@@ -184,6 +187,7 @@ def tradeoff_frontier_study(
     model=None,
     seed: int = 0,
     ctx=None,
+    progress: bool | None = None,
 ) -> TradeoffStudy:
     """Fairness-error frontiers of DP-FERMI, both PF-LDs and DP-SGD, every method tuned on validation.
 
@@ -211,15 +215,25 @@ def tradeoff_frontier_study(
         ``count_noise_multiplier``: the noisy group-frequency histogram of DP-FERMI, the
         stochastic PF-LD and DP-SGD (charged to each).
       model: a :mod:`dpfair_jax.models` model (default logistic, multinomial for more classes).
-      ctx: a runner context: the spends go to ``privacy.json``, each program is a resumable chunk.
+      ctx: a runner context: the spends go to ``privacy.json``, each program is a resumable chunk
+        (the runner shows the progress and logs a line per chunk).
+      progress: without ``ctx``, ``None`` draws a tqdm bar on an interactive terminal (or notebook)
+        and logs a line per finished program (logger ``dpfair_jax.studies.tradeoff``, INFO);
+        ``True`` always draws the bar; ``False`` is silent. Neither shows ``K``, a run count or a
+        timing (:mod:`.progress`).
 
     Returns:
-      :class:`TradeoffStudy` (table, spends, plot, comparison).
+      :class:`TradeoffStudy` (table, spends, plot, comparison) with ``models``: each row's released
+      model (:meth:`TradeoffStudy.model`, a :class:`SelectedModel`: the winning run's trained
+      params as float32 NumPy, the row's spend, candidate and metrics; ``.save(path)`` writes it
+      with :func:`dpfair_jax.serialization.save_run`). Keep these rather than refit a chosen
+      candidate: a refit is a new release and spends again. The losing runs' models are dropped.
 
     Privacy: each row's model is (``spend_epsilon``, ``spend_delta``)-DP at the example level under
     add/remove, ``spend_epsilon <= epsilon`` with private selection (module docstring); every
     method of a study has the same unit, epsilon and delta.
     """
+    check_progress(progress)
     st = _setup(data, target=target, group=group, features=features, fairness=fairness, methods=methods,
                 lams=lams, epsilons=epsilons, replicates=replicates, epochs=epochs, batch_size=batch_size,
                 val_size=val_size, test_size=test_size, standardize=standardize, max_rows=max_rows, delta=delta,
@@ -233,16 +247,24 @@ def tradeoff_frontier_study(
     stacked = {name: _stack(st.ds, st.splits[name]) for name in ("train", "val", "test")}
     base_err = 1.0 - np.max(np.stack([np.mean(st.splits["test"][1] == j, axis=1) for j in range(st.l)]), axis=0)
 
-    def compute(chunk: dict) -> pd.DataFrame:
-        return _compute_block(st, chunk["program"], searches, noise, spends, stacked, base_err, ctx)
-
     programs = [p for p in PROGRAMS if any(_PROGRAM[m] == p for m in st.methods)]
+    models: dict = {}
+    bar = StudyProgress(f"tradeoff {fairness}", len(programs), st.replicates, False if ctx is not None else progress)
+
+    def compute(chunk: dict) -> pd.DataFrame:
+        return _compute_block(st, chunk["program"], searches, noise, spends, stacked, base_err, ctx, models, bar)
+
     chunks = [{"program": p, "fairness": fairness, "methods": list(st.methods)} for p in programs]
-    if ctx is None:
-        table = pd.concat([compute(c) for c in chunks], ignore_index=True)
-    else:
-        table = ctx.map_chunks(chunks, compute, desc=f"tradeoff_{fairness}")
-    return _assemble(st, table, noise, spends)
+    try:
+        if ctx is None:
+            table = pd.concat([compute(c) for c in chunks], ignore_index=True)
+        else:
+            table = ctx.map_chunks(chunks, compute, desc=f"tradeoff_{fairness}")
+    finally:
+        bar.close()
+    out = _assemble(st, table, noise, spends)
+    out.models = {k: models[k] for k in _row_keys(out.table) if k in models}  # in the table's order
+    return out
 
 
 @dataclasses.dataclass
@@ -393,8 +415,9 @@ def _block_layout(st: _Setup, kind: str, searches: list[dict], noise: dict):
     return mine, per_rep, L, fields, arr
 
 
-def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict) -> dict:
-    """Program ``kind`` on every replicate (one compiled ``vmap`` over its ``L`` runs); outputs ``[R, L]``."""
+def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict, on_replicate=None) -> dict:
+    """Program ``kind`` on every replicate (one compiled ``vmap`` over its ``L`` runs); outputs ``[R, L]``
+    (``params``: a pytree of float32 NumPy leaves ``[R, L, ...]``); ``on_replicate()`` after each."""
     base_key = jax.random.key(st.seed)
     replicates = st.replicates
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(base_key, 0x72756E), i))(
@@ -407,8 +430,17 @@ def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict) 
         o = prog(part["train"], part["val"], part["test"], keys[r], jnp.asarray(arr["lam"][r]),
                  jnp.asarray(arr["zt"][r]), jnp.asarray(arr["z2"][r]), jnp.asarray(arr["zs"][r]),
                  {f: jnp.asarray(arr[f][r]) for f in fields})
-        outs.append({name: np.asarray(v) for name, v in jax.block_until_ready(o).items()})
-    return {name: np.stack([o[name] for o in outs]) for name in outs[0]}
+        outs.append({name: _host(v, name) for name, v in jax.block_until_ready(o).items()})
+        if on_replicate is not None:
+            on_replicate()
+    return {name: jax.tree_util.tree_map(lambda *a: np.stack(a), *[o[name] for o in outs]) for name in outs[0]}
+
+
+def _host(v, name: str):
+    """An output on the host: NumPy; the params' leaves as float32."""
+    if name == "params":
+        return jax.tree_util.tree_map(lambda a: np.asarray(a, np.float32), v)
+    return np.asarray(v)
 
 
 def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict], out: dict, noise: dict,
@@ -445,16 +477,48 @@ def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict]
 
 
 def _compute_block(st: _Setup, kind: str, searches: list[dict], noise: dict, spends: dict, stacked: dict,
-                   base_err: np.ndarray, ctx) -> pd.DataFrame:
-    """The rows of one program (a resumable chunk): lay out its runs, run them, keep each search's winner."""
+                   base_err: np.ndarray, ctx, models: dict | None = None, bar=None) -> pd.DataFrame:
+    """The rows of one program (a resumable chunk): lay out its runs, run them, keep each search's
+    winner (its model into ``models``; the other runs' models are dropped here)."""
     t1 = time.perf_counter()
     mine, per_rep, L, fields, arr = _block_layout(st, kind, searches, noise)
-    out = _run_block(st, kind, L, fields, arr, stacked)
+    out = _run_block(st, kind, L, fields, arr, stacked, None if bar is None else bar.replicate_done)
     rows = _block_rows(st, mine, per_rep, searches, out, noise, spends, base_err)
+    all_params = out.pop("params", None)  # None: a stand-in program without models (tests)
+    if models is not None and all_params is not None:
+        models.update(_block_models(st, mine, per_rep, searches, out, all_params, rows, spends))
+    del all_params
+    if bar is not None:
+        bar.block_done(kind)
     if ctx is not None:
         # the number of runs (a function of the K's) is not logged: it is not covered by the spend
         ctx.log(f"{kind}: {st.replicates} replicates x {st.steps} steps: {time.perf_counter() - t1:.1f} s")
     return pd.DataFrame(rows)
+
+
+def _row_keys(table: pd.DataFrame) -> list[tuple]:
+    cols = table[["method", "epsilon", "lam", "replicate"]].itertuples(index=False, name=None)
+    return [(str(m), float(e), float(l), int(r)) for m, e, l, r in cols]
+
+
+def _block_models(st: _Setup, mine: list[int], per_rep: list, searches: list[dict], out: dict, params,
+                  rows: list[dict], spends: dict) -> dict:
+    """Each search's winner as a :class:`SelectedModel` keyed ``(method, epsilon, lam, replicate)``
+    (the same winner as :func:`_block_rows`: the best noisy validation score; ``rows`` in ``mine``'s
+    order). Only winners leave this function: a losing run's model is covered only while hidden."""
+    where = {key: pos for r, lst in enumerate(per_rep) for pos, key in enumerate(lst)}
+    models = {}
+    for i, row in zip(mine, rows):
+        sr = searches[i]
+        r, m, e = sr["replicate"], sr["method"], st.eps[sr["eps_i"]]
+        pos = [where[(i, j)] for j in range(len(sr["cands"]))]
+        p = pos[int(np.argmax(-out["score_errors"][r, pos]))]
+        theta = jax.tree_util.tree_map(lambda a: np.array(a[r, p]), params)  # a copy: the block is freed
+        key = (m, float(e), float(sr["lam"]), int(r))
+        models[key] = SelectedModel(method=m, epsilon=float(e), lam=float(sr["lam"]), replicate=int(r),
+                                    params=theta, spend=spends[(m, e)],
+                                    hparams=dict(st.grids[m][int(row["candidate"])]), metrics=dict(row))
+    return models
 
 
 def _assemble(st: _Setup, table: pd.DataFrame, noise: dict, spends: dict) -> TradeoffStudy:
