@@ -30,6 +30,13 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
 - evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
   the violations, the spend, the selection and a ``degenerate`` flag (constant predictions, or a
   test error within 0.005 of the base-rate error or above it);
+- the models: each row's released model (the winning run's trained parameters, float32 NumPy,
+  with the row's spend, candidate and metrics) in :attr:`TradeoffStudy.models` /
+  :meth:`TradeoffStudy.model`, saveable with :func:`dpfair_jax.serialization.save_run`
+  (:meth:`SelectedModel.save`): keep it, a refit would spend again; the programs output every
+  run's parameters, the host keeps only each search's winner;
+- progress (:mod:`.progress`): a bar on a terminal, a log line per finished program, silent with
+  ``progress=False``; never ``K``, a run count or a timing;
 - one compiled program per algorithm and data shape (the runs of every epsilon, lambda, replicate
   and candidate as one ``vmap``); frontiers with intervals through
   :mod:`dpfair_jax.fairness.frontier` (:meth:`TradeoffStudy.plot`, :func:`compare_frontiers`).
@@ -49,7 +56,8 @@ metrics (evaluation). :func:`tradeoff_study` records its spend per epsilon as be
 Layout: :mod:`.methods` (methods, grids, labels), :mod:`.splits` (replicate splits),
 :mod:`.program` (the compiled grid programs), :mod:`.selection` (candidate grids, search plan and
 spend of the accounted selection), :mod:`.tables` (result, frontier comparison, equal-error table),
-:mod:`.plots`, :mod:`.engine` (:func:`tradeoff_study`); :func:`tradeoff_frontier_study` is here.
+:mod:`.plots`, :mod:`.progress` (bar and log lines), :mod:`.engine` (:func:`tradeoff_study`);
+:func:`tradeoff_frontier_study` is here.
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ from dpfair_jax.studies.tradeoff.methods import (
 )
 from dpfair_jax.studies.tradeoff.plots import plot_study, plot_tradeoff
 from dpfair_jax.studies.tradeoff.progress import StudyProgress, check_progress
+from dpfair_jax.studies.tradeoff.released import _block_models, _row_keys
 from dpfair_jax.studies.tradeoff.program import _fermi_event, _method_fns, _program, _stack
 from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, _selection_label, _selection_spend
 from dpfair_jax.studies.tradeoff.splits import _as_dataset, _permutation_splits, _stratified_splits, replicate_splits
@@ -494,31 +503,6 @@ def _compute_block(st: _Setup, kind: str, searches: list[dict], noise: dict, spe
         # the number of runs (a function of the K's) is not logged: it is not covered by the spend
         ctx.log(f"{kind}: {st.replicates} replicates x {st.steps} steps: {time.perf_counter() - t1:.1f} s")
     return pd.DataFrame(rows)
-
-
-def _row_keys(table: pd.DataFrame) -> list[tuple]:
-    cols = table[["method", "epsilon", "lam", "replicate"]].itertuples(index=False, name=None)
-    return [(str(m), float(e), float(l), int(r)) for m, e, l, r in cols]
-
-
-def _block_models(st: _Setup, mine: list[int], per_rep: list, searches: list[dict], out: dict, params,
-                  rows: list[dict], spends: dict) -> dict:
-    """Each search's winner as a :class:`SelectedModel` keyed ``(method, epsilon, lam, replicate)``
-    (the same winner as :func:`_block_rows`: the best noisy validation score; ``rows`` in ``mine``'s
-    order). Only winners leave this function: a losing run's model is covered only while hidden."""
-    where = {key: pos for r, lst in enumerate(per_rep) for pos, key in enumerate(lst)}
-    models = {}
-    for i, row in zip(mine, rows):
-        sr = searches[i]
-        r, m, e = sr["replicate"], sr["method"], st.eps[sr["eps_i"]]
-        pos = [where[(i, j)] for j in range(len(sr["cands"]))]
-        p = pos[int(np.argmax(-out["score_errors"][r, pos]))]
-        theta = jax.tree_util.tree_map(lambda a: np.array(a[r, p]), params)  # a copy: the block is freed
-        key = (m, float(e), float(sr["lam"]), int(r))
-        models[key] = SelectedModel(method=m, epsilon=float(e), lam=float(sr["lam"]), replicate=int(r),
-                                    params=theta, spend=spends[(m, e)],
-                                    hparams=dict(st.grids[m][int(row["candidate"])]), metrics=dict(row))
-    return models
 
 
 def _assemble(st: _Setup, table: pd.DataFrame, noise: dict, spends: dict) -> TradeoffStudy:
