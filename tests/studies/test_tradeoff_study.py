@@ -97,7 +97,7 @@ def _fake_program(kind, cfg, model, num_classes, n_val):
         L = lam.shape[0]
         return {"score_errors": 10.0 + 7.0 * bad, "error": 0.1 + 0.01 * bad, "dp_violation": jnp.full(L, 0.2),
                 "eo_violation": jnp.full(L, 0.3), "ermi": jnp.zeros(L), "pred_share": jnp.full(L, 0.6),
-                "truncated_steps": jnp.zeros(L)}
+                "truncated_steps": jnp.zeros(L), "params": {"w": jnp.stack([hp["lr_theta"], hp["clip_theta"]], -1)}}
 
     return prog
 

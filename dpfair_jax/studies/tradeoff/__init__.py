@@ -33,6 +33,13 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
 - evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
   the violations, the spend, the selection and a ``degenerate`` flag (constant predictions, or a
   test error within 0.005 of the base-rate error or above it);
+- the models: each row's released model (the winning run's trained parameters, float32 NumPy,
+  with the row's spend, candidate and metrics) in :attr:`TradeoffStudy.models` /
+  :meth:`TradeoffStudy.model`, saveable with :func:`dpfair_jax.serialization.save_run`
+  (:meth:`SelectedModel.save`): keep it, a refit would spend again; the programs output every
+  run's parameters, the host keeps only each search's winner;
+- progress (:mod:`.progress`): a bar on a terminal, a log line per finished program, silent with
+  ``progress=False``; never ``K``, a run count or a timing;
 - one compiled program per algorithm and data shape (the runs of every epsilon, lambda, replicate
   and candidate as one ``vmap``); frontiers with intervals through
   :mod:`dpfair_jax.fairness.frontier` (:meth:`TradeoffStudy.plot`, :func:`compare_frontiers`).
@@ -52,7 +59,8 @@ metrics (evaluation). :func:`tradeoff_study` records its spend per epsilon as be
 Layout: :mod:`.methods` (methods, grids, labels), :mod:`.splits` (replicate splits),
 :mod:`.program` (the compiled grid programs), :mod:`.selection` (candidate grids, search plan and
 spend of the accounted selection), :mod:`.tables` (result, frontier comparison, equal-error table),
-:mod:`.plots`, :mod:`.engine` (:func:`tradeoff_study`); :func:`tradeoff_frontier_study` is here.
+:mod:`.plots`, :mod:`.progress` (bar and log lines), :mod:`.engine` (:func:`tradeoff_study`);
+:func:`tradeoff_frontier_study` is here.
 """
 
 from __future__ import annotations
@@ -85,11 +93,14 @@ from dpfair_jax.studies.tradeoff.methods import (
     UNIT_LABEL,
 )
 from dpfair_jax.studies.tradeoff.plots import plot_study, plot_tradeoff
+from dpfair_jax.studies.tradeoff.progress import StudyProgress, check_progress
+from dpfair_jax.studies.tradeoff.released import _block_models, _row_keys
 from dpfair_jax.studies.tradeoff.program import _fermi_event, _method_fns, _program, _stack
 from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, _selection_label, _selection_spend
 from dpfair_jax.studies.tradeoff.splits import _as_dataset, _permutation_splits, _stratified_splits, replicate_splits
 from dpfair_jax.studies.tradeoff import units as U
 from dpfair_jax.studies.tradeoff.tables import (
+    SelectedModel,
     TradeoffStudy,
     _boot_frontier,
     baseline_name,
@@ -104,6 +115,7 @@ __all__ = [
     "DEFAULT_LAMS",
     "DEFAULT_SEARCH",
     "TradeoffStudy",
+    "SelectedModel",
     "tradeoff_frontier_study",
     "compare_frontiers",
     "plot_study",
@@ -189,6 +201,7 @@ def tradeoff_frontier_study(
     privacy_unit: str = "example",
     seed: int = 0,
     ctx=None,
+    progress: bool | None = None,
 ) -> TradeoffStudy:
     """Fairness-error frontiers of DP-FERMI, both PF-LDs and DP-SGD, every method tuned on validation.
 
@@ -220,16 +233,26 @@ def tradeoff_frontier_study(
         (the paper's Definition 2.2: neighbours differ in one record's ``s_i``): the same runs,
         calibrated and accounted for a change of one ``s_i`` (:mod:`.units`; DP-SGD records 0, the
         rows add ``thm33_epsilon``, the paper's Theorem 3.3 record, and ``unit_ratio``).
-      ctx: a runner context: the spends go to ``privacy.json``, each program is a resumable chunk.
+      ctx: a runner context: the spends go to ``privacy.json``, each program is a resumable chunk
+        (the runner shows the progress and logs a line per chunk).
+      progress: without ``ctx``, ``None`` draws a tqdm bar on an interactive terminal (or notebook)
+        and logs a line per finished program (logger ``dpfair_jax.studies.tradeoff``, INFO);
+        ``True`` always draws the bar; ``False`` is silent. Neither shows ``K``, a run count or a
+        timing (:mod:`.progress`).
 
     Returns:
-      :class:`TradeoffStudy` (table, spends, plot, comparison).
+      :class:`TradeoffStudy` (table, spends, plot, comparison) with ``models``: each row's released
+      model (:meth:`TradeoffStudy.model`, a :class:`SelectedModel`: the winning run's trained
+      params as float32 NumPy, the row's spend, candidate and metrics; ``.save(path)`` writes it
+      with :func:`dpfair_jax.serialization.save_run`). Keep these rather than refit a chosen
+      candidate: a refit is a new release and spends again. The losing runs' models are dropped.
 
     Privacy: each row's model is (``spend_epsilon``, ``spend_delta``)-DP at the example level under
     add/remove (``privacy_unit="sensitive_attribute"``: under substitution of one ``s_i``),
     ``spend_epsilon <= epsilon`` with private selection (module docstring); every method of a study
     has the same unit, epsilon and delta.
     """
+    check_progress(progress)
     st = _setup(data, target=target, group=group, features=features, fairness=fairness, methods=methods,
                 lams=lams, epsilons=epsilons, replicates=replicates, epochs=epochs, batch_size=batch_size,
                 val_size=val_size, test_size=test_size, standardize=standardize, max_rows=max_rows, delta=delta,
@@ -243,16 +266,24 @@ def tradeoff_frontier_study(
     stacked = {name: _stack(st.ds, st.splits[name]) for name in ("train", "val", "test")}
     base_err = 1.0 - np.max(np.stack([np.mean(st.splits["test"][1] == j, axis=1) for j in range(st.l)]), axis=0)
 
-    def compute(chunk: dict) -> pd.DataFrame:
-        return _compute_block(st, chunk["program"], searches, noise, spends, stacked, base_err, ctx)
-
     programs = [p for p in PROGRAMS if any(_PROGRAM[m] == p for m in st.methods)]
+    models: dict = {}
+    bar = StudyProgress(f"tradeoff {fairness}", len(programs), st.replicates, False if ctx is not None else progress)
+
+    def compute(chunk: dict) -> pd.DataFrame:
+        return _compute_block(st, chunk["program"], searches, noise, spends, stacked, base_err, ctx, models, bar)
+
     chunks = [{"program": p, "fairness": fairness, "methods": list(st.methods)} for p in programs]
-    if ctx is None:
-        table = pd.concat([compute(c) for c in chunks], ignore_index=True)
-    else:
-        table = ctx.map_chunks(chunks, compute, desc=f"tradeoff_{fairness}")
-    return _assemble(st, table, noise, spends)
+    try:
+        if ctx is None:
+            table = pd.concat([compute(c) for c in chunks], ignore_index=True)
+        else:
+            table = ctx.map_chunks(chunks, compute, desc=f"tradeoff_{fairness}")
+    finally:
+        bar.close()
+    out = _assemble(st, table, noise, spends)
+    out.models = {k: models[k] for k in _row_keys(out.table) if k in models}  # in the table's order
+    return out
 
 
 @dataclasses.dataclass
@@ -413,8 +444,9 @@ def _block_layout(st: _Setup, kind: str, searches: list[dict], noise: dict):
     return mine, per_rep, L, fields, arr
 
 
-def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict) -> dict:
-    """Program ``kind`` on every replicate (one compiled ``vmap`` over its ``L`` runs); outputs ``[R, L]``."""
+def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict, on_replicate=None) -> dict:
+    """Program ``kind`` on every replicate (one compiled ``vmap`` over its ``L`` runs); outputs ``[R, L]``
+    (``params``: a pytree of float32 NumPy leaves ``[R, L, ...]``); ``on_replicate()`` after each."""
     base_key = jax.random.key(st.seed)
     replicates = st.replicates
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(base_key, 0x72756E), i))(
@@ -427,8 +459,17 @@ def _run_block(st: _Setup, kind: str, L: int, fields, arr: dict, stacked: dict) 
         o = prog(part["train"], part["val"], part["test"], keys[r], jnp.asarray(arr["lam"][r]),
                  jnp.asarray(arr["zt"][r]), jnp.asarray(arr["z2"][r]), jnp.asarray(arr["zs"][r]),
                  {f: jnp.asarray(arr[f][r]) for f in fields})
-        outs.append({name: np.asarray(v) for name, v in jax.block_until_ready(o).items()})
-    return {name: np.stack([o[name] for o in outs]) for name in outs[0]}
+        outs.append({name: _host(v, name) for name, v in jax.block_until_ready(o).items()})
+        if on_replicate is not None:
+            on_replicate()
+    return {name: jax.tree_util.tree_map(lambda *a: np.stack(a), *[o[name] for o in outs]) for name in outs[0]}
+
+
+def _host(v, name: str):
+    """An output on the host: NumPy; the params' leaves as float32."""
+    if name == "params":
+        return jax.tree_util.tree_map(lambda a: np.asarray(a, np.float32), v)
+    return np.asarray(v)
 
 
 def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict], out: dict, noise: dict,
@@ -470,12 +511,19 @@ def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict]
 
 
 def _compute_block(st: _Setup, kind: str, searches: list[dict], noise: dict, spends: dict, stacked: dict,
-                   base_err: np.ndarray, ctx) -> pd.DataFrame:
-    """The rows of one program (a resumable chunk): lay out its runs, run them, keep each search's winner."""
+                   base_err: np.ndarray, ctx, models: dict | None = None, bar=None) -> pd.DataFrame:
+    """The rows of one program (a resumable chunk): lay out its runs, run them, keep each search's
+    winner (its model into ``models``; the other runs' models are dropped here)."""
     t1 = time.perf_counter()
     mine, per_rep, L, fields, arr = _block_layout(st, kind, searches, noise)
-    out = _run_block(st, kind, L, fields, arr, stacked)
+    out = _run_block(st, kind, L, fields, arr, stacked, None if bar is None else bar.replicate_done)
     rows = _block_rows(st, mine, per_rep, searches, out, noise, spends, base_err)
+    all_params = out.pop("params", None)  # None: a stand-in program without models (tests)
+    if models is not None and all_params is not None:
+        models.update(_block_models(st, mine, per_rep, searches, out, all_params, rows, spends))
+    del all_params
+    if bar is not None:
+        bar.block_done(kind)
     if ctx is not None:
         # the number of runs (a function of the K's) is not logged: it is not covered by the spend
         ctx.log(f"{kind}: {st.replicates} replicates x {st.steps} steps: {time.perf_counter() - t1:.1f} s")

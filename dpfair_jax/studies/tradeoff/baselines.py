@@ -113,7 +113,10 @@ def _randomized_metrics(q, data, num_groups: int) -> dict:
 
 
 def run_one(kind: str, cfg, model, num_classes: int, train, val, test, key, lam, zt, z2, hp):
-    """One run of a baseline program: ``(test metrics, validation error count, truncated steps)``."""
+    """One run of a baseline program: ``(test metrics and the trained ``params``, validation error
+    count, truncated steps)``; ``jagielski_post``'s params are ``{"classifier": base params,
+    "post_processing": J.solve_post_processing's table}`` (predict with
+    :func:`dpfair_jax.algorithms.jagielski.predict_proba` on the classifier's predictions)."""
     if kind == "mitigation":
         h = MI.MitigationHparams(gamma1=lam, gamma2=lam, learning_rate=hp["lr_theta"], clip_norm=hp["clip_theta"],
                                  noise_multiplier=zt, stats_noise_multiplier=z2)
@@ -121,6 +124,7 @@ def run_one(kind: str, cfg, model, num_classes: int, train, val, test, key, lam,
         out = dict(EV.evaluate(model, params, test, num_classes))
         out["pred_share"] = jnp.max(jnp.mean(jax.nn.one_hot(EV.predict(model, params, test.x), num_classes), axis=0))
         val_errors = EV.evaluate(model, params, val, num_classes)["error"] * val.y.shape[0]
+        out["params"] = params
         return out, val_errors, jnp.zeros((), jnp.float32)
     h = F.FermiHparams(lam=0.0, lr_theta=hp["lr_theta"], lr_w=1.0, clip_theta=hp["clip_theta"], clip_w=3.0,
                        noise_theta=zt, noise_w=z2, radius=5.0)
@@ -138,6 +142,7 @@ def run_one(kind: str, cfg, model, num_classes: int, train, val, test, key, lam,
     out = _randomized_metrics(q_test, test, k)
     mean_q = jnp.mean(q_test)
     out["pred_share"] = jnp.maximum(mean_q, 1.0 - mean_q)
+    out["params"] = {"classifier": res.params, "post_processing": p}  # the randomized classifier
     val_errors = jnp.sum(jnp.where(val.y == 1, 1.0 - q_of(val), q_of(val)))
     return out, val_errors, res.diagnostics["truncated_steps"]
 

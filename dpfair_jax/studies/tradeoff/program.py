@@ -37,7 +37,8 @@ def _fermi_event(cfg, n: int, z_theta: float, z_w: float):
 @functools.lru_cache(maxsize=16)
 def _program(kind: str, cfg, model, num_classes: int, n_val: int):
     """One compiled program (cached: studies of the same shapes and configs share it): ``vmap`` over the runs of one replicate (its splits are arguments, so
-    every replicate reuses the program)."""
+    every replicate reuses the program). Outputs ``[L]``: the test metrics, the noisy validation
+    score, the truncation count and ``params`` (each run's trained model, leaves ``[L, ...]``)."""
     from dpfair_jax.algorithms import pfld_epoch as PE
     from dpfair_jax.privacy import mechanisms as Mech
 
@@ -50,7 +51,7 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
             out = dict(out)
             out["score_errors"] = val_errors + Mech.gaussian_noise(jax.random.fold_in(key, _SCORE_TAG), (), zs)
             out["truncated_steps"] = truncated
-            return out
+            return out  # its trained params are in out["params"] (BL.run_one)
         if kind == "pfld_epoch":
             h = PE.PFLDEpochHparams(lam=lam, lr_theta=hp["lr_theta"], lr_dual=hp["lr_dual"],
                                     clip_theta=hp["clip_theta"], clip_violation=hp["clip_violation"],
@@ -70,6 +71,7 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
         out["pred_share"] = jnp.max(jnp.mean(jax.nn.one_hot(yhat, num_classes), axis=0))
         out["score_errors"] = noisy
         out["truncated_steps"] = res.diagnostics["truncated_steps"]
+        out["params"] = params  # the trained model: the host keeps only each search's winner
         return out
 
     return jax.jit(jax.vmap(one, in_axes=(None, None, None, 0, 0, 0, 0, 0, 0)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,13 +46,46 @@ def equal_error_table(df: pd.DataFrame, metric: str, error_slack: float) -> pd.D
                          "budget": e0 + error_slack})
     return pd.DataFrame(rows)
 
+@dataclasses.dataclass(frozen=True)
+class SelectedModel:
+    """The released model of one row of :func:`tradeoff_frontier_study` (a search's winner).
+
+    ``params``: the trained parameters (NumPy float32 leaves; the model's structure: predict with
+    :func:`dpfair_jax.fairness.evaluation.predict`; ``"jagielski_post"``: ``{"classifier",
+    "post_processing"}``, a randomized classifier); ``spend``: the row's
+    :class:`~dpfair_jax.privacy.accounting.PrivacySpend` (the whole selection, covering this
+    model: keep it, do not refit, a refit would spend again); ``hparams``: the winning candidate;
+    ``metrics``: the row of the table (test metrics, noisy validation score, spend).
+    """
+
+    method: str
+    epsilon: float
+    lam: float
+    replicate: int
+    params: Any
+    spend: Any
+    hparams: dict
+    metrics: dict
+
+    def save(self, path, *, metadata: dict | None = None):
+        """:func:`dpfair_jax.serialization.save_run` of ``params`` and ``spend``; the metadata holds
+        the row's key, hyperparameters and metrics (load with ``load_run``)."""
+        from dpfair_jax.serialization import save_run
+
+        meta = {"study": "tradeoff_frontier_study", "method": self.method, "epsilon": self.epsilon,
+                "lam": self.lam, "replicate": self.replicate, "hparams": self.hparams, "metrics": self.metrics,
+                **(metadata or {})}
+        return save_run(path, self.params, self.spend, metadata=meta)
+
+
 @dataclasses.dataclass
 class TradeoffStudy:
     """Result of :func:`tradeoff_frontier_study`.
 
     ``table``: one row per (method, epsilon, lam, replicate); ``spends``: the
     :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of each (method, epsilon) (every row of that
-    method and epsilon has it); ``info``: sizes, steps and noise multipliers.
+    method and epsilon has it); ``info``: sizes, steps and noise multipliers; ``models``: the
+    :class:`SelectedModel` of each row, keyed ``(method, epsilon, lam, replicate)`` (:meth:`model`).
     """
 
     table: pd.DataFrame
@@ -59,6 +93,20 @@ class TradeoffStudy:
     fairness: str
     unit: str = UNIT_LABEL
     info: dict = dataclasses.field(default_factory=dict)
+    models: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def model(self, method: str, epsilon: float, lam: float = 0.0, replicate: int = 0) -> SelectedModel:
+        """The released model of the row ``(method, epsilon, lam, replicate)`` (DP-SGD: ``lam=0``)."""
+        key = (str(method), float(epsilon), float(lam), int(replicate))
+        if key not in self.models:
+            rows = self.table[["method", "epsilon", "lam", "replicate"]].itertuples(index=False, name=None)
+            known = sorted({(str(m), float(e), float(l), int(r)) for m, e, l, r in rows}, key=str)
+            if key in known:
+                raise ValueError(f"the model of row {key} was not kept in this process (its block was read "
+                                 "back from a finished chunk of a resumed run); rerun with --fresh to get it.")
+            raise ValueError(f"no row (method, epsilon, lam, replicate) = {key}; the study's rows: {known[:8]}"
+                             f"{' ...' if len(known) > 8 else ''}.")
+        return self.models[key]
 
     def frontier(self, confidence: float = 0.95) -> pd.DataFrame:
         """:func:`dpfair_jax.fairness.frontier.frontier_table` of the test results."""
