@@ -374,23 +374,30 @@ def calibration_target(target: Any, stated_delta: float) -> tuple[float, float]:
 
 
 def step_up_until(
-    epsilon_of: Callable[[float], float], noise_multiplier: float, target_epsilon: float, *, max_steps: int = 100
-) -> float:
-    """The first of ``z, z (1 + 1e-9), z (1 + 1e-9)^2, ...`` (at most ``max_steps``) with
-    ``epsilon_of(z) <= target_epsilon``, where ``z = noise_multiplier`` comes from a solver
-    (e.g. :func:`calibrate_noise_multiplier`) and ``epsilon_of`` is the algorithm's own spend: it
-    absorbs the rounding between the two (relative-noise ratios, sensitivity factors), so that
-    ``spend(calibrate(...)).epsilon <= target`` holds exactly. Raises ``ValueError`` when no step
-    reaches the target.
+    epsilon_of: Callable[[Any], float], noise_multiplier: float | tuple[float, ...], target_epsilon: float, *,
+    growth: float = 1.0 + 1e-9, max_steps: int = 100, ceiling: float = math.inf,
+) -> Any:
+    """The first of ``z, z g, z g^2, ...`` (``g = growth``, at most ``max_steps`` values, none
+    above ``ceiling``) with ``epsilon_of(z) <= target_epsilon``, where ``z = noise_multiplier`` is
+    a float or a tuple of multipliers scaled together (e.g. a descent and an ascent multiplier).
+
+    The calibrations of the SGD family share this step: ``z`` comes from a solver (e.g.
+    :func:`calibrate_noise_multiplier`) and ``epsilon_of`` is the algorithm's own spend; the default
+    ``growth`` absorbs the rounding between the two (relative-noise ratios, sensitivity factors), so
+    that ``spend(calibrate(...)).epsilon <= target`` holds exactly. A larger ``growth`` brackets a
+    root from below. Raises ``ValueError`` when no step reaches the target.
 
     Privacy: the returned multiplier meets ``target_epsilon`` as ``epsilon_of`` accounts it.
     """
-    z = float(noise_multiplier)
+    z = tuple(float(x) for x in noise_multiplier) if isinstance(noise_multiplier, tuple) else float(noise_multiplier)
     for _ in range(V.check_int("max_steps", max_steps, minimum=1)):
         if epsilon_of(z) <= target_epsilon:
             return z
-        z *= 1.0 + 1e-9
-    raise ValueError(f"calibration did not reach epsilon <= {target_epsilon!r}.")
+        z = tuple(x * growth for x in z) if isinstance(z, tuple) else z * growth
+        if (max(z) if isinstance(z, tuple) else z) > ceiling:
+            break
+    raise ValueError(f"calibration did not reach epsilon <= {target_epsilon!r} (noise multiplier up to "
+                     f"{z!r}); raise epsilon.")
 
 
 def shuffled_participations(steps: int, steps_per_epoch: int) -> int:

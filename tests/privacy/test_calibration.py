@@ -57,3 +57,19 @@ def test_dpsgd_and_mitigation_calibrate_refuse_a_target_delta_other_than_config_
         dpsgd.calibrate(dpsgd.DPSGDConfig(model=model, delta=1e-5), 1000, (1.0, 1e-6))
     with pytest.raises(ValueError, match="differs from config.delta"):
         mitigation.calibrate(mitigation.MitigationConfig(model=model, delta=1e-5), 1000, (1.0, 1e-6))
+
+
+def test_step_up_until_scales_tuples_together_and_brackets_with_a_ceiling():
+    def eps_of_pair(zs):  # the pair is scaled as one: only the product matters here
+        return 1.0 / (zs[0] * zs[1])
+
+    z0 = (0.5, 2.0 * (1.0 - 2.5e-9))
+    got = A.step_up_until(eps_of_pair, z0, 1.0)
+    want = z0
+    while 1.0 / (want[0] * want[1]) > 1.0:
+        want = (want[0] * (1.0 + 1e-9), want[1] * (1.0 + 1e-9))
+    assert got == want and isinstance(got, tuple)
+    # a coarse bracket from below: 1, 1.5, 2.25 (first with 1/z <= 0.5)
+    assert A.step_up_until(lambda z: 1.0 / z, 1.0, 0.5, growth=1.5, max_steps=10**6, ceiling=1e6) == 2.25
+    with pytest.raises(ValueError, match="raise epsilon"):
+        A.step_up_until(lambda z: 1.0 / z, 1.0, 1e-9, growth=1.5, max_steps=10**6, ceiling=1e6)

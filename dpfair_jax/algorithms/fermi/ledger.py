@@ -200,11 +200,8 @@ def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float], *,
     if not isinstance(hparams, FermiHparams):
         raise ValueError(f"hparams must be a fermi.FermiHparams, got {type(hparams).__name__}.")
     zt, zw = _calibrate_noise(config, n, eps, delta, config.w_relative)
-    out = dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
-    while _spend(config, n, zt, zw).epsilon > eps:  # solver rounding
-        zt, zw = zt * (1.0 + 1e-9), zw * (1.0 + 1e-9)
-        out = dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
-    return out
+    zt, zw = A.step_up_until(lambda zs: _spend(config, n, *zs).epsilon, (zt, zw), eps)  # solver rounding
+    return dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
 
 
 def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: float,
