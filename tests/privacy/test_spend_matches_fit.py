@@ -333,7 +333,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     # by trace order: theta's update first, then w's)
     stds_clips: dict[int, tuple[float, float]] = {}
     traced: list[int] = []
-    noise_std = sgda._mm.clipped_sum_std
+    noise_std = sgda.steps._mm.clipped_sum_std
 
     def noise_std_spy(z, clip, factor):
         out = noise_std(z, clip, factor)
@@ -343,7 +343,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
                            jnp.asarray(clip, jnp.float32))
         return out
 
-    monkeypatch.setattr(sgda._mm, "clipped_sum_std", noise_std_spy)
+    monkeypatch.setattr(sgda.steps._mm, "clipped_sum_std", noise_std_spy)
     sp_pois = Spy(monkeypatch, S, "poisson_sample")
     sp_clip = Spy(monkeypatch, clipping, "clipped_grad_sum")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
