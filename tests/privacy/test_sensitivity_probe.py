@@ -33,7 +33,7 @@ from dpfair_jax import models
 from dpfair_jax.data.dataset import make_dataset
 
 import _sensitivity_probe as P
-from _sgd_keywords import mitigation_train, mitigation_privacy
+from _sgd_keywords import mitigation_fit_kw, mitigation_spend_kw
 
 BIG = 1e6
 P.ADAPTERS[:] = []  # filled below (budget tailoring)
@@ -197,10 +197,10 @@ def _mitigation_case(gammas=(1.0, 1.0), penalty_clip_norm=None, stats_every: int
     def run(data):
         xx, yy, ss = data
         ds = make_dataset(xx, yy, ss, num_groups=2, num_classes=2)
-        mitigation_train(jax.random.key(2), model, params, ds, gamma1=gammas[0], gamma2=gammas[1], clip_norm=C,
+        mitigation_fit_kw(jax.random.key(2), model, params, ds, gamma1=gammas[0], gamma2=gammas[1], clip_norm=C,
                 noise_multiplier=z, stats_noise_multiplier=z, learning_rate=0.5, batch_size=n, steps=2,
                 stats_every=stats_every, penalty_clip_norm=penalty_clip_norm)
-        return mitigation_privacy(z, z, n=n, batch_size=n, delta=1e-5, steps=2, gamma1=gammas[0],
+        return mitigation_spend_kw(z, z, n=n, batch_size=n, delta=1e-5, steps=2, gamma1=gammas[0],
                          gamma2=gammas[1], stats_every=stats_every)
 
     def multiplier(rel, spend):

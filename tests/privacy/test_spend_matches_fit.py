@@ -42,7 +42,7 @@ from dpfair_jax import models
 from dpfair_jax.data.dataset import make_dataset
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import sampling as S
-from _sgd_keywords import dpsgd_train, dpsgd_privacy, mitigation_train, mitigation_privacy
+from _sgd_keywords import dpsgd_fit_kw, dpsgd_spend_kw, mitigation_fit_kw, mitigation_spend_kw
 
 DELTA = 1e-5
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,10 +251,10 @@ def _case_dpsgd(monkeypatch, *, sampling: str = "poisson", max_batch_size: int |
     x, y, _ = _zeros_glm_data(n, d)
     model = models.logistic(fit_intercept=False, input_dim=d)
     params = model.init(jax.random.key(0))
-    p_T, diag = dpsgd_train(jax.random.key(1), model, params, (x, y), clip_norm=C, noise_multiplier=z,
+    p_T, diag = dpsgd_fit_kw(jax.random.key(1), model, params, (x, y), clip_norm=C, noise_multiplier=z,
                             learning_rate=lr, batch_size=b, steps=steps, epochs=epochs,
                             sampling=sampling, max_batch_size=max_batch_size)
-    spend = dpsgd_privacy(z, n=n, batch_size=b, delta=DELTA, steps=steps, epochs=epochs,
+    spend = dpsgd_spend_kw(z, n=n, batch_size=b, delta=DELTA, steps=steps, epochs=epochs,
                           sampling=sampling, max_batch_size=max_batch_size)
     T = int(diag["batch_size"].shape[0])
     called = sorted(k for k, s in sp.items() if s.called)
@@ -436,9 +436,9 @@ def _case_mitigation(monkeypatch, *, gammas: tuple[float, float] = (1.0, 1.0), d
     g1, g2 = gammas
     kw = dict(gamma1=g1, gamma2=g2, clip_norm=C, noise_multiplier=z, learning_rate=lr, batch_size=b,
               epochs=epochs)
-    p_T, diag = mitigation_train(jax.random.key(2), model, params, data, stats_noise_multiplier=zs, **kw)
+    p_T, diag = mitigation_fit_kw(jax.random.key(2), model, params, data, stats_noise_multiplier=zs, **kw)
     given = {} if gammas == (1.0, 1.0) else {"gamma1": g1, "gamma2": g2}  # default: not stated
-    spend = mitigation_privacy(z, zs, n=n, batch_size=b, delta=DELTA, epochs=epochs, **given)
+    spend = mitigation_spend_kw(z, zs, n=n, batch_size=b, delta=DELTA, epochs=epochs, **given)
     T = int(diag["loss"].shape[0])
     rows = [Row("sampler the fit traced", True, sp.called)]
     if not sp.called:
@@ -455,7 +455,7 @@ def _case_mitigation(monkeypatch, *, gammas: tuple[float, float] = (1.0, 1.0), d
     z_stats = float(np.sqrt(np.mean(noise**2))) / (_sens_factor(spend.relation) * math.sqrt(3.0))
     if g1 == 0 and g2 == 0:
         z_fit = [z_grad]
-        p_other, _ = mitigation_train(jax.random.key(2), model, params, data, stats_noise_multiplier=0.1 * zs, **kw)
+        p_other, _ = mitigation_fit_kw(jax.random.key(2), model, params, data, stats_noise_multiplier=0.1 * zs, **kw)
         rows.append(Row("parameters do not depend on the uncharged statistics", True,
                         bool(np.array_equal(np.asarray(p_other["w"]), np.asarray(p_T["w"])))))
     else:
