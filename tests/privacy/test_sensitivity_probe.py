@@ -563,8 +563,8 @@ def _synthesis_adapter(mp, rec: P.Recorder) -> None:
     ``marginal_sigma(d, rho)``, the counts with ``1 / sqrt(2 count_rho)``; world B gets A's."""
     from dpfair_jax.algorithms import synthesis as SY
 
-    mp.setattr(SY, "symmetric_gaussian_noise", lambda key, dim, std, dtype=jnp.float32: jnp.zeros((dim, dim), dtype))
-    fit_tables = SY._fit_tables
+    mp.setattr(SY.marginals, "symmetric_gaussian_noise", lambda key, dim, std, dtype=jnp.float32: jnp.zeros((dim, dim), dtype))
+    fit_tables = SY.marginals._fit_tables
 
     def fit_jit(key, codes, s, mask, rho, num_groups, V, domains):
         t = fit_tables(key, codes, s, mask, rho, num_groups, V, domains)
@@ -589,8 +589,9 @@ def _synthesis_adapter(mp, rec: P.Recorder) -> None:
         return rec.emit(P.Release("counts", "synthesis.stratum_counts", np.asarray(c, np.float64),
                                   np.asarray(1.0 / math.sqrt(2.0 * count_rho)), "l2", shape=np.shape(c)), c)
 
-    mp.setattr(SY, "_fit_jit", fit_jit)
-    mp.setattr(SY, "stratum_counts", stratum_counts)
+    mp.setattr(SY.marginals, "_fit_jit", fit_jit)
+    mp.setattr(SY, "stratum_counts", stratum_counts)  # the trio's counts
+    mp.setattr(SY.marginals, "stratum_counts", stratum_counts)  # stratum_proportions' counts
 
 
 P.ADAPTERS.append(_synthesis_adapter)
@@ -699,7 +700,7 @@ def _plant_half_marginal_noise(mp) -> None:
     from dpfair_jax.algorithms import synthesis as SY
 
     ms = SY.marginal_sigma
-    mp.setattr(SY, "marginal_sigma", lambda d, rho: 0.5 * ms(d, rho))
+    mp.setattr(SY.marginals, "marginal_sigma", lambda d, rho: 0.5 * ms(d, rho))
 
 
 PLANTED = [
