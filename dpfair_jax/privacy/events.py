@@ -266,6 +266,16 @@ def dpsgd_epsilon(
     return epsilon_of_event(event, delta, accountant=accountant)
 
 
+class BelowAccountantResolution(ValueError):
+    """A target epsilon below what the RDP accountant can certify at the run's settings."""
+
+
+def _below_resolution(target: float, delta: float, floor: float) -> str:
+    return (f"target_epsilon={target!r} is below what the RDP accountant can certify at these settings "
+            f"(delta={delta!r}, sample rate and steps as given): its epsilon levels off near {floor:.3g} "
+            "however large the noise; use accountant='pld' (tight for small epsilons), or raise the target.")
+
+
 def calibrate_noise_multiplier(
     target_epsilon: float,
     delta: float,
@@ -318,24 +328,31 @@ def calibrate_noise_multiplier(
             ev = dp_accounting.ComposedDpEvent([extra_event, ev])
         return epsilon_of_event(ev, delta, accountant=accountant)
 
-    factor = 2.0
+    factor, hi = 2.0, 1.0
     if accountant == "pld":
         # PLD is slow for small multipliers and never above RDP: start from the (cheap) RDP
         # calibration, which meets the target, and search downwards in small steps.
-        hi = calibrate_noise_multiplier(
-            target, delta, sample_rate, steps, accountant="rdp", sampling=sampling,
-            relative_noise=rel, dataset_size=dataset_size, rtol=1e-4, extra_event=extra_event,
-        )
-        factor = 1.25
-    else:
-        hi = 1.0
-    while eps(hi) > target:
+        try:
+            hi = calibrate_noise_multiplier(
+                target, delta, sample_rate, steps, accountant="rdp", sampling=sampling,
+                relative_noise=rel, dataset_size=dataset_size, rtol=1e-4, extra_event=extra_event,
+            )
+            factor = 1.25
+        except BelowAccountantResolution:
+            pass  # a target only PLD certifies: bracket upwards from 1 under PLD
+    while (e_hi := eps(hi)) > target:
         hi *= factor
         if hi > 1e8:
+            if accountant == "rdp":
+                raise BelowAccountantResolution(_below_resolution(target, delta, e_hi))
             raise ValueError(
                 f"no noise multiplier up to 1e8 reaches target_epsilon={target!r} at delta={delta!r}; "
                 "raise target_epsilon or delta, or lower sample_rate/steps."
             )
+    if accountant == "rdp" and e_hi == 0.0 and hi > 1.0:
+        # the RDP conversion levels off above the target and then drops to 0 only through
+        # rounding at huge multipliers: that is no certificate of the target
+        raise BelowAccountantResolution(_below_resolution(target, delta, eps(hi / factor)))
     lo = hi / factor
     while eps(lo) <= target:
         hi = lo

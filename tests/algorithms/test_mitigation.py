@@ -184,14 +184,22 @@ def test_statistics_and_update_noise_use_distinct_keys(setup, full_step):
     np.testing.assert_allclose(noisy - exact, ref, rtol=1e-4, atol=1e-4)
 
 
+def _mechanism_delta(sp, n, b, steps, delta):
+    """``delta`` less the padding's truncation charge at the spend's epsilon (taken out of delta)."""
+    from dpfair_jax.privacy import sampling
+
+    return delta - sampling.truncation_delta(n, b / n, mitigation.padded_batch_size(n, b, steps), steps, sp.epsilon)
+
+
 def test_privacy_composes_both_gaussians():
     z, zs, n, b, steps, delta = 5.0, 5.0, 1000, 32, 100, 1e-5
     sp = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta)
     eff = accounting.effective_noise_multiplier([z, zs])
-    ref = accounting.dpsgd_epsilon(eff, b / n, steps, delta)
-    assert sp.epsilon == pytest.approx(ref, rel=1e-6)
+    ref = accounting.dpsgd_epsilon(eff, b / n, steps, _mechanism_delta(sp, n, b, steps, delta))
+    assert sp.epsilon == pytest.approx(ref, rel=1e-6) and sp.delta == delta
     plain = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, gamma1=0.0, gamma2=0.0)
-    assert plain.epsilon == pytest.approx(accounting.dpsgd_epsilon(z, b / n, steps, delta), rel=1e-6)
+    ref_plain = accounting.dpsgd_epsilon(z, b / n, steps, _mechanism_delta(plain, n, b, steps, delta))
+    assert plain.epsilon == pytest.approx(ref_plain, rel=1e-6)
     assert plain.epsilon < sp.epsilon
     # a penalized run (or one whose gammas are not stated) is charged for the statistics
     for kw in ({}, {"gamma1": 1.0, "gamma2": 0.0}, {"gamma1": 0.0}):
@@ -221,11 +229,14 @@ def test_privacy_is_the_event_written_from_the_run(stats_every):
         step = dp_accounting.PoissonSampledDpEvent(b / n, dp_accounting.ComposedDpEvent([g(z), g(zs)]))
         hand = dp_accounting.SelfComposedDpEvent(step, steps)
     rdp = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    eps = rdp.compose(hand).get_epsilon(delta)
-    assert sp.epsilon == pytest.approx(eps, rel=1e-6)
-    # (1 + e^eps) T P(Binomial(n + 1, q) > width): either neighbour's sample may overflow, each step
+    # (1 + e^eps) T P(Binomial(n + 1, q) > width): either neighbour's sample may overflow, each
+    # step; a charge below delta is taken out of it (the mechanism accounted at delta - trunc), a
+    # larger one is added to it
     trunc = (1.0 + math.exp(sp.epsilon)) * steps * stats.binom.sf(width, n + 1, b / n)
-    assert sp.delta == pytest.approx(delta + trunc, rel=1e-6)
+    inside = trunc < delta
+    eps = rdp.compose(hand).get_epsilon(delta - trunc if inside else delta)
+    assert sp.epsilon == pytest.approx(eps, rel=1e-6)
+    assert sp.delta == (delta if inside else pytest.approx(delta + trunc, rel=1e-6))
     assert sp.relation == "add_remove" and sp.unit == "example"
 
 
@@ -240,7 +251,11 @@ def test_privacy_truncation_at_the_trained_padding(setup):
     for width in (55, default):
         sp = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=width)
         extra = sampling.truncation_delta(n, b / n, width, steps, sp.epsilon)
-        assert sp.delta == pytest.approx(delta + extra, rel=1e-9)
+        if extra < delta:  # taken out of delta
+            eps_mech = accounting.epsilon_of_event(sp.event, delta - extra)
+            assert sp.delta == delta and eps_mech <= sp.epsilon < eps_mech * (1 + 1e-6)
+        else:  # the charge alone exceeds delta: added to it
+            assert sp.delta == pytest.approx(delta + extra, rel=1e-9)
         assert f"max_batch_size={width}" in sp.notes
     narrow = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=55)
     assert narrow.delta > 1e3 * delta  # a 55-row pad at expected size 32 overflows now and then

@@ -73,3 +73,28 @@ def test_step_up_until_scales_tuples_together_and_brackets_with_a_ceiling():
     assert A.step_up_until(lambda z: 1.0 / z, 1.0, 0.5, growth=1.5, max_steps=10**6, ceiling=1e6) == 2.25
     with pytest.raises(ValueError, match="raise epsilon"):
         A.step_up_until(lambda z: 1.0 / z, 1.0, 1e-9, growth=1.5, max_steps=10**6, ceiling=1e6)
+
+
+def test_truncated_spend_takes_the_charge_out_of_delta():
+    """epsilon_at(d) = log(1/d) (decreasing in d), charge_at(e) = 1e-8 (1 + e^e): the statement is
+    (eps, delta) with epsilon_at(delta - charge_at(eps)) <= eps; a charge over delta falls back to
+    (epsilon_at(delta), delta + charge)."""
+    def eps_at(d):
+        return math.log(1.0 / d)
+
+    def charge_at(e):
+        return 1e-8 * (1.0 + math.exp(e))
+
+    delta = 1e-3
+    eps, total, charge = A.truncated_spend(eps_at, delta, charge_at)
+    assert total == delta and charge == charge_at(eps) and eps_at(delta - charge) <= eps
+    assert eps_at(delta) < eps < eps_at(delta - charge) * (1 + 1e-6)
+    eps, total, charge = A.truncated_spend(eps_at, 1e-9, lambda e: 2e-9)  # the charge alone exceeds delta
+    assert eps == eps_at(1e-9) and total == 1e-9 + 2e-9 and charge == 2e-9
+    assert A.truncated_spend(eps_at, delta, lambda e: 0.0) == (eps_at(delta), delta, 0.0)
+
+
+def test_calibration_delta_refuses_a_charge_that_fills_the_target():
+    assert A.calibration_delta(1.0, 1e-5, 2e-9) == 1e-5 - 2e-9
+    with pytest.raises(ValueError, match="alone reaches the target delta.*max_batch_size"):
+        A.calibration_delta(1.0, 1e-5, 1e-5)

@@ -219,12 +219,16 @@ def _event_rows(spend, *, scheme: str, q: float | None, n: int, b: int, steps: i
 
 
 def _truncation_row(spend, *, n: int, q: float, B: int, steps: int) -> Row:
-    """The spend's delta beyond DELTA must be the truncation charge at the width the fit padded to
-    (compared as the extra charge itself, up to the rounding of ``DELTA + extra``)."""
+    """The truncation charge at the width the fit padded to is taken out of DELTA: the spend states
+    ``(epsilon, DELTA)`` and the mechanism's epsilon at ``DELTA - charge(epsilon)`` is at most epsilon."""
     extra = S.truncation_delta(n, q, B, steps, spend.epsilon) if B < n else 0.0
-    extra = min(DELTA + extra, 1 - 1e-12) - DELTA
-    return Row(f"truncation charge at the fit's padded width B={B}", extra, spend.delta - DELTA, "~",
-               1e-6, atol=4 * np.spacing(DELTA))
+    if extra >= DELTA:  # the charge alone exceeds delta: added to it
+        return Row(f"truncation charge at the fit's padded width B={B}, added to delta", extra,
+                   spend.delta - DELTA, "~", 1e-6, atol=4 * np.spacing(DELTA))
+    eps_mech = (A.epsilon_of_event(spend.event, DELTA - extra, accountant=spend.accountant)
+                if spend.event is not None and spend.accountant in ("rdp", "pld") else spend.epsilon)
+    return Row(f"truncation charge at the fit's padded width B={B}, inside delta", (True, DELTA),
+               (bool(eps_mech <= spend.epsilon * (1 + 1e-9)), spend.delta))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -84,8 +84,9 @@ def _spend(config: "DPSGDConfig", n: int, noise_multiplier: float, shape: _Shape
     """The ``PrivacySpend`` of a run (inputs validated by the caller, ``shape = _shape(config, n)``).
 
     * ``"poisson"``: Poisson-subsampled Gaussian at ``q = batch_size / n`` under add/remove-one
-      neighbours, plus the truncation charge ``sampling.truncation_delta`` added to ``delta`` (the
-      returned ``delta`` is the total). The rate uses the dataset size ``n``, which differs by one
+      neighbours, with the truncation charge ``sampling.truncation_delta`` taken out of ``delta``
+      (``accounting.truncated_spend``: epsilon at ``delta - charge``; a charge that alone exceeds
+      ``delta`` is added to it instead). The rate uses the dataset size ``n``, which differs by one
       between add/remove neighbours: the kit treats ``n`` as public (as Opacus does) and does not
       charge for it; see ``privacy.sampling`` ("Dataset size").
     * ``"fixed_size"`` (independent uniform batches each step): sampling without replacement under
@@ -116,17 +117,19 @@ def _spend(config: "DPSGDConfig", n: int, noise_multiplier: float, shape: _Shape
     eps = _acc.epsilon_of_event(event, delta, accountant=accountant) if z > 0 else float("inf")
     total_delta, notes = float(delta), spec.notes
     if sampling == "poisson" and np.isfinite(eps):
-        extra = _sampling.truncation_delta(n, spec.sample_rate, shape.width, steps, eps)
-        total_delta = min(float(delta) + extra, 1.0 - 1e-12)
-        notes += f" Truncation at max_batch_size={shape.width} adds {extra:.3g} to delta."
+        eps, total_delta, extra = _acc.truncated_spend(
+            lambda d: _acc.epsilon_of_event(event, d, accountant=accountant), float(delta),
+            lambda e: _sampling.truncation_delta(n, spec.sample_rate, shape.width, steps, e))
+        notes += f" Truncation at max_batch_size={shape.width}: {extra:.3g} of delta" + (
+            " (taken out of delta)." if total_delta == float(delta) else " (added to delta).")
     return _acc.PrivacySpend(epsilon=eps, delta=total_delta, event=event, relation=spec.relation,
                              unit="example", accountant=accountant, notes=notes.strip())
 
 
 def spend(config: DPSGDConfig, sizes: int, hparams: DPSGDHparams):
     """The ``PrivacySpend`` of :func:`fit` with these arguments (``sizes`` is the number of rows
-    ``n``), stating epsilon at ``config.delta``; under Poisson sampling its ``delta`` adds the
-    padding's truncation charge. Poisson: add/remove-one, subsampled Gaussian at
+    ``n``), stating epsilon at ``config.delta``; under Poisson sampling the padding's truncation
+    charge is taken out of that delta. Poisson: add/remove-one, subsampled Gaussian at
     ``q = batch_size / n``, where the dataset size ``n`` is treated as public (as Opacus does; see
     ``privacy.sampling``, "Dataset size"); fixed-size: replace-one, sampling without replacement
     (multiplier halved, sensitivity ``2 C``); shuffled epochs: replace-one, ``k`` composed
@@ -147,8 +150,10 @@ def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float], *,
     sampling's accountant and relation (the multiplier times the relation's sensitivity factor);
     shuffled epochs: the exact composed-Gaussian curve (``accounting.calibrate_membership_visible``).
 
-    Privacy: the returned multiplier makes :func:`fit` ``(epsilon, delta + truncation)``-DP under
-    the sampling's relation.
+    Privacy: the returned multiplier makes :func:`fit` ``(epsilon, delta)``-DP under the sampling's
+    relation: under Poisson sampling the mechanism is calibrated to ``delta`` less the padding's
+    truncation charge at ``epsilon`` (``accounting.calibration_delta``; refused when the charge
+    alone reaches ``delta``).
     """
     config.validate()
     hp = (DPSGDHparams() if hparams is None else hparams).validate()
@@ -160,6 +165,9 @@ def calibrate(config: DPSGDConfig, sizes: int, target: tuple[float, float], *,
         part = _acc.participation_distribution(config.steps, "shuffle", steps_per_epoch=spec.steps_per_epoch)
         z = 1.0 / _acc.calibrate_membership_visible(float(eps), float(delta), part)
     else:
+        if spec.sampling == "poisson":  # the padding's truncation charge comes out of the target delta
+            delta = _acc.calibration_delta(eps, delta, _sampling.truncation_delta(
+                n, spec.sample_rate, shape.width, config.steps, eps))
         z = _acc.calibrate_noise_multiplier(
             float(eps), float(delta), spec.sample_rate, config.steps, accountant=config.accountant,
             sampling=spec.sampling, dataset_size=None if spec.sampling == "poisson" else n)

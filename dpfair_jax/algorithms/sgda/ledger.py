@@ -70,12 +70,14 @@ def _spend(config: SGDAConfig, n: int, zt: float, zw: float) -> _acc.PrivacySpen
     event = _acc.dpsgd_event(zt_e, m / n, T, sampling="poisson" if poisson else "without_replacement",
                              relative_noise=(1.0, ratio), dataset_size=None if poisson else n)
     eps = _acc.epsilon_of_event(event, config.delta, accountant="rdp")
-    extra = 0.0
+    total = config.delta
     if poisson:
         B = config.padded_batch(n)
-        extra = _smp.truncation_delta(n, m / n, B, T, eps) if B < n else 0.0
+        eps, total, extra = _acc.truncated_spend(
+            lambda d: _acc.epsilon_of_event(event, d, accountant="rdp"), config.delta,
+            lambda e: _smp.truncation_delta(n, m / n, B, T, e) if B < n else 0.0)
         notes += f"; Poisson padding {B} rows (truncation delta {extra:.2e} included)"
-    return _acc.PrivacySpend(eps, min(config.delta + extra, 0.999999), event=event, relation=relation,
+    return _acc.PrivacySpend(eps, min(total, 0.999999), event=event, relation=relation,
                              unit="example", accountant="rdp", notes=notes)
 
 
@@ -102,6 +104,9 @@ def calibrate(config: SGDAConfig, sizes: Any, target: tuple[float, float], *,
         z_eff = _mm.multiplier_for_shift(_acc.calibrate_membership_visible(eps, delta, part), w)
     else:
         poisson = config.sampling == "poisson"
+        if poisson:  # the padding's truncation charge comes out of the target delta
+            B = config.padded_batch(n)
+            delta = _acc.calibration_delta(eps, delta, _smp.truncation_delta(n, m / n, B, T, eps) if B < n else 0.0)
         z_eff = _acc.calibrate_noise_multiplier(
             eps, delta, m / n, T, sampling="poisson" if poisson else "without_replacement",
             relative_noise=(1.0, w), dataset_size=None if poisson else n)
