@@ -276,6 +276,32 @@ def _below_resolution(target: float, delta: float, floor: float) -> str:
             "however large the noise; use accountant='pld' (tight for small epsilons), or raise the target.")
 
 
+def _check_calibration(target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
+                       sampling: str, relative_noise: Sequence[float], rtol: float,
+                       extra_event: dp_accounting.DpEvent | None) -> tuple[int, tuple[float, ...]]:
+    """The checks of :func:`calibrate_noise_multiplier`, before any accountant call: ``(steps, rel)``."""
+    V.check_epsilon(target_epsilon)
+    V.check_delta(delta)
+    V.check_sample_rate(sample_rate)
+    steps = V.check_int("steps", steps, minimum=1)
+    V.check_choice("accountant", accountant, ACCOUNTANTS)
+    V.check_choice("sampling", sampling, SAMPLINGS)
+    rel = _check_relative_noise(relative_noise)
+    V.check_positive("rtol", rtol)
+    if sampling == "without_replacement" and accountant == "pld":
+        raise ValueError(
+            "accountant='pld' cannot account sampling without replacement in dp-accounting 0.6; "
+            "use accountant='rdp'."
+        )
+    target = float(target_epsilon)
+    if extra_event is not None and not isinstance(extra_event, dp_accounting.DpEvent):
+        raise ValueError(f"extra_event must be a dp_accounting.DpEvent or None, got {extra_event!r}.")
+    if extra_event is not None and epsilon_of_event(extra_event, delta, accountant=accountant) > target:
+        raise ValueError(f"extra_event alone spends more than target_epsilon={target!r} at delta={delta!r}; "
+                         "raise its noise or the target.")
+    return steps, rel
+
+
 def calibrate_noise_multiplier(
     target_epsilon: float,
     delta: float,
@@ -301,25 +327,9 @@ def calibrate_noise_multiplier(
 
     Privacy: as :func:`dpsgd_event` (add/remove-one for Poisson, replace-one without replacement).
     """
-    V.check_epsilon(target_epsilon)
-    V.check_delta(delta)
-    V.check_sample_rate(sample_rate)
-    steps = V.check_int("steps", steps, minimum=1)
-    V.check_choice("accountant", accountant, ACCOUNTANTS)
-    V.check_choice("sampling", sampling, SAMPLINGS)
-    rel = _check_relative_noise(relative_noise)
-    V.check_positive("rtol", rtol)
-    if sampling == "without_replacement" and accountant == "pld":
-        raise ValueError(
-            "accountant='pld' cannot account sampling without replacement in dp-accounting 0.6; "
-            "use accountant='rdp'."
-        )
+    steps, rel = _check_calibration(target_epsilon, delta, sample_rate, steps, accountant, sampling,
+                                    relative_noise, rtol, extra_event)
     target = float(target_epsilon)
-    if extra_event is not None and not isinstance(extra_event, dp_accounting.DpEvent):
-        raise ValueError(f"extra_event must be a dp_accounting.DpEvent or None, got {extra_event!r}.")
-    if extra_event is not None and epsilon_of_event(extra_event, delta, accountant=accountant) > target:
-        raise ValueError(f"extra_event alone spends more than target_epsilon={target!r} at delta={delta!r}; "
-                         "raise its noise or the target.")
 
     def eps(z: float) -> float:
         ev = dpsgd_event(z, sample_rate, steps, sampling=sampling, relative_noise=rel,

@@ -43,7 +43,6 @@ FUNCTION_ALLOW: dict[str, str] = {
     "dpfair_jax/audit/reductions_games.py:private_cgoo_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/models/conv.py:cnn": "the CNN's layer table, init and apply written together",
     "dpfair_jax/audit/reductions_games.py:exponential_sampling_game": "a game's setup, neighbours and claim, read top to bottom",
-    "dpfair_jax/privacy/events.py:calibrate_noise_multiplier": "bracket and root-find of one calibration with its checks",
     "dpfair_jax/montecarlo.py:sweep": "the grid, vmap and chunking of one sweep; split pending",
     "dpfair_jax/audit/dpsgd_games.py:dpsgd_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/audit/budget_tailoring_games.py:budget_tailoring_mechanism": "a game's mechanism and claim, read top to bottom",
