@@ -24,7 +24,7 @@ def dpsgd_config(*, n: int, batch_size: int, steps: int | None = None, epochs: i
                              batch_size=batch_size, steps=steps, **fields)
 
 
-def dpsgd_train(key, model, params, data, *, clip_norm, noise_multiplier, learning_rate=0.1,
+def dpsgd_fit_kw(key, model, params, data, *, clip_norm, noise_multiplier, learning_rate=0.1,
                 batch_size, steps=None, epochs=None, sampling="poisson", with_report=False, **fields):
     """``(params, diagnostics)`` of ``dpsgd.fit`` (``with_report``: the whole ``FitResult``)."""
     cfg = dpsgd_config(n=_rows(data), batch_size=batch_size, steps=steps, epochs=epochs, sampling=sampling,
@@ -35,7 +35,7 @@ def dpsgd_train(key, model, params, data, *, clip_norm, noise_multiplier, learni
     return res if with_report else (res.params, res.diagnostics)
 
 
-def dpsgd_privacy(noise_multiplier, *, n, batch_size, delta, steps=None, epochs=None, sampling="poisson",
+def dpsgd_spend_kw(noise_multiplier, *, n, batch_size, delta, steps=None, epochs=None, sampling="poisson",
                   accountant="rdp", max_batch_size=None):
     """``dpsgd.spend`` of the run these keywords describe."""
     cfg = dpsgd_config(n=n, batch_size=batch_size, steps=steps, epochs=epochs, sampling=sampling, delta=delta,
@@ -50,7 +50,7 @@ def mitigation_config(*, n: int, batch_size: int, steps: int | None = None, epoc
                                        batch_size=batch_size, steps=steps, **fields)
 
 
-def mitigation_train(key, model, params, data, *, gamma1, gamma2, clip_norm, noise_multiplier,
+def mitigation_fit_kw(key, model, params, data, *, gamma1, gamma2, clip_norm, noise_multiplier,
                      stats_noise_multiplier, learning_rate=0.1, batch_size, steps=None, epochs=None,
                      with_report=False, **fields):
     """``(params, diagnostics)`` of ``mitigation.fit`` (``with_report``: the whole ``FitResult``)."""
@@ -64,7 +64,7 @@ def mitigation_train(key, model, params, data, *, gamma1, gamma2, clip_norm, noi
     return res if with_report else (res.params, res.diagnostics)
 
 
-def mitigation_privacy(noise_multiplier, stats_noise_multiplier, *, n, batch_size, delta, steps=None,
+def mitigation_spend_kw(noise_multiplier, stats_noise_multiplier, *, n, batch_size, delta, steps=None,
                        epochs=None, accountant="rdp", max_batch_size=None, gamma1=None, gamma2=None,
                        stats_every=0):
     """``mitigation.spend`` of the run these keywords describe (gammas left out: the statistics
@@ -77,5 +77,5 @@ def mitigation_privacy(noise_multiplier, stats_noise_multiplier, *, n, batch_siz
     return mitigation.spend(cfg, n, hp)
 
 
-__all__ = ["dpsgd_config", "dpsgd_train", "dpsgd_privacy", "mitigation_config", "mitigation_train",
-           "mitigation_privacy"]
+__all__ = ["dpsgd_config", "dpsgd_fit_kw", "dpsgd_spend_kw", "mitigation_config", "mitigation_fit_kw",
+           "mitigation_spend_kw"]

@@ -270,8 +270,8 @@ def _spend(config: "MitigationConfig", n: int, noise_multiplier: float, stats_no
     Per step, the statistics Gaussian (sensitivity ``sqrt 3``, multiplier
     ``stats_noise_multiplier``) and the clipped-sum Gaussian (sensitivity ``C``, multiplier
     ``noise_multiplier``) composed inside one Poisson-sampled event at ``q = batch_size / n``
-    (add/remove-one, unit = example). As in ``dpsgd.spend``, the returned ``delta`` adds the
-    truncation charge ``sampling.truncation_delta`` of the padded batch, at the width
+    (add/remove-one, unit = example). As in ``dpsgd.spend``, the truncation charge
+    ``sampling.truncation_delta`` of the padded batch is taken out of ``delta``, at the width
     :func:`padded_batch_size` gives for ``max_batch_size``.
 
     ``gamma1``/``gamma2``: the run's penalty weights. The statistics are charged unless both are
@@ -297,12 +297,13 @@ def _spend(config: "MitigationConfig", n: int, noise_multiplier: float, stats_no
         releases = -(-steps // stats_every)
         event = dp_accounting.ComposedDpEvent(
             [event, dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(zs), releases)])
-    eps = _acc.epsilon_of_event(event, delta, accountant=accountant)
-    extra = _sampling.truncation_delta(n, q, width, steps, eps)
+    eps, total, extra = _acc.truncated_spend(
+        lambda d: _acc.epsilon_of_event(event, d, accountant=accountant), float(delta),
+        lambda e: _sampling.truncation_delta(n, q, width, steps, e))
     notes = (RECONSTRUCTION_NOTE + ("" if include_statistics else
              "; gamma1 = gamma2 = 0: group statistics unused by the update, not charged")
-             + f"; truncation at max_batch_size={width} adds {extra:.3g} to delta")
-    return _acc.PrivacySpend(epsilon=eps, delta=min(float(delta) + extra, 1.0 - 1e-12), event=event,
+             + f"; truncation at max_batch_size={width}: {extra:.3g} of delta")
+    return _acc.PrivacySpend(epsilon=eps, delta=min(total, 1.0 - 1e-12), event=event,
                              relation="add_remove", unit="example", accountant=accountant, notes=notes)
 
 
@@ -459,7 +460,7 @@ def spend(config: MitigationConfig, sizes: int, hparams: MitigationHparams):
     (sensitivity ``sqrt 3``) and the clipped-sum Gaussian (sensitivity ``C``) composed inside one
     Poisson-sampled event (add/remove-one; ``config.stats_every = k``: ``ceil(steps / k)``
     full-data releases instead), the statistics not charged when ``gamma1 = gamma2 = 0``; its
-    ``delta`` adds the padded batch's truncation charge."""
+    ``delta`` includes the padded batch's truncation charge."""
     config.validate()
     hparams.validate()
     n = v.check_int("sizes", sizes, minimum=1)
@@ -479,7 +480,8 @@ def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
 
     ``target = (epsilon, delta)``; ``delta`` must equal ``config.delta``.
 
-    Privacy: the result makes :func:`fit` ``(epsilon, delta + truncation)``-DP (add/remove-one).
+    Privacy: the result makes :func:`fit` ``(epsilon, delta)``-DP (add/remove-one), the padding's
+    truncation charge taken out of the target delta first.
     """
     config.validate()
     hp = (MitigationHparams() if hparams is None else hparams).validate()
@@ -493,6 +495,9 @@ def calibrate(config: MitigationConfig, sizes: int, target: tuple[float, float],
     ratio = zs0 / z0
     g1, g2 = float(hp.gamma1), float(hp.gamma2)
     charged = not (g1 == 0.0 and g2 == 0.0)
+    width = _padded_width(n, config.batch_size, config.steps, config.max_batch_size)
+    delta = _acc.calibration_delta(eps, delta, _sampling.truncation_delta(  # the truncation charge comes out
+        n, config.batch_size / n, width, config.steps, eps))                 # of the target delta
     z = _acc.calibrate_noise_multiplier(float(eps), float(delta), config.batch_size / n, config.steps,
                                         accountant=config.accountant,
                                         relative_noise=(1.0, ratio) if charged else (1.0,))

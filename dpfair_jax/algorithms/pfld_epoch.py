@@ -437,17 +437,11 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
     target_eps = float(eps_t)
     lo = A.calibrate_noise_multiplier(target_eps, config.delta, config.batch_size / n,
                                       config.steps(n), rtol=1e-3)  # the primal steps alone
-    hi = lo
-    while eps(hi) > target_eps:
-        hi *= 1.5
-        if hi > 1e6:
-            raise ValueError(f"no noise multiplier reaches epsilon={target_eps}; raise epsilon.")
+    hi = A.step_up_until(eps, lo, target_eps, growth=1.5, max_steps=10**6, ceiling=1e6)  # bracket
     if hi > lo:
         u = optimize.brentq(lambda t: math.log(eps(math.exp(t))) - math.log(target_eps),
                             math.log(lo), math.log(hi), xtol=1e-3)
-        z = min(math.exp(u), hi)
-        while eps(z) > target_eps:
-            z *= 1.002
+        z = A.step_up_until(eps, min(math.exp(u), hi), target_eps, growth=1.002, max_steps=10**6)
     else:
         z = hi
     return dataclasses.replace(hparams, noise_theta=float(z), noise_violation=float(r * z))

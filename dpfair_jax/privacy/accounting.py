@@ -32,6 +32,7 @@ Contents
 from __future__ import annotations
 
 from dpfair_jax.privacy.events import (
+    BelowAccountantResolution,
     calibrate_noise_multiplier,
     calibration_target,
     delta_of_event,
@@ -43,6 +44,7 @@ from dpfair_jax.privacy.events import (
     shuffled_participations,
     step_up_until,
 )
+from dpfair_jax.privacy.sampling import calibration_delta, truncated_spend
 from dpfair_jax.privacy.gaussian import (
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
@@ -76,9 +78,12 @@ __all__ = [
     "epsilon_of_event",
     "delta_of_event",
     "dpsgd_epsilon",
+    "BelowAccountantResolution",
     "calibrate_noise_multiplier",
+    "calibration_delta",
     "calibration_target",
     "step_up_until",
+    "truncated_spend",
     "effective_noise_multiplier",
     "gaussian_rho",
     "gaussian_sigma_for_rho",

@@ -266,6 +266,42 @@ def dpsgd_epsilon(
     return epsilon_of_event(event, delta, accountant=accountant)
 
 
+class BelowAccountantResolution(ValueError):
+    """A target epsilon below what the RDP accountant can certify at the run's settings."""
+
+
+def _below_resolution(target: float, delta: float, floor: float) -> str:
+    return (f"target_epsilon={target!r} is below what the RDP accountant can certify at these settings "
+            f"(delta={delta!r}, sample rate and steps as given): its epsilon levels off near {floor:.3g} "
+            "however large the noise; use accountant='pld' (tight for small epsilons), or raise the target.")
+
+
+def _check_calibration(target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str,
+                       sampling: str, relative_noise: Sequence[float], rtol: float,
+                       extra_event: dp_accounting.DpEvent | None) -> tuple[int, tuple[float, ...]]:
+    """The checks of :func:`calibrate_noise_multiplier`, before any accountant call: ``(steps, rel)``."""
+    V.check_epsilon(target_epsilon)
+    V.check_delta(delta)
+    V.check_sample_rate(sample_rate)
+    steps = V.check_int("steps", steps, minimum=1)
+    V.check_choice("accountant", accountant, ACCOUNTANTS)
+    V.check_choice("sampling", sampling, SAMPLINGS)
+    rel = _check_relative_noise(relative_noise)
+    V.check_positive("rtol", rtol)
+    if sampling == "without_replacement" and accountant == "pld":
+        raise ValueError(
+            "accountant='pld' cannot account sampling without replacement in dp-accounting 0.6; "
+            "use accountant='rdp'."
+        )
+    target = float(target_epsilon)
+    if extra_event is not None and not isinstance(extra_event, dp_accounting.DpEvent):
+        raise ValueError(f"extra_event must be a dp_accounting.DpEvent or None, got {extra_event!r}.")
+    if extra_event is not None and epsilon_of_event(extra_event, delta, accountant=accountant) > target:
+        raise ValueError(f"extra_event alone spends more than target_epsilon={target!r} at delta={delta!r}; "
+                         "raise its noise or the target.")
+    return steps, rel
+
+
 def calibrate_noise_multiplier(
     target_epsilon: float,
     delta: float,
@@ -291,25 +327,9 @@ def calibrate_noise_multiplier(
 
     Privacy: as :func:`dpsgd_event` (add/remove-one for Poisson, replace-one without replacement).
     """
-    V.check_epsilon(target_epsilon)
-    V.check_delta(delta)
-    V.check_sample_rate(sample_rate)
-    steps = V.check_int("steps", steps, minimum=1)
-    V.check_choice("accountant", accountant, ACCOUNTANTS)
-    V.check_choice("sampling", sampling, SAMPLINGS)
-    rel = _check_relative_noise(relative_noise)
-    V.check_positive("rtol", rtol)
-    if sampling == "without_replacement" and accountant == "pld":
-        raise ValueError(
-            "accountant='pld' cannot account sampling without replacement in dp-accounting 0.6; "
-            "use accountant='rdp'."
-        )
+    steps, rel = _check_calibration(target_epsilon, delta, sample_rate, steps, accountant, sampling,
+                                    relative_noise, rtol, extra_event)
     target = float(target_epsilon)
-    if extra_event is not None and not isinstance(extra_event, dp_accounting.DpEvent):
-        raise ValueError(f"extra_event must be a dp_accounting.DpEvent or None, got {extra_event!r}.")
-    if extra_event is not None and epsilon_of_event(extra_event, delta, accountant=accountant) > target:
-        raise ValueError(f"extra_event alone spends more than target_epsilon={target!r} at delta={delta!r}; "
-                         "raise its noise or the target.")
 
     def eps(z: float) -> float:
         ev = dpsgd_event(z, sample_rate, steps, sampling=sampling, relative_noise=rel,
@@ -318,24 +338,31 @@ def calibrate_noise_multiplier(
             ev = dp_accounting.ComposedDpEvent([extra_event, ev])
         return epsilon_of_event(ev, delta, accountant=accountant)
 
-    factor = 2.0
+    factor, hi = 2.0, 1.0
     if accountant == "pld":
         # PLD is slow for small multipliers and never above RDP: start from the (cheap) RDP
         # calibration, which meets the target, and search downwards in small steps.
-        hi = calibrate_noise_multiplier(
-            target, delta, sample_rate, steps, accountant="rdp", sampling=sampling,
-            relative_noise=rel, dataset_size=dataset_size, rtol=1e-4, extra_event=extra_event,
-        )
-        factor = 1.25
-    else:
-        hi = 1.0
-    while eps(hi) > target:
+        try:
+            hi = calibrate_noise_multiplier(
+                target, delta, sample_rate, steps, accountant="rdp", sampling=sampling,
+                relative_noise=rel, dataset_size=dataset_size, rtol=1e-4, extra_event=extra_event,
+            )
+            factor = 1.25
+        except BelowAccountantResolution:
+            pass  # a target only PLD certifies: bracket upwards from 1 under PLD
+    while (e_hi := eps(hi)) > target:
         hi *= factor
         if hi > 1e8:
+            if accountant == "rdp":
+                raise BelowAccountantResolution(_below_resolution(target, delta, e_hi))
             raise ValueError(
                 f"no noise multiplier up to 1e8 reaches target_epsilon={target!r} at delta={delta!r}; "
                 "raise target_epsilon or delta, or lower sample_rate/steps."
             )
+    if accountant == "rdp" and e_hi == 0.0 and hi > 1.0:
+        # the RDP conversion levels off above the target and then drops to 0 only through
+        # rounding at huge multipliers: that is no certificate of the target
+        raise BelowAccountantResolution(_below_resolution(target, delta, eps(hi / factor)))
     lo = hi / factor
     while eps(lo) <= target:
         hi = lo
@@ -374,23 +401,30 @@ def calibration_target(target: Any, stated_delta: float) -> tuple[float, float]:
 
 
 def step_up_until(
-    epsilon_of: Callable[[float], float], noise_multiplier: float, target_epsilon: float, *, max_steps: int = 100
-) -> float:
-    """The first of ``z, z (1 + 1e-9), z (1 + 1e-9)^2, ...`` (at most ``max_steps``) with
-    ``epsilon_of(z) <= target_epsilon``, where ``z = noise_multiplier`` comes from a solver
-    (e.g. :func:`calibrate_noise_multiplier`) and ``epsilon_of`` is the algorithm's own spend: it
-    absorbs the rounding between the two (relative-noise ratios, sensitivity factors), so that
-    ``spend(calibrate(...)).epsilon <= target`` holds exactly. Raises ``ValueError`` when no step
-    reaches the target.
+    epsilon_of: Callable[[Any], float], noise_multiplier: float | tuple[float, ...], target_epsilon: float, *,
+    growth: float = 1.0 + 1e-9, max_steps: int = 100, ceiling: float = math.inf,
+) -> Any:
+    """The first of ``z, z g, z g^2, ...`` (``g = growth``, at most ``max_steps`` values, none
+    above ``ceiling``) with ``epsilon_of(z) <= target_epsilon``, where ``z = noise_multiplier`` is
+    a float or a tuple of multipliers scaled together (e.g. a descent and an ascent multiplier).
+
+    The calibrations of the SGD family share this step: ``z`` comes from a solver (e.g.
+    :func:`calibrate_noise_multiplier`) and ``epsilon_of`` is the algorithm's own spend; the default
+    ``growth`` absorbs the rounding between the two (relative-noise ratios, sensitivity factors), so
+    that ``spend(calibrate(...)).epsilon <= target`` holds exactly. A larger ``growth`` brackets a
+    root from below. Raises ``ValueError`` when no step reaches the target.
 
     Privacy: the returned multiplier meets ``target_epsilon`` as ``epsilon_of`` accounts it.
     """
-    z = float(noise_multiplier)
+    z = tuple(float(x) for x in noise_multiplier) if isinstance(noise_multiplier, tuple) else float(noise_multiplier)
     for _ in range(V.check_int("max_steps", max_steps, minimum=1)):
         if epsilon_of(z) <= target_epsilon:
             return z
-        z *= 1.0 + 1e-9
-    raise ValueError(f"calibration did not reach epsilon <= {target_epsilon!r}.")
+        z = tuple(x * growth for x in z) if isinstance(z, tuple) else z * growth
+        if (max(z) if isinstance(z, tuple) else z) > ceiling:
+            break
+    raise ValueError(f"calibration did not reach epsilon <= {target_epsilon!r} (noise multiplier up to "
+                     f"{z!r}); raise epsilon.")
 
 
 def shuffled_participations(steps: int, steps_per_epoch: int) -> int:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -60,6 +61,8 @@ __all__ = [
     "poisson_truncation_probability",
     "max_batch_size_for",
     "truncation_delta",
+    "truncated_spend",
+    "calibration_delta",
     "SamplingSpec",
     "accounting_for",
     "SAMPLING_SCHEMES",
@@ -347,6 +350,56 @@ def truncation_delta(n: int, sample_rate: float, max_batch_size: int, steps: int
     v.check_epsilon(epsilon)
     p = poisson_truncation_probability(n + 1, sample_rate, max_batch_size)
     return float(min(1.0, (1.0 + math.exp(min(float(epsilon), 700.0))) * steps * p))
+
+
+def truncated_spend(epsilon_at: Callable[[float], float], delta: float,
+                    charge_at: Callable[[float], float]) -> tuple[float, float, float]:
+    """``(epsilon, total_delta, charge)`` of a run whose exact mechanism is ``(epsilon_at(d), d)``-DP
+    for every ``d`` and whose truncation (e.g. the padding of Poisson batches) adds ``charge_at(epsilon)``
+    to delta (:func:`truncation_delta`, increasing in epsilon).
+
+    The charge is taken out of ``delta``: the mechanism is accounted at ``delta - charge`` with
+    ``charge = charge_at(epsilon)`` and ``epsilon_at(delta - charge) <= epsilon`` (a fixed point
+    reached from below in a few accountant calls), so ``total_delta == delta``. When the charge
+    alone reaches ``delta`` the in-budget statement does not exist and the run is stated as before,
+    ``(epsilon_at(delta), delta + charge)`` (``total_delta > delta``, capped below 1).
+
+    Privacy: the exact run is ``(epsilon, delta - charge)``-DP and differs from the truncated one on
+    an event of probability folded into ``charge`` on either neighbour, so the truncated run is
+    ``(epsilon, delta - charge + charge)``-DP.
+    """
+    eps0 = float(epsilon_at(delta))
+    if not math.isfinite(eps0):
+        return eps0, float(delta), 0.0
+    eps = eps0
+    for _ in range(50):
+        c = float(charge_at(eps))
+        if c <= 0.0:
+            return eps, float(delta), 0.0
+        if c >= delta:
+            break
+        e = float(epsilon_at(delta - c))
+        if e <= eps:
+            return eps, float(delta), c
+        eps = e * (1.0 + 1e-9)  # the charge moves by ~1e-9 relative: the next check certifies it
+    c0 = float(charge_at(eps0))
+    return eps0, min(float(delta) + c0, 1.0 - 1e-12), c0
+
+
+def calibration_delta(target_epsilon: float, delta: float, charge: float) -> float:
+    """The delta to calibrate a mechanism to when a truncation ``charge`` (at ``target_epsilon``,
+    e.g. :func:`truncation_delta`) must fit in the target ``delta``: ``delta - charge``.
+    Refuses a charge that alone reaches the target (raise the padding, ``max_batch_size``).
+
+    Privacy: a run calibrated to ``(target_epsilon, delta - charge)`` spends ``epsilon <=
+    target_epsilon``, so its own charge is at most ``charge`` and the total stays within ``delta``
+    (:func:`truncated_spend`).
+    """
+    if charge >= delta:
+        raise ValueError(
+            f"the truncation charge of the padded Poisson batches, {charge:.3g} at epsilon={target_epsilon!r}, "
+            f"alone reaches the target delta={delta!r}; raise max_batch_size (less truncation) or delta.")
+    return float(delta) - float(charge)
 
 
 @dataclasses.dataclass(frozen=True)

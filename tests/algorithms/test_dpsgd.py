@@ -13,7 +13,7 @@ from scipy import stats
 from dpfair_jax import models
 from dpfair_jax.algorithms import dpsgd
 from dpfair_jax.data.dataset import make_dataset
-from _sgd_keywords import dpsgd_train, dpsgd_privacy
+from _sgd_keywords import dpsgd_fit_kw, dpsgd_spend_kw
 
 
 def _data(n=200, d=5, seed=0):
@@ -43,7 +43,7 @@ def test_full_batch_without_noise_matches_numpy(clip_norm):
     x, y = _data()
     model = models.logistic()
     params = model.init(jax.random.key(0), x.shape[1])
-    out, diag = dpsgd_train(jax.random.key(1), model, params, (x, y), clip_norm=clip_norm,
+    out, diag = dpsgd_fit_kw(jax.random.key(1), model, params, (x, y), clip_norm=clip_norm,
                             noise_multiplier=0.0, learning_rate=0.5, batch_size=x.shape[0],
                             epochs=6, sampling="shuffle")
     w, b = _np_clipped_gd(x, y, clip_norm, 0.5, 6)
@@ -60,7 +60,7 @@ def test_dataset_mask_rows_are_left_out():
     ds = make_dataset(x, y, np.zeros(60, np.int32), mask=mask)
     model = models.logistic()
     params = model.init(jax.random.key(0), 3)
-    out, diag = dpsgd_train(jax.random.key(1), model, params, ds, clip_norm=0.3, noise_multiplier=0.0,
+    out, diag = dpsgd_fit_kw(jax.random.key(1), model, params, ds, clip_norm=0.3, noise_multiplier=0.0,
                             learning_rate=0.5, batch_size=60, epochs=3, sampling="shuffle")
     w, b = _np_clipped_gd(x, y, 0.3, 0.5, 3, weights=mask)
     np.testing.assert_allclose(out["w"][:, 0], w, rtol=1e-4, atol=1e-5)
@@ -77,8 +77,8 @@ def test_ghost_norms_equal_vmap_path(kind):
     assert mode == ("glm" if kind == "logistic" else "mlp")
     kw = dict(clip_norm=0.5, noise_multiplier=1.1, learning_rate=0.3, batch_size=20, steps=8,
               sampling="fixed_size")
-    ghost, dg = dpsgd_train(jax.random.key(3), model, params, (x, y), per_example="ghost", **kw)
-    ref, dr = dpsgd_train(jax.random.key(3), model, params, (x, y), per_example="vmap", **kw)
+    ghost, dg = dpsgd_fit_kw(jax.random.key(3), model, params, (x, y), per_example="ghost", **kw)
+    ref, dr = dpsgd_fit_kw(jax.random.key(3), model, params, (x, y), per_example="vmap", **kw)
     for a, b in zip(jax.tree_util.tree_leaves(ghost), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dg["mean_grad_norm"], dr["mean_grad_norm"], rtol=1e-5)
@@ -91,7 +91,7 @@ def test_jitted_vmap_over_grid_equals_per_point_and_jit_equals_eager():
     key = jax.random.key(4)
 
     def run(c, z, lr):
-        p, _ = dpsgd_train(key, model, params, (x, y), clip_norm=c, noise_multiplier=z, learning_rate=lr,
+        p, _ = dpsgd_fit_kw(key, model, params, (x, y), clip_norm=c, noise_multiplier=z, learning_rate=lr,
                            batch_size=10, steps=12, sampling="poisson", diagnostics=False)
         return p
 
@@ -117,7 +117,7 @@ def test_noise_has_configured_scale_and_generic_pytree_loss():
     x = np.ones((8, 2), np.float32)
     y = np.zeros(8, np.float32)
     c, z, lr, bsz = 0.7, 2.0, 1.0, 4
-    out, diag = dpsgd_train(jax.random.key(5), zero_loss, params, (x, y), clip_norm=c, noise_multiplier=z,
+    out, diag = dpsgd_fit_kw(jax.random.key(5), zero_loss, params, (x, y), clip_norm=c, noise_multiplier=z,
                             learning_rate=lr, batch_size=bsz, steps=1, sampling="fixed_size")
     noise = np.concatenate([np.asarray(out["a"]), np.asarray(out["b"][0]).ravel()]).astype(np.float64)
     sigma = lr * z * c / bsz
@@ -133,7 +133,7 @@ def test_poisson_batches_have_expected_size_and_dataset_input():
     model = models.logistic()
     params = model.init(jax.random.key(0), 3)
     steps, bsz = 300, 50
-    _, diag = dpsgd_train(jax.random.key(6), model, params, ds, clip_norm=1.0, noise_multiplier=1.0,
+    _, diag = dpsgd_fit_kw(jax.random.key(6), model, params, ds, clip_norm=1.0, noise_multiplier=1.0,
                           learning_rate=0.1, batch_size=bsz, steps=steps, sampling="poisson",
                           optimizer=optax.adam)
     sizes = np.asarray(diag["batch_size"], np.float64)
@@ -147,31 +147,30 @@ def test_poisson_batches_have_expected_size_and_dataset_input():
 def test_privacy_matches_dp_accounting():
     n, bsz, epochs, delta, z = 10_000, 100, 3, 1e-5, 1.2
     steps = epochs * (n // bsz)
-    spend = dpsgd_privacy(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="poisson")
+    spend = dpsgd_spend_kw(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="poisson")
     acc = dp_accounting.rdp.RdpAccountant()
     acc.compose(dp_accounting.PoissonSampledDpEvent(bsz / n, dp_accounting.GaussianDpEvent(z)), steps)
-    assert spend.epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
-    assert spend.relation == "add_remove" and delta < spend.delta < delta * 1.01
+    assert spend.relation == "add_remove" and spend.delta == delta  # the charge is taken out of delta
     # the truncation charge at the default width (the smallest B with T P(Bin(n + 1, q) > B) <= 1e-9),
     # written out: (1 + e^eps) T P(Binomial(n + 1, q) > B)
     b = bsz
     while steps * stats.binom.sf(b, n + 1, bsz / n) > 1e-9:
         b += 1
     trunc = (1 + np.exp(spend.epsilon)) * steps * stats.binom.sf(b, n + 1, bsz / n)
-    assert spend.delta - delta == pytest.approx(trunc, rel=1e-6)
+    assert trunc > 0 and spend.epsilon == pytest.approx(acc.get_epsilon(delta - trunc), rel=1e-8)
     # Fixed-size batches: sampling without replacement, replace-one, sensitivity 2C -> multiplier z / 2.
-    fs = dpsgd_privacy(z, n=n, batch_size=bsz, steps=steps, delta=delta, sampling="fixed_size")
+    fs = dpsgd_spend_kw(z, n=n, batch_size=bsz, steps=steps, delta=delta, sampling="fixed_size")
     acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(n, bsz, dp_accounting.GaussianDpEvent(z / 2)), steps)
     assert fs.epsilon == pytest.approx(acc.get_epsilon(delta), rel=1e-9)
     assert fs.relation == "replace_one" and fs.delta == delta
     # Shuffled epochs: no amplification, `epochs` composed Gaussians of multiplier z / 2 (replace-one):
     # one Gaussian with mu = 2 sqrt(epochs) / z; its delta at the spend's epsilon (Balle-Wang, SciPy).
-    sh = dpsgd_privacy(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="shuffle")
+    sh = dpsgd_spend_kw(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="shuffle")
     mu, e = 2 * np.sqrt(epochs) / z, sh.epsilon
     assert stats.norm.cdf(mu / 2 - e / mu) - np.exp(e) * stats.norm.cdf(-mu / 2 - e / mu) == pytest.approx(delta, rel=1e-6)
     assert sh.relation == "replace_one" and sh.delta == delta and sh.accountant == "exact"
-    assert dpsgd_privacy(0.0, n=n, batch_size=bsz, steps=5, delta=delta).epsilon == float("inf")
+    assert dpsgd_spend_kw(0.0, n=n, batch_size=bsz, steps=5, delta=delta).epsilon == float("inf")
 
 
 def test_validation_errors():
@@ -183,7 +182,7 @@ def test_validation_errors():
 
     def call(data=(x, y), **kw):
         args = {**base, **kw}
-        return dpsgd_train(key, model, params, data, **args)
+        return dpsgd_fit_kw(key, model, params, data, **args)
 
     with pytest.raises(ValueError, match="clip_norm"):
         call(clip_norm=0.0)
@@ -204,11 +203,11 @@ def test_validation_errors():
     with pytest.raises(ValueError, match="sampling"):
         call(sampling="bootstrap")
     with pytest.raises(ValueError, match="per_example"):
-        dpsgd_train(key, lambda p, a, b: jnp.sum(p["w"]), params, (x, y), per_example="ghost", **base)
+        dpsgd_fit_kw(key, lambda p, a, b: jnp.sum(p["w"]), params, (x, y), per_example="ghost", **base)
     with pytest.raises(ValueError, match="sample_rate|batch_size"):
-        dpsgd_privacy(1.0, n=10, batch_size=20, steps=3, delta=1e-5)
+        dpsgd_spend_kw(1.0, n=10, batch_size=20, steps=3, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):
-        dpsgd_privacy(1.0, n=100, batch_size=20, steps=3, delta=0.0)
+        dpsgd_spend_kw(1.0, n=100, batch_size=20, steps=3, delta=0.0)
 
 
 @pytest.mark.parametrize("name", ["logistic", "mlp"])

@@ -10,7 +10,7 @@ import pytest
 from dpfair_jax import models
 from dpfair_jax.algorithms import dpsgd
 from dpfair_jax.privacy import clipping, ghost
-from _sgd_keywords import dpsgd_train
+from _sgd_keywords import dpsgd_fit_kw
 
 # Two conv layers: the first (1 input channel) takes the unfolded-patch product, the second
 # (8 input channels) the shifted-view one; both direct (T^2 >= 9 C_in C_out) on 8x8 images.
@@ -60,8 +60,8 @@ def test_cnn_ghost_default_path_equals_vmap():
     model = _cnn()
     params = model.init(jax.random.key(0))
     kw = dict(clip_norm=0.3, noise_multiplier=1.0, learning_rate=0.5, batch_size=12, steps=4)
-    p_auto, d_auto = dpsgd_train(jax.random.key(3), model, params, (x, y), per_example="auto", **kw)
-    p_vmap, d_vmap = dpsgd_train(jax.random.key(3), model, params, (x, y), per_example="vmap", **kw)
+    p_auto, d_auto = dpsgd_fit_kw(jax.random.key(3), model, params, (x, y), per_example="auto", **kw)
+    p_vmap, d_vmap = dpsgd_fit_kw(jax.random.key(3), model, params, (x, y), per_example="vmap", **kw)
     assert jax.tree_util.tree_structure(p_auto) == jax.tree_util.tree_structure(params)
     for a, b in zip(jax.tree_util.tree_leaves(p_auto), jax.tree_util.tree_leaves(p_vmap)):
         assert a.dtype == jnp.float32
@@ -81,16 +81,16 @@ def test_bf16_cnn_trains_in_float32_with_bf16_close_norms():
     # One example per step, noise 0 and a learning rate below float32 resolution: the per-step
     # mean_grad_norm is the per-example norm of example perm[t] at the initial parameters.
     kw = dict(clip_norm=1.0, batch_size=1, epochs=1, sampling="shuffle")
-    p32, d32 = dpsgd_train(jax.random.key(5), f32, params, (x, y), noise_multiplier=0.0,
+    p32, d32 = dpsgd_fit_kw(jax.random.key(5), f32, params, (x, y), noise_multiplier=0.0,
                            learning_rate=1e-30, **kw)  # ghost path
-    p16, d16 = dpsgd_train(jax.random.key(5), bf16, params, (x, y), noise_multiplier=0.0,
+    p16, d16 = dpsgd_fit_kw(jax.random.key(5), bf16, params, (x, y), noise_multiplier=0.0,
                            learning_rate=1e-30, **kw)  # vmap path
     n32, n16 = np.asarray(d32["mean_grad_norm"]), np.asarray(d16["mean_grad_norm"])
     assert n32.dtype == n16.dtype == np.float32 and n32.shape == (n,)
     np.testing.assert_allclose(n16, n32, rtol=3e-2)  # bfloat16 tolerance
     assert np.max(np.abs(n16 / n32 - 1)) > 1e-6  # the bf16 model really computes in bf16
     # With noise and a real step size: float32, finite parameters in the model's structure.
-    p, diag = dpsgd_train(jax.random.key(6), bf16, params, (x, y), noise_multiplier=1.0,
+    p, diag = dpsgd_fit_kw(jax.random.key(6), bf16, params, (x, y), noise_multiplier=1.0,
                           learning_rate=0.5, **kw)
     assert jax.tree_util.tree_structure(p) == jax.tree_util.tree_structure(params)
     for leaf in jax.tree_util.tree_leaves(p):

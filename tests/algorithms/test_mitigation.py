@@ -13,7 +13,7 @@ from dpfair_jax import models
 from dpfair_jax.algorithms import FitResult, dpsgd, mitigation
 from dpfair_jax.data import synthetic
 from dpfair_jax.privacy import accounting
-from _sgd_keywords import dpsgd_train, mitigation_train, mitigation_privacy
+from _sgd_keywords import dpsgd_fit_kw, mitigation_fit_kw, mitigation_spend_kw
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,8 @@ KW = dict(clip_norm=0.1, noise_multiplier=5.0, learning_rate=0.05, batch_size=16
 def test_zero_gammas_equal_dpsgd_bit_for_bit(setup):
     data, model, params = setup
     key = jax.random.key(42)
-    p_ref, _ = dpsgd_train(key, model, params, data, per_example="vmap", **KW)
-    p_mit, diag = mitigation_train(key, model, params, data, gamma1=0.0, gamma2=0.0,
+    p_ref, _ = dpsgd_fit_kw(key, model, params, data, per_example="vmap", **KW)
+    p_mit, diag = mitigation_fit_kw(key, model, params, data, gamma1=0.0, gamma2=0.0,
                                    stats_noise_multiplier=5.0, **KW)
     for a, b in zip(jax.tree_util.tree_leaves(p_ref), jax.tree_util.tree_leaves(p_mit)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -45,7 +45,7 @@ def test_nonzero_gammas_change_the_update_and_vmap_grid(setup):
     key = jax.random.key(3)
 
     def run(g1, g2):
-        return mitigation_train(key, model, params, data, gamma1=g1, gamma2=g2, stats_noise_multiplier=1.0,
+        return mitigation_fit_kw(key, model, params, data, gamma1=g1, gamma2=g2, stats_noise_multiplier=1.0,
                                 diagnostics=False, **KW)[0]
 
     grid = jnp.array([[0.0, 0.0], [1.0, 1.0]])
@@ -84,7 +84,7 @@ def full_step(setup):
     @jax.jit
     def run(g1, g2, clip, z, zs, lr):
         def one(k):
-            p, diag = mitigation_train(k, model, params, data, gamma1=g1, gamma2=g2, clip_norm=clip,
+            p, diag = mitigation_fit_kw(k, model, params, data, gamma1=g1, gamma2=g2, clip_norm=clip,
                                        noise_multiplier=z, stats_noise_multiplier=zs, learning_rate=lr,
                                        batch_size=data.n, steps=1)
             return p, diag["private_group_sums"][0]
@@ -152,7 +152,7 @@ def test_noiseless_update_is_within_its_sensitivity_under_large_penalties(setup)
     exceed it by orders of magnitude)."""
     data, model, params = setup
     c, pclip = 1e-3, 2e-3
-    p1, _ = mitigation_train(jax.random.key(2), model, params, data, gamma1=200.0, gamma2=200.0, clip_norm=c,
+    p1, _ = mitigation_fit_kw(jax.random.key(2), model, params, data, gamma1=200.0, gamma2=200.0, clip_norm=c,
                              noise_multiplier=0.0, stats_noise_multiplier=0.0, learning_rate=1.0,
                              batch_size=data.n, steps=1, penalty_clip_norm=pclip)
     p0 = np.concatenate([np.asarray(a, np.float64).ravel() for a in jax.tree_util.tree_leaves(params)])
@@ -184,18 +184,26 @@ def test_statistics_and_update_noise_use_distinct_keys(setup, full_step):
     np.testing.assert_allclose(noisy - exact, ref, rtol=1e-4, atol=1e-4)
 
 
+def _mechanism_delta(sp, n, b, steps, delta):
+    """``delta`` less the padding's truncation charge at the spend's epsilon (taken out of delta)."""
+    from dpfair_jax.privacy import sampling
+
+    return delta - sampling.truncation_delta(n, b / n, mitigation.padded_batch_size(n, b, steps), steps, sp.epsilon)
+
+
 def test_privacy_composes_both_gaussians():
     z, zs, n, b, steps, delta = 5.0, 5.0, 1000, 32, 100, 1e-5
-    sp = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta)
+    sp = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta)
     eff = accounting.effective_noise_multiplier([z, zs])
-    ref = accounting.dpsgd_epsilon(eff, b / n, steps, delta)
-    assert sp.epsilon == pytest.approx(ref, rel=1e-6)
-    plain = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, gamma1=0.0, gamma2=0.0)
-    assert plain.epsilon == pytest.approx(accounting.dpsgd_epsilon(z, b / n, steps, delta), rel=1e-6)
+    ref = accounting.dpsgd_epsilon(eff, b / n, steps, _mechanism_delta(sp, n, b, steps, delta))
+    assert sp.epsilon == pytest.approx(ref, rel=1e-6) and sp.delta == delta
+    plain = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, gamma1=0.0, gamma2=0.0)
+    ref_plain = accounting.dpsgd_epsilon(z, b / n, steps, _mechanism_delta(plain, n, b, steps, delta))
+    assert plain.epsilon == pytest.approx(ref_plain, rel=1e-6)
     assert plain.epsilon < sp.epsilon
     # a penalized run (or one whose gammas are not stated) is charged for the statistics
     for kw in ({}, {"gamma1": 1.0, "gamma2": 0.0}, {"gamma1": 0.0}):
-        assert mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
+        assert mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, **kw).epsilon == sp.epsilon
 
 
 @pytest.mark.parametrize("stats_every", [0, 5])
@@ -209,7 +217,7 @@ def test_privacy_is_the_event_written_from_the_run(stats_every):
     from scipy import stats
 
     z, zs, n, b, steps, delta, width = 1.3, 2.1, 400, 20, 12, 1e-5, 40
-    sp = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, stats_every=stats_every,
+    sp = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, stats_every=stats_every,
                             max_batch_size=width)
     g = dp_accounting.GaussianDpEvent
     if stats_every:
@@ -221,11 +229,14 @@ def test_privacy_is_the_event_written_from_the_run(stats_every):
         step = dp_accounting.PoissonSampledDpEvent(b / n, dp_accounting.ComposedDpEvent([g(z), g(zs)]))
         hand = dp_accounting.SelfComposedDpEvent(step, steps)
     rdp = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    eps = rdp.compose(hand).get_epsilon(delta)
-    assert sp.epsilon == pytest.approx(eps, rel=1e-6)
-    # (1 + e^eps) T P(Binomial(n + 1, q) > width): either neighbour's sample may overflow, each step
+    # (1 + e^eps) T P(Binomial(n + 1, q) > width): either neighbour's sample may overflow, each
+    # step; a charge below delta is taken out of it (the mechanism accounted at delta - trunc), a
+    # larger one is added to it
     trunc = (1.0 + math.exp(sp.epsilon)) * steps * stats.binom.sf(width, n + 1, b / n)
-    assert sp.delta == pytest.approx(delta + trunc, rel=1e-6)
+    inside = trunc < delta
+    eps = rdp.compose(hand).get_epsilon(delta - trunc if inside else delta)
+    assert sp.epsilon == pytest.approx(eps, rel=1e-6)
+    assert sp.delta == (delta if inside else pytest.approx(delta + trunc, rel=1e-6))
     assert sp.relation == "add_remove" and sp.unit == "example"
 
 
@@ -238,15 +249,19 @@ def test_privacy_truncation_at_the_trained_padding(setup):
     default = mitigation.padded_batch_size(n, b, steps)
     assert default == sampling.max_batch_size_for(n, b / n, steps)
     for width in (55, default):
-        sp = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=width)
+        sp = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=width)
         extra = sampling.truncation_delta(n, b / n, width, steps, sp.epsilon)
-        assert sp.delta == pytest.approx(delta + extra, rel=1e-9)
+        if extra < delta:  # taken out of delta
+            eps_mech = accounting.epsilon_of_event(sp.event, delta - extra)
+            assert sp.delta == delta and eps_mech <= sp.epsilon < eps_mech * (1 + 1e-6)
+        else:  # the charge alone exceeds delta: added to it
+            assert sp.delta == pytest.approx(delta + extra, rel=1e-9)
         assert f"max_batch_size={width}" in sp.notes
-    narrow = mitigation_privacy(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=55)
+    narrow = mitigation_spend_kw(z, zs, n=n, batch_size=b, steps=steps, delta=delta, max_batch_size=55)
     assert narrow.delta > 1e3 * delta  # a 55-row pad at expected size 32 overflows now and then
     data, model, params = setup
-    for fn in (lambda: mitigation_privacy(z, zs, n=data.n, batch_size=16, steps=3, delta=delta, max_batch_size=8),
-               lambda: mitigation_train(jax.random.key(0), model, params, data, gamma1=0.0, gamma2=0.0,
+    for fn in (lambda: mitigation_spend_kw(z, zs, n=data.n, batch_size=16, steps=3, delta=delta, max_batch_size=8),
+               lambda: mitigation_fit_kw(jax.random.key(0), model, params, data, gamma1=0.0, gamma2=0.0,
                                         stats_noise_multiplier=1.0, max_batch_size=8, **KW)):
         with pytest.raises(ValueError, match="max_batch_size"):
             fn()
@@ -255,10 +270,10 @@ def test_privacy_truncation_at_the_trained_padding(setup):
 def test_validation(setup):
     data, model, params = setup
     with pytest.raises(ValueError, match="gamma1"):
-        mitigation_train(jax.random.key(0), model, params, data, gamma1=-1.0, gamma2=0.0,
+        mitigation_fit_kw(jax.random.key(0), model, params, data, gamma1=-1.0, gamma2=0.0,
                          stats_noise_multiplier=1.0, **KW)
     with pytest.raises(ValueError, match="Dataset"):
-        mitigation_train(jax.random.key(0), model, params, (data.x, data.y), gamma1=0.0, gamma2=0.0,
+        mitigation_fit_kw(jax.random.key(0), model, params, (data.x, data.y), gamma1=0.0, gamma2=0.0,
                          stats_noise_multiplier=1.0, **KW)
 
 
@@ -294,7 +309,7 @@ def test_fit_records_its_spend_and_equals_train(setup):
     every = dataclasses.replace(cfg, stats_every=4)
     assert mitigation.fit(jax.random.key(3), data, hp, every, params=params).spend == mitigation.spend(every, data.n, hp)
     assert mitigation.spend(every, data.n, hp).epsilon != res.spend.epsilon
-    p, _ = mitigation_train(jax.random.key(3), model, params, data, gamma1=0.5, gamma2=1.0,
+    p, _ = mitigation_fit_kw(jax.random.key(3), model, params, data, gamma1=0.5, gamma2=1.0,
                             stats_noise_multiplier=2.0, **KW)
     for a, b in zip(jax.tree_util.tree_leaves(res.params), jax.tree_util.tree_leaves(p)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -310,14 +325,14 @@ def test_every_hyperparameter_is_checked_before_compute(setup, monkeypatch):
            "max_batch_size": 3}
     for field, value in bad.items():
         with pytest.raises(ValueError, match=field):
-            mitigation_train(jax.random.key(0), model, params, data, **{**base, field: value})
+            mitigation_fit_kw(jax.random.key(0), model, params, data, **{**base, field: value})
     with pytest.raises(ValueError, match="optimizer"):
-        mitigation_train(jax.random.key(0), model, params, data, optimizer="sgd", **base)
+        mitigation_fit_kw(jax.random.key(0), model, params, data, optimizer="sgd", **base)
     with pytest.raises(ValueError, match="loss"):
-        mitigation_train(jax.random.key(0), model, params, data, loss="hinge", **base)
+        mitigation_fit_kw(jax.random.key(0), model, params, data, loss="hinge", **base)
     bad_y = data._replace(y=2 * data.y - 1) if hasattr(data, "_replace") else dataclasses.replace(data, y=2 * data.y - 1)
     with pytest.raises(ValueError, match=r"y: .*\{0, 1\}"):
-        mitigation_train(jax.random.key(0), model, params, bad_y, **base)
+        mitigation_fit_kw(jax.random.key(0), model, params, bad_y, **base)
     for field, value in {"gamma1": -1.0, "learning_rate": -1.0, "steps": 0}.items():
         cfg = mitigation.MitigationConfig(model=model, batch_size=16, steps=3)
         if field == "steps":

@@ -97,7 +97,7 @@ def test_poisson_draws_distribution():
     n, q, B = 200, 0.1, 60
     keys = jax.random.split(jax.random.key(3), 4000)
     cfg = S.SGDAConfig(steps=1, batch_size=20, max_batch_size=B)
-    idx, mask, trunc = jax.vmap(lambda k: S._draw_fn(k, n, cfg)(0))(keys)
+    idx, mask, trunc = jax.vmap(lambda k: S.steps._draw_fn(k, n, cfg)(0))(keys)
     counts = np.asarray(mask.sum(1))
     assert abs(counts.mean() - n * q) < 4 * np.sqrt(n * q * (1 - q) / 4000)
     assert abs(counts.var() - n * q * (1 - q)) < 0.15 * n * q * (1 - q)

@@ -35,7 +35,7 @@ def test_noise_std_matches_sensitivity():
     ones = jnp.ones(4000)
     s = jnp.zeros(4000, jnp.int32)
     keys = jax.random.split(jax.random.key(0), 400)
-    cells = jax.vmap(lambda k: syn._fit_tables(k, codes, s, ones, rho, 1, 3, (3, 3, 2))[0, 0, 0, 0, 0])(keys)
+    cells = jax.vmap(lambda k: syn.marginals._fit_tables(k, codes, s, ones, rho, 1, 3, (3, 3, 2))[0, 0, 0, 0, 0])(keys)
     cells = np.asarray(cells, np.float64) - 4000
     # sample-variance SE for Gaussian noise: sigma^2 sqrt(2/N); 4 SE
     assert abs(cells.var() - sigma ** 2) < 4 * sigma ** 2 * math.sqrt(2 / cells.size)

@@ -96,3 +96,27 @@ def test_facade_lists_every_algorithm_module():
     modules = {p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")} | {
         p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert set(MODULES) == modules
+
+
+#: algorithms whose Poisson padding charges a truncation probability to delta
+TRUNCATING = ("dpsgd", "mitigation", "sgda", "fermi", "pfld")
+
+
+@pytest.mark.parametrize("name", TRUNCATING)
+def test_calibrate_takes_the_truncation_charge_out_of_the_target(name):
+    """The recorded spend of a calibrated run is within the (epsilon, delta) asked for, the padding's
+    truncation charge included (n = 2000: the padded batch is narrower than n, the charge is > 0)."""
+    case = CASES[name]()
+    mod = getattr(A, case.module)
+    target = (1.0, case.target[1])
+    sp = mod.spend(case.config, 2000, mod.calibrate(case.config, 2000, target))
+    assert sp.epsilon <= target[0] and sp.delta <= target[1], (sp.epsilon, sp.delta)
+    assert "truncation" in sp.notes.lower()
+
+
+@pytest.mark.parametrize("name", ("dpsgd", "sgda"))
+def test_epsilon_below_the_rdp_accountants_reach_is_refused_with_the_fix(name):
+    case = CASES[name]()
+    mod = getattr(A, case.module)
+    with pytest.raises(ValueError, match=r"below what the RDP accountant can certify.*accountant='pld'"):
+        mod.calibrate(case.config, case.sizes, (1e-3, case.target[1]))

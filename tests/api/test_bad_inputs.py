@@ -25,7 +25,7 @@ from dpfair_jax.fairness import metrics
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import aggregation as agg
 from dpfair_jax.privacy import clipping, mechanisms, sampling
-from _sgd_keywords import dpsgd_train, dpsgd_privacy
+from _sgd_keywords import dpsgd_fit_kw, dpsgd_spend_kw
 
 KEY = jax.random.key(0)
 X = np.ones((6, 2), np.float32)
@@ -44,7 +44,7 @@ def _dpsgd(**kw):
     args.update(kw)
     data = args.pop("data", (X, Y))
     key = args.pop("key", KEY)
-    return dpsgd_train(key, models.logistic(input_dim=2), {"w": jnp.zeros((2, 1)), "b": jnp.zeros((1,))},
+    return dpsgd_fit_kw(key, models.logistic(input_dim=2), {"w": jnp.zeros((2, 1)), "b": jnp.zeros((1,))},
                        data, **args)
 
 
@@ -104,7 +104,7 @@ CATALOGUE = [
     ("dpsgd_unknown_sampling", lambda: _dpsgd(sampling="bernoulli"), "sampling"),
     ("dpsgd_negative_clip", lambda: _dpsgd(clip_norm=-1.0), "clip_norm"),
     ("dpsgd_privacy_bad_delta",
-     lambda: dpsgd_privacy(1.0, n=100, batch_size=10, delta=0.0, steps=10), "delta"),
+     lambda: dpsgd_spend_kw(1.0, n=100, batch_size=10, delta=0.0, steps=10), "delta"),
     ("fermi_one_group", lambda: _fermi_config(num_groups=1), "num_groups"),
     ("fermi_unknown_unit", lambda: _fermi_config(privacy_unit="group"), "privacy_unit"),
     ("fermi_calibrate_epsilon_negative",

@@ -19,7 +19,7 @@ from dpfair_jax.audit import mechanism_audits as MA
 from dpfair_jax.audit import primitive_games as PG
 from dpfair_jax.audit.games import audit_mechanism, run_game
 from dpfair_jax.privacy.accounting import analytic_gaussian_delta
-from _sgd_keywords import dpsgd_privacy, mitigation_privacy
+from _sgd_keywords import dpsgd_spend_kw, mitigation_spend_kw
 
 
 @pytest.mark.parametrize("mod", [pytest.param(G, marks=pytest.mark.slow), PG])
@@ -41,19 +41,19 @@ def test_dpsgd_claims_are_the_kits_spend_on_the_default_path():
     """Add/remove: the claim is the larger record over D0's n - 1 and D1's n rows (D0's rate
     B / (n - 1) is the larger, so its record decides); replace-one: the record at n."""
     _, info = G.dpsgd_mechanism()
-    sp = dpsgd_privacy(1.0, n=31, batch_size=16, delta=1e-2, steps=2)
+    sp = dpsgd_spend_kw(1.0, n=31, batch_size=16, delta=1e-2, steps=2)
     assert info["claimed_epsilon"] == sp.epsilon and info["delta"] == sp.delta
-    assert sp.epsilon > dpsgd_privacy(1.0, n=32, batch_size=16, delta=1e-2, steps=2).epsilon
+    assert sp.epsilon > dpsgd_spend_kw(1.0, n=32, batch_size=16, delta=1e-2, steps=2).epsilon
     assert info["relation"] == "add_remove" and info["sample_rate"] < 1
     assert info["per_example_path"] == "glm" and info["clip_norm"] != 1.0
     _, info = G.dpsgd_replace_mechanism()
-    sp = dpsgd_privacy(1.5, n=32, batch_size=24, delta=1e-2, steps=1, sampling="fixed_size")
+    sp = dpsgd_spend_kw(1.5, n=32, batch_size=24, delta=1e-2, steps=1, sampling="fixed_size")
     assert info["claimed_epsilon"] == sp.epsilon and info["relation"] == "replace_one"
     assert info["per_example_path"] == "glm"
     _, info = G.dpsgd_mlp_mechanism()
     assert info["per_example_path"] == "mlp"
     _, info = G.mitigation_mechanism()
-    sp = mitigation_privacy(1.0, 2.0, n=31, batch_size=16, delta=1e-2, steps=1, gamma1=1.0, gamma2=1.0)
+    sp = mitigation_spend_kw(1.0, 2.0, n=31, batch_size=16, delta=1e-2, steps=1, gamma1=1.0, gamma2=1.0)
     assert info["claimed_epsilon"] == sp.epsilon and info["delta"] == sp.delta
 
 

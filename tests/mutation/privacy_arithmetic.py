@@ -54,15 +54,15 @@ SEL = "dpfair_jax/privacy/selection.py"
 CLIP = "dpfair_jax/privacy/clipping.py"
 GHOST = "dpfair_jax/privacy/ghost.py"
 BND = "dpfair_jax/privacy/bounding.py"
-SGDA = "dpfair_jax/algorithms/sgda.py"
-DPSGD = "dpfair_jax/algorithms/dpsgd.py"
+SGDA = "dpfair_jax/algorithms/sgda/ledger.py"
+DPSGD = "dpfair_jax/algorithms/dpsgd/ledger.py"
 MIT = "dpfair_jax/algorithms/mitigation.py"
 FL = "dpfair_jax/algorithms/fermi/ledger.py"
 PE = "dpfair_jax/algorithms/pfld_epoch.py"
 OP = "dpfair_jax/algorithms/output_perturbation.py"
 BTL = "dpfair_jax/algorithms/budget_tailoring/ledger.py"
 MEL = "dpfair_jax/algorithms/mean_estimation/ledger.py"
-SYN = "dpfair_jax/algorithms/synthesis.py"
+SYN = "dpfair_jax/algorithms/synthesis/__init__.py"
 RPB = "dpfair_jax/algorithms/reductions/problem.py"
 RIF = "dpfair_jax/algorithms/reductions/interface.py"
 RTH = "dpfair_jax/algorithms/reductions/theory.py"
@@ -236,8 +236,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "releases = -(-steps // stats_every)", "releases = max(1, steps // stats_every)",
       T_MIT),
     M("count", "mitigation.spend: truncation charged for one step", MIT,
-      "extra = _sampling.truncation_delta(n, q, width, steps, eps)",
-      "extra = _sampling.truncation_delta(n, q, width, 1, eps)",
+      "lambda e: _sampling.truncation_delta(n, q, width, steps, e))",
+      "lambda e: _sampling.truncation_delta(n, q, width, 1, e))",
       T_MIT),
     M("count", "sampling.truncation_delta: steps dropped", SMP,
       "return float(min(1.0, (1.0 + math.exp(min(float(epsilon), 700.0))) * steps * p))",

@@ -4,7 +4,7 @@
    by default (private: one record changes its group's count); public denominators are now required.
 2. ``output_perturbation.fit`` took its feature-norm bound from the data by default; a public
    ``radius`` is now required (checked before any compute).
-3. ``dpsgd_privacy(sampling="shuffle")`` (and ``fermi`` all-features with shuffled batches)
+3. ``dpsgd_spend_kw(sampling="shuffle")`` (and ``fermi`` all-features with shuffled batches)
    accounted shuffled epochs as sampling without replacement, which is not proven; they are now
    accounted without amplification: ``ceil(steps / steps_per_epoch)`` composed Gaussians.
 4. The Poisson rate ``q = batch_size / n`` treats the dataset size ``n`` as public (documented).
@@ -32,7 +32,7 @@ from dpfair_jax.algorithms import output_perturbation as OP
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import aggregation as agg
 from dpfair_jax.privacy import sampling as smp
-from _sgd_keywords import dpsgd_privacy
+from _sgd_keywords import dpsgd_spend_kw
 
 
 
@@ -176,7 +176,7 @@ def test_dpsgd_shuffle_spend_is_composed_gaussians(n, bsz, epochs, z, delta):
     n = 10^4, B = 100, z = 1.2, delta = 1e-5). A record is in one batch per epoch; replace-one
     moves a clipped sum by 2C against noise std zC, so the run is one Gaussian with
     mu = 2 sqrt(epochs) / z, and its exact epsilon is the spend."""
-    sp = dpsgd_privacy(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="shuffle")
+    sp = dpsgd_spend_kw(z, n=n, batch_size=bsz, epochs=epochs, delta=delta, sampling="shuffle")
     mu = 2 * math.sqrt(epochs) / z
     assert sp.epsilon == pytest.approx(_gaussian_eps(mu, delta), rel=1e-8)
     assert _gaussian_delta(mu, sp.epsilon) <= delta * (1 + 1e-9)
@@ -187,20 +187,20 @@ def test_dpsgd_shuffle_spend_is_composed_gaussians(n, bsz, epochs, z, delta):
     assert A.epsilon_of_event(sp.event, delta, accountant="rdp") >= sp.epsilon
     # steps given instead of epochs, same run
     steps = epochs * (n // bsz)
-    assert dpsgd_privacy(z, n=n, batch_size=bsz, steps=steps, delta=delta, sampling="shuffle").epsilon == sp.epsilon
+    assert dpsgd_spend_kw(z, n=n, batch_size=bsz, steps=steps, delta=delta, sampling="shuffle").epsilon == sp.epsilon
 
 
 def test_dpsgd_shuffle_change_in_numbers():
     """Record of the change at a typical size: the former (unproven) rule claimed less."""
     n, bsz, z, delta = 10_000, 100, 1.2, 1e-5
-    now = dpsgd_privacy(z, n=n, batch_size=bsz, epochs=1, delta=delta, sampling="shuffle").epsilon
+    now = dpsgd_spend_kw(z, n=n, batch_size=bsz, epochs=1, delta=delta, sampling="shuffle").epsilon
     acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(n, bsz, dp_accounting.GaussianDpEvent(z / 2)),
                 n // bsz)
     former = acc.get_epsilon(delta)
     assert former == pytest.approx(5.69, abs=0.01) and now == pytest.approx(8.00, abs=0.01)
     # fixed-size batches (independent each step) are sampling without replacement and keep that rule
-    fs = dpsgd_privacy(z, n=n, batch_size=bsz, steps=n // bsz, delta=delta, sampling="fixed_size")
+    fs = dpsgd_spend_kw(z, n=n, batch_size=bsz, steps=n // bsz, delta=delta, sampling="fixed_size")
     assert fs.epsilon == pytest.approx(former, rel=1e-9) and fs.accountant == "rdp"
 
 

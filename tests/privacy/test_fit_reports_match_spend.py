@@ -364,12 +364,12 @@ def test_planted_extra_epoch_is_caught(monkeypatch):
     from dpfair_jax.algorithms import sgda
 
     _check(CASES["sgda/shuffle"](), "sgda/shuffle")
-    orig = sgda._scan_batches
+    orig = sgda.steps._scan_batches
 
     def one_more_epoch(step, init, key, n, config):
         return orig(step, init, key, n, dataclasses.replace(config, steps=config.steps + n // config.batch_size))
 
-    monkeypatch.setattr(sgda, "_scan_batches", one_more_epoch)
+    monkeypatch.setattr(sgda.steps, "_scan_batches", one_more_epoch)
     rows = CASES["sgda/shuffle"]()
     failed = [r.what for r in rows if not r.ok()]
     assert any("epochs run" in w for w in failed), "\n".join(r.line() for r in rows)

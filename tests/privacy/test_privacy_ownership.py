@@ -54,7 +54,7 @@ EXEMPT: dict[tuple[str, str, str], str] = {
         "one standard-normal draw per trial for its data and its noise (common random numbers across "
         "budgets and methods); budget_tailoring.fit_many_from_draws scales the noise part by the "
         "stds privacy.zcdp_noise computes",
-    ("dpfair_jax/algorithms/synthesis.py", "_sample_core", "draw"):
+    ("dpfair_jax/algorithms/synthesis/marginals.py", "_sample_core", "draw"):
         "samples synthetic rows from the released marginal model: post-processing of a DP release",
     ("dpfair_jax/algorithms/reductions/oracles.py", "dp_weighted_least_squares.project", "hand_clip"):
         "projection onto the public decision set {||theta|| <= R} of the constrained problem (an "
@@ -65,9 +65,9 @@ EXEMPT: dict[tuple[str, str, str], str] = {
     ("dpfair_jax/algorithms/mean_estimation/groups.py", "resolve_count_rho", "zcdp_function"):
         "chooses the count budget from the relation (privacy.relations) and public fractions; "
         "no conversion",
-    ("dpfair_jax/algorithms/synthesis.py", "_rho_split", "zcdp_function"):
+    ("dpfair_jax/algorithms/synthesis/__init__.py", "_rho_split", "zcdp_function"):
         "splits the public budget rho by the config's public count fraction; no conversion",
-    ("dpfair_jax/algorithms/synthesis.py", "_host_rho", "zcdp_function"):
+    ("dpfair_jax/algorithms/synthesis/__init__.py", "_host_rho", "zcdp_function"):
         "reads and checks hparams.rho on the host; no conversion",
 }
 

@@ -33,7 +33,7 @@ from dpfair_jax import models
 from dpfair_jax.data.dataset import make_dataset
 
 import _sensitivity_probe as P
-from _sgd_keywords import mitigation_train, mitigation_privacy
+from _sgd_keywords import mitigation_fit_kw, mitigation_spend_kw
 
 BIG = 1e6
 P.ADAPTERS[:] = []  # filled below (budget tailoring)
@@ -197,10 +197,10 @@ def _mitigation_case(gammas=(1.0, 1.0), penalty_clip_norm=None, stats_every: int
     def run(data):
         xx, yy, ss = data
         ds = make_dataset(xx, yy, ss, num_groups=2, num_classes=2)
-        mitigation_train(jax.random.key(2), model, params, ds, gamma1=gammas[0], gamma2=gammas[1], clip_norm=C,
+        mitigation_fit_kw(jax.random.key(2), model, params, ds, gamma1=gammas[0], gamma2=gammas[1], clip_norm=C,
                 noise_multiplier=z, stats_noise_multiplier=z, learning_rate=0.5, batch_size=n, steps=2,
                 stats_every=stats_every, penalty_clip_norm=penalty_clip_norm)
-        return mitigation_privacy(z, z, n=n, batch_size=n, delta=1e-5, steps=2, gamma1=gammas[0],
+        return mitigation_spend_kw(z, z, n=n, batch_size=n, delta=1e-5, steps=2, gamma1=gammas[0],
                          gamma2=gammas[1], stats_every=stats_every)
 
     def multiplier(rel, spend):
@@ -563,8 +563,8 @@ def _synthesis_adapter(mp, rec: P.Recorder) -> None:
     ``marginal_sigma(d, rho)``, the counts with ``1 / sqrt(2 count_rho)``; world B gets A's."""
     from dpfair_jax.algorithms import synthesis as SY
 
-    mp.setattr(SY, "symmetric_gaussian_noise", lambda key, dim, std, dtype=jnp.float32: jnp.zeros((dim, dim), dtype))
-    fit_tables = SY._fit_tables
+    mp.setattr(SY.marginals, "symmetric_gaussian_noise", lambda key, dim, std, dtype=jnp.float32: jnp.zeros((dim, dim), dtype))
+    fit_tables = SY.marginals._fit_tables
 
     def fit_jit(key, codes, s, mask, rho, num_groups, V, domains):
         t = fit_tables(key, codes, s, mask, rho, num_groups, V, domains)
@@ -589,8 +589,9 @@ def _synthesis_adapter(mp, rec: P.Recorder) -> None:
         return rec.emit(P.Release("counts", "synthesis.stratum_counts", np.asarray(c, np.float64),
                                   np.asarray(1.0 / math.sqrt(2.0 * count_rho)), "l2", shape=np.shape(c)), c)
 
-    mp.setattr(SY, "_fit_jit", fit_jit)
-    mp.setattr(SY, "stratum_counts", stratum_counts)
+    mp.setattr(SY.marginals, "_fit_jit", fit_jit)
+    mp.setattr(SY, "stratum_counts", stratum_counts)  # the trio's counts
+    mp.setattr(SY.marginals, "stratum_counts", stratum_counts)  # stratum_proportions' counts
 
 
 P.ADAPTERS.append(_synthesis_adapter)
@@ -699,7 +700,7 @@ def _plant_half_marginal_noise(mp) -> None:
     from dpfair_jax.algorithms import synthesis as SY
 
     ms = SY.marginal_sigma
-    mp.setattr(SY, "marginal_sigma", lambda d, rho: 0.5 * ms(d, rho))
+    mp.setattr(SY.marginals, "marginal_sigma", lambda d, rho: 0.5 * ms(d, rho))
 
 
 PLANTED = [

@@ -42,7 +42,7 @@ from dpfair_jax import models
 from dpfair_jax.data.dataset import make_dataset
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import sampling as S
-from _sgd_keywords import dpsgd_train, dpsgd_privacy, mitigation_train, mitigation_privacy
+from _sgd_keywords import dpsgd_fit_kw, dpsgd_spend_kw, mitigation_fit_kw, mitigation_spend_kw
 
 DELTA = 1e-5
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,12 +219,16 @@ def _event_rows(spend, *, scheme: str, q: float | None, n: int, b: int, steps: i
 
 
 def _truncation_row(spend, *, n: int, q: float, B: int, steps: int) -> Row:
-    """The spend's delta beyond DELTA must be the truncation charge at the width the fit padded to
-    (compared as the extra charge itself, up to the rounding of ``DELTA + extra``)."""
+    """The truncation charge at the width the fit padded to is taken out of DELTA: the spend states
+    ``(epsilon, DELTA)`` and the mechanism's epsilon at ``DELTA - charge(epsilon)`` is at most epsilon."""
     extra = S.truncation_delta(n, q, B, steps, spend.epsilon) if B < n else 0.0
-    extra = min(DELTA + extra, 1 - 1e-12) - DELTA
-    return Row(f"truncation charge at the fit's padded width B={B}", extra, spend.delta - DELTA, "~",
-               1e-6, atol=4 * np.spacing(DELTA))
+    if extra >= DELTA:  # the charge alone exceeds delta: added to it
+        return Row(f"truncation charge at the fit's padded width B={B}, added to delta", extra,
+                   spend.delta - DELTA, "~", 1e-6, atol=4 * np.spacing(DELTA))
+    eps_mech = (A.epsilon_of_event(spend.event, DELTA - extra, accountant=spend.accountant)
+                if spend.event is not None and spend.accountant in ("rdp", "pld") else spend.epsilon)
+    return Row(f"truncation charge at the fit's padded width B={B}, inside delta", (True, DELTA),
+               (bool(eps_mech <= spend.epsilon * (1 + 1e-9)), spend.delta))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -251,10 +255,10 @@ def _case_dpsgd(monkeypatch, *, sampling: str = "poisson", max_batch_size: int |
     x, y, _ = _zeros_glm_data(n, d)
     model = models.logistic(fit_intercept=False, input_dim=d)
     params = model.init(jax.random.key(0))
-    p_T, diag = dpsgd_train(jax.random.key(1), model, params, (x, y), clip_norm=C, noise_multiplier=z,
+    p_T, diag = dpsgd_fit_kw(jax.random.key(1), model, params, (x, y), clip_norm=C, noise_multiplier=z,
                             learning_rate=lr, batch_size=b, steps=steps, epochs=epochs,
                             sampling=sampling, max_batch_size=max_batch_size)
-    spend = dpsgd_privacy(z, n=n, batch_size=b, delta=DELTA, steps=steps, epochs=epochs,
+    spend = dpsgd_spend_kw(z, n=n, batch_size=b, delta=DELTA, steps=steps, epochs=epochs,
                           sampling=sampling, max_batch_size=max_batch_size)
     T = int(diag["batch_size"].shape[0])
     called = sorted(k for k, s in sp.items() if s.called)
@@ -333,7 +337,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
     # by trace order: theta's update first, then w's)
     stds_clips: dict[int, tuple[float, float]] = {}
     traced: list[int] = []
-    noise_std = sgda._mm.clipped_sum_std
+    noise_std = sgda.steps._mm.clipped_sum_std
 
     def noise_std_spy(z, clip, factor):
         out = noise_std(z, clip, factor)
@@ -343,7 +347,7 @@ def _case_fermi(monkeypatch, *, pfld: bool = False, **overrides) -> list[Row]:
                            jnp.asarray(clip, jnp.float32))
         return out
 
-    monkeypatch.setattr(sgda._mm, "clipped_sum_std", noise_std_spy)
+    monkeypatch.setattr(sgda.steps._mm, "clipped_sum_std", noise_std_spy)
     sp_pois = Spy(monkeypatch, S, "poisson_sample")
     sp_clip = Spy(monkeypatch, clipping, "clipped_grad_sum")
     sp_hist = Spy(monkeypatch, mechanisms, "noisy_histogram")
@@ -436,9 +440,9 @@ def _case_mitigation(monkeypatch, *, gammas: tuple[float, float] = (1.0, 1.0), d
     g1, g2 = gammas
     kw = dict(gamma1=g1, gamma2=g2, clip_norm=C, noise_multiplier=z, learning_rate=lr, batch_size=b,
               epochs=epochs)
-    p_T, diag = mitigation_train(jax.random.key(2), model, params, data, stats_noise_multiplier=zs, **kw)
+    p_T, diag = mitigation_fit_kw(jax.random.key(2), model, params, data, stats_noise_multiplier=zs, **kw)
     given = {} if gammas == (1.0, 1.0) else {"gamma1": g1, "gamma2": g2}  # default: not stated
-    spend = mitigation_privacy(z, zs, n=n, batch_size=b, delta=DELTA, epochs=epochs, **given)
+    spend = mitigation_spend_kw(z, zs, n=n, batch_size=b, delta=DELTA, epochs=epochs, **given)
     T = int(diag["loss"].shape[0])
     rows = [Row("sampler the fit traced", True, sp.called)]
     if not sp.called:
@@ -455,7 +459,7 @@ def _case_mitigation(monkeypatch, *, gammas: tuple[float, float] = (1.0, 1.0), d
     z_stats = float(np.sqrt(np.mean(noise**2))) / (_sens_factor(spend.relation) * math.sqrt(3.0))
     if g1 == 0 and g2 == 0:
         z_fit = [z_grad]
-        p_other, _ = mitigation_train(jax.random.key(2), model, params, data, stats_noise_multiplier=0.1 * zs, **kw)
+        p_other, _ = mitigation_fit_kw(jax.random.key(2), model, params, data, stats_noise_multiplier=0.1 * zs, **kw)
         rows.append(Row("parameters do not depend on the uncharged statistics", True,
                         bool(np.array_equal(np.asarray(p_other["w"]), np.asarray(p_T["w"])))))
     else:

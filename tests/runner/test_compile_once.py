@@ -17,7 +17,7 @@ from dpfair_jax.algorithms import dpsgd
 from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.fairness import evaluate
 from dpfair_jax.data import make_dataset
-from _sgd_keywords import dpsgd_train
+from _sgd_keywords import dpsgd_fit_kw
 
 
 def _block(tree):
@@ -68,7 +68,7 @@ def test_dpsgd_grid_compiles_once():
 
     def run(key, clip, z, lr):
         traces.append(1)
-        p, _ = dpsgd_train(key, model, params, data, clip_norm=clip, noise_multiplier=z, learning_rate=lr,
+        p, _ = dpsgd_fit_kw(key, model, params, data, clip_norm=clip, noise_multiplier=z, learning_rate=lr,
                            batch_size=16, steps=5, diagnostics=False)
         return p
 
@@ -83,10 +83,10 @@ def test_dpsgd_grid_compiles_once():
     assert np.all(np.isfinite(jax.tree_util.tree_leaves(out)[0]))
     # the unbatched trainer: a second call with new traced hyperparameters and key does not recompile
     kw = dict(batch_size=16, steps=5, diagnostics=False)
-    _block(dpsgd_train(jax.random.key(3), model, params, data, clip_norm=1.0, noise_multiplier=1.0,
+    _block(dpsgd_fit_kw(jax.random.key(3), model, params, data, clip_norm=1.0, noise_multiplier=1.0,
                        learning_rate=0.1, **kw))
     with cc.track_compiles() as again:
-        _block(dpsgd_train(jax.random.key(4), model, params, data, clip_norm=2.0, noise_multiplier=0.5,
+        _block(dpsgd_fit_kw(jax.random.key(4), model, params, data, clip_norm=2.0, noise_multiplier=0.5,
                            learning_rate=0.05, **kw))
     assert again.compiles == 0, again.programs
 

@@ -44,7 +44,7 @@ from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import aggregation as agg
 from dpfair_jax.privacy import clipping
-from _sgd_keywords import dpsgd_train, dpsgd_privacy
+from _sgd_keywords import dpsgd_fit_kw, dpsgd_spend_kw
 
 REPO = Path(__file__).resolve().parents[2]
 N_ROWS = 16
@@ -58,7 +58,7 @@ MODEL = models.logistic(input_dim=3)
 def dpsgd_trial(key):
     """One DP-SGD run (Poisson, 3 steps); module level so the compiled program is reused."""
     params = MODEL.init(jax.random.key(1))
-    out, _ = dpsgd_train(key, MODEL, params, (jnp.asarray(X), jnp.asarray(Y)), clip_norm=1.0,
+    out, _ = dpsgd_fit_kw(key, MODEL, params, (jnp.asarray(X), jnp.asarray(Y)), clip_norm=1.0,
                          noise_multiplier=1.0, learning_rate=0.5, batch_size=8, steps=3, diagnostics=False)
     return jnp.concatenate([out["w"].ravel(), out["b"].ravel()])
 
@@ -170,7 +170,7 @@ def test_host_accounting_independent_of_jax_x64():
     def values():
         return (A.calibrate_noise_multiplier(1.0, 1e-5, 0.01, 100), A.dpsgd_epsilon(1.1, 0.01, 100, 1e-5),
                 A.analytic_gaussian_sigma(0.5, 1e-6), A.zcdp_to_dp(0.1, 1e-6),
-                dpsgd_privacy(1.1, n=1000, batch_size=10, delta=1e-5, steps=100).epsilon)
+                dpsgd_spend_kw(1.1, n=1000, batch_size=10, delta=1e-5, steps=100).epsilon)
 
     a = values()
     with jax.enable_x64(True):

@@ -92,6 +92,7 @@ def _spend(config: FermiConfig, n: int, noise_theta: float, noise_w: float, *, a
     histogram when ``config.group_frequencies="noisy"``.
     """
     delta = config.delta
+    eps_at = None  # epsilon of the exact mechanism at a given delta
     unit = "sensitive_attribute" if config.privacy_unit == "sensitive_attribute" else "example"
     freq = ("group frequencies from a noisy histogram (noise multiplier "
             f"{config.count_noise_multiplier:g}, charged)" if config.group_frequencies == "noisy"
@@ -103,8 +104,9 @@ def _spend(config: FermiConfig, n: int, noise_theta: float, noise_w: float, *, a
     event = None
     if config.privacy_unit == "sensitive_attribute":
         mu_step = MM.combined_shift(float(noise_theta), float(noise_w))
-        eps = A.membership_visible_epsilon(mu_step, float(delta), _participation(config, n),
-                                           extra_mu=_count_mu(config))
+        part = _participation(config, n)
+        eps_at = lambda d: A.membership_visible_epsilon(mu_step, d, part, extra_mu=_count_mu(config))  # noqa: E731
+        eps = eps_at(float(delta))
         used = "exact"
         notes += ("; membership-visible accounting (public task gradients reveal batch membership: "
                   "no amplification by subsampling); lam = 0 runs leave s unused and are not private "
@@ -131,16 +133,19 @@ def _spend(config: FermiConfig, n: int, noise_theta: float, noise_w: float, *, a
         extra = _count_event(config)
         if extra is not None:
             event = dp_accounting.ComposedDpEvent([extra, event])
-        eps = A.epsilon_of_event(event, float(delta), accountant=accountant)
+        eps_at = lambda d: A.epsilon_of_event(event, d, accountant=accountant)  # noqa: E731
+        eps = eps_at(float(delta))
         used = accountant
-    extra_delta = 0.0
+    total = float(delta)
     if config.sampling == "poisson":
         B = config.sgda_config().padded_batch(n)
-        extra_delta = Smp.truncation_delta(n, config.batch_size / n, B, config.steps, eps) if B < n else 0.0
+        eps, total, extra_delta = A.truncated_spend(
+            eps_at, float(delta),
+            lambda e: Smp.truncation_delta(n, config.batch_size / n, B, config.steps, e) if B < n else 0.0)
         notes += f"; Poisson padding {B} rows (truncation delta {extra_delta:.2e} included)"
     if config.variant == "paper" or config.clip_mode == "official_batch":
         notes += "; LITERAL variant: the guarantee holds only for lam <= 1 / per-example clipping"
-    return A.PrivacySpend(eps, min(float(delta) + extra_delta, 0.999999), event=event,
+    return A.PrivacySpend(eps, min(total, 0.999999), event=event,
                           relation=config.relation(), unit=unit, accountant=used, notes=notes)
 
 
@@ -190,9 +195,10 @@ def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float], *,
     ``target = (epsilon, delta)`` with ``delta == config.delta``
     (:func:`~dpfair_jax.privacy.accounting.calibration_target`). ``sizes`` as in :func:`spend`.
 
-    Privacy: the returned multipliers make :func:`fit` (epsilon, delta)-DP for ``config``'s unit,
-    with the Poisson padding's truncation probability added to delta in the spend (it grows with
-    ``e^epsilon``; a larger ``config.max_batch_size`` lowers it).
+    Privacy: the returned multipliers make :func:`fit` (epsilon, delta)-DP for ``config``'s unit:
+    under Poisson sampling the mechanism is calibrated to ``delta`` less the padding's truncation
+    probability at ``epsilon`` (it grows with ``e^epsilon``; refused when it alone reaches ``delta``;
+    a larger ``config.max_batch_size`` lowers it).
     """
     n = v.training_size(sizes)
     config.validate(n)
@@ -200,12 +206,13 @@ def calibrate(config: FermiConfig, sizes: Any, target: tuple[float, float], *,
     hparams = FermiHparams() if hparams is None else hparams
     if not isinstance(hparams, FermiHparams):
         raise ValueError(f"hparams must be a fermi.FermiHparams, got {type(hparams).__name__}.")
+    if config.sampling == "poisson":  # the padding's truncation charge comes out of the target delta
+        B = config.sgda_config().padded_batch(n)
+        delta = A.calibration_delta(eps, delta, Smp.truncation_delta(
+            n, config.batch_size / n, B, config.steps, eps) if B < n and math.isfinite(eps) else 0.0)
     zt, zw = _calibrate_noise(config, n, eps, delta, config.w_relative)
-    out = dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
-    while _spend(config, n, zt, zw).epsilon > eps:  # solver rounding
-        zt, zw = zt * (1.0 + 1e-9), zw * (1.0 + 1e-9)
-        out = dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
-    return out
+    zt, zw = A.step_up_until(lambda zs: _spend(config, n, *zs).epsilon, (zt, zw), eps)  # solver rounding
+    return dataclasses.replace(hparams, noise_theta=zt, noise_w=zw)
 
 
 def theorem33_multipliers(config: FermiConfig, sigma_theta: float, sigma_w: float,
