@@ -385,8 +385,9 @@ def _truncation(config: PFLDEpochConfig, n: int, epsilon: float) -> float:
 
 def spend(config: PFLDEpochConfig, sizes: Any, hparams: PFLDEpochHparams) -> A.PrivacySpend:
     """The :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of :func:`fit` with these
-    multipliers: :func:`run_event` through the RDP accountant at ``config.delta``, plus the Poisson
-    padding's truncation probability in delta. ``sizes``: the training size ``n`` (an int, or
+    multipliers: :func:`run_event` through the RDP accountant at ``config.delta`` minus the Poisson
+    padding's truncation probability (``accounting.truncated_spend``: the spend's delta is
+    ``config.delta``). ``sizes``: the training size ``n`` (an int, or
     per-group sizes that sum to it; treated as public, as the sampling rate ``m / n``)."""
     n = v.training_size(sizes)
     config.validate(n)
@@ -404,11 +405,12 @@ def _spend(config: PFLDEpochConfig, n: int, zt: float, zv: float) -> A.PrivacySp
         return A.PrivacySpend(math.inf, config.delta, relation="add_remove", unit="example",
                               notes=notes + "; zero noise: no guarantee")
     event = run_event(config, n, zt, zv)
-    eps = A.epsilon_of_event(event, config.delta, accountant="rdp")
-    extra = _truncation(config, n, eps)
+    eps, total, extra = A.truncated_spend(  # the truncation charge comes out of delta
+        lambda d: A.epsilon_of_event(event, d, accountant="rdp"), float(config.delta),
+        lambda e: _truncation(config, n, e))
     B = config.sgda_config(n).padded_batch(n)
     notes += f"; Poisson padding {B} rows (truncation delta {extra:.2e} included)"
-    return A.PrivacySpend(eps, min(config.delta + extra, 0.999999), event=event, relation="add_remove",
+    return A.PrivacySpend(eps, min(total, 0.999999), event=event, relation="add_remove",
                           unit="example", accountant="rdp", notes=notes)
 
 
@@ -430,12 +432,14 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
     if not isinstance(hparams, PFLDEpochHparams):
         raise ValueError(f"hparams must be PFLDEpochHparams, got {type(hparams).__name__}.")
     r = float(config.violation_noise_ratio)
+    target_eps = float(eps_t)
+    # the truncation charge at the target comes out of delta (refused when it alone reaches delta)
+    delta = A.calibration_delta(target_eps, float(config.delta), _truncation(config, n, target_eps))
 
     def eps(z: float) -> float:
-        return A.epsilon_of_event(run_event(config, n, z, r * z), config.delta, accountant="rdp")
+        return A.epsilon_of_event(run_event(config, n, z, r * z), delta, accountant="rdp")
 
-    target_eps = float(eps_t)
-    lo = A.calibrate_noise_multiplier(target_eps, config.delta, config.batch_size / n,
+    lo = A.calibrate_noise_multiplier(target_eps, delta, config.batch_size / n,
                                       config.steps(n), rtol=1e-3)  # the primal steps alone
     hi = A.step_up_until(eps, lo, target_eps, growth=1.5, max_steps=10**6, ceiling=1e6)  # bracket
     if hi > lo:

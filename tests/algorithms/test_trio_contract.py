@@ -99,7 +99,7 @@ def test_facade_lists_every_algorithm_module():
 
 
 #: algorithms whose Poisson padding charges a truncation probability to delta
-TRUNCATING = ("dpsgd", "mitigation", "sgda", "fermi", "pfld")
+TRUNCATING = ("dpsgd", "mitigation", "sgda", "fermi", "pfld", "pfld_epoch")
 
 
 @pytest.mark.parametrize("name", TRUNCATING)

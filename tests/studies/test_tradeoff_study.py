@@ -47,6 +47,8 @@ def test_table_and_spends(study):
     assert t["degenerate"].dtype == bool and "num_runs" not in t.columns
     fin = t[np.isfinite(t["epsilon"])]
     assert (fin["spend_epsilon"] <= fin["epsilon"]).all() and (fin["spend_epsilon"] >= 0.95 * fin["epsilon"]).all()
+    # the padding's truncation charge comes out of the target delta, not on top of it
+    assert (fin["spend_delta"] <= study.info["delta"]).all()
     assert np.isinf(t.loc[~np.isfinite(t["epsilon"]), "spend_epsilon"]).all()
     assert (fin["noise_theta"] > 0).all() and (t.loc[~np.isfinite(t["epsilon"]), "noise_theta"] == 0).all()
     for (m, e), part in t.groupby(["method", "epsilon"]):

@@ -91,7 +91,7 @@ from dpfair_jax.studies.tradeoff.plots import plot_study, plot_tradeoff
 from dpfair_jax.studies.tradeoff.progress import StudyProgress, check_progress
 from dpfair_jax.studies.tradeoff.released import _block_models, _row_keys
 from dpfair_jax.studies.tradeoff.program import _fermi_event, _method_fns, _program, _stack
-from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, _selection_label, _selection_spend
+from dpfair_jax.studies.tradeoff.selection import _grid, _search_plan, truncation_charge, _selection_label, _selection_spend
 from dpfair_jax.studies.tradeoff.splits import _as_dataset, _permutation_splits, _stratified_splits, replicate_splits
 from dpfair_jax.studies.tradeoff import units as U
 from dpfair_jax.studies.tradeoff.setup import _Setup, _check_study_args, _setup  # noqa: F401
@@ -277,10 +277,12 @@ def _calibrate(st: _Setup, ctx) -> tuple[dict, dict]:
                 ck = (m if m == "pfld_epoch" or m in BASELINE_METHODS else w_ratio[m], e)
 
                 def example_z(ck=ck, m=m, e=e):
-                    if ck not in cache:
-                        cache[ck] = S.calibrate_for_selection(lambda zz: run_event(m, zz), law, e, delta,
-                                                              relation="add_remove", rtol=0.005)
-                    return cache[ck]
+                    # the padding's truncation charge at the target comes out of delta
+                    d_cal = A.calibration_delta(e, delta, truncation_charge(m, st.cfgs[_PROGRAM[m]], n, law, e))
+                    if (ck, d_cal) not in cache:
+                        cache[(ck, d_cal)] = S.calibrate_for_selection(lambda zz: run_event(m, zz), law, e, d_cal,
+                                                                       relation="add_remove", rtol=0.005)
+                    return cache[(ck, d_cal)]
 
                 z = example_z() if st.unit == "example" else U.calibrate(st, m, e, example_z)
             z2 = (st.violation_noise_ratio if m == "pfld_epoch" else w_ratio[m]) * z

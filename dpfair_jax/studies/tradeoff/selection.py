@@ -60,6 +60,33 @@ def _selection_label(law) -> str:
     return "nonprivate_argmax" if law is None else f"random_stopping(mean={law.mean:g}, shape={law.shape:g})"
 
 
+def _sampling_shape(m, cfg, n: int) -> tuple[int, int]:
+    """``(steps, padded batch rows)`` of one run of method ``m`` on ``n`` training rows."""
+    if m in BASELINE_METHODS:
+        from dpfair_jax.studies.tradeoff.baselines import sampling_shape
+
+        return sampling_shape(m, cfg, n)
+    steps = cfg.steps(n) if m == "pfld_epoch" else cfg.steps
+    B = cfg.sgda_config(n).padded_batch(n) if m == "pfld_epoch" else cfg.sgda_config().padded_batch(n)
+    return steps, B
+
+
+def _padded_batch(m, cfg, n: int) -> int:
+    return _sampling_shape(m, cfg, n)[1]
+
+
+def truncation_charge(m, cfg, n: int, law, epsilon: float) -> float:
+    """The Poisson padding's truncation probability of a selection of method ``m`` at ``epsilon``:
+    one run's (:func:`dpfair_jax.privacy.sampling.truncation_delta`) times the mean number of runs
+    (1 without a stopping law). It comes out of the target delta (``accounting.truncated_spend``)."""
+    from dpfair_jax.privacy import sampling as Smp
+
+    steps, B = _sampling_shape(m, cfg, n)
+    if B >= n:
+        return 0.0
+    return Smp.truncation_delta(n, cfg.batch_size / n, B, steps, epsilon) * (1.0 if law is None else law.mean)
+
+
 def _selection_spend(m, e, z, run_event, law, delta, n, cfgs, grids, private, Smp, S, A, *, selection_label):
     """The spend of one (method, epsilon): the best of ``K ~ law`` runs (or, labelled, the
     unaccounted arg-max over the grid)."""
@@ -68,21 +95,16 @@ def _selection_spend(m, e, z, run_event, law, delta, n, cfgs, grids, private, Sm
         return A.PrivacySpend(math.inf, delta, relation="add_remove", unit="example",
                               notes=f"{m}: epsilon = inf, no noise ({selection_label})")
     ev = run_event(m, z)
-    if m in BASELINE_METHODS:
-        from dpfair_jax.studies.tradeoff.baselines import sampling_shape
-
-        steps, B = sampling_shape(m, cfg, n)
-    else:
-        steps = cfg.steps(n) if m == "pfld_epoch" else cfg.steps
-        B = cfg.sgda_config(n).padded_batch(n) if m == "pfld_epoch" else cfg.sgda_config().padded_batch(n)
+    B = _padded_batch(m, cfg, n)
     if not private:
         one = A.epsilon_of_event(ev, delta)
         return A.PrivacySpend(math.inf, delta, event=ev, relation="add_remove", unit="example",
                               notes=f"{m}: non-private arg-max over {len(grids[m])} runs, the selection is not "
                                     f"accounted (each run alone: epsilon {one:.4g})")
-    eps_sel = S.selection_epsilon(ev, law, delta, relation="add_remove")
-    trunc = Smp.truncation_delta(n, cfg.batch_size / n, B, steps, eps_sel) * law.mean if B < n else 0.0
-    return A.PrivacySpend(eps_sel, min(delta + trunc, 0.999999), event=S.repeat_and_select_event(ev, law),
+    eps_sel, total, trunc = A.truncated_spend(  # the truncation charge (times the mean runs) comes out of delta
+        lambda d: S.selection_epsilon(ev, law, d, relation="add_remove"), float(delta),
+        lambda eps: truncation_charge(m, cfg, n, law, eps))
+    return A.PrivacySpend(eps_sel, min(total, 0.999999), event=S.repeat_and_select_event(ev, law),
                           relation="add_remove", unit="example", accountant="rdp",
                           notes=(f"{m}: best of K ~ {selection_label} runs on validation (each run: training, "
                                  f"its releases and a noisy validation error count); Poisson padding {B} rows, "
