@@ -24,6 +24,7 @@ MODULE_ALLOW: dict[str, str] = {
     "dpfair_jax/data/tabular.py": "the tabular loaders and their preprocessing; split pending",
     "dpfair_jax/runner/context/__init__.py": "RunContext, already split from provenance/lock/records; its chunked map remains",
     "dpfair_jax/data/dataset.py": "Dataset and FrameEncoder; the encoder is moving to its own module",
+    "dpfair_jax/algorithms/pfld_epoch.py": "a few lines over since its sensitive-attribute accounting; that section (attribute_rdp, attribute_spend) is the seam to split",
     "dpfair_jax/algorithms/mitigation.py": "a few lines over; the compiled program is the seam to split (mitigation._program)",
 }
 

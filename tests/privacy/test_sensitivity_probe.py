@@ -571,7 +571,7 @@ def _synthesis_adapter(mp, rec: P.Recorder) -> None:
         d = len(domains)
         gram = np.asarray(t, np.float64).transpose(0, 1, 3, 2, 4).reshape(num_groups, d * V, d * V)
         iu = np.triu_indices(d * V)
-        sigma = float(SY.marginal_sigma(d, rho))
+        sigma = float(SY.marginals.marginal_sigma(d, rho))  # where the fit looks it up (and a plant patches it)
         out = t
         for g in range(num_groups):
             val = gram[g][iu]

@@ -127,7 +127,12 @@ def test_progress_false_is_silent(fake, capsys, caplog):
     assert out.out == "" and out.err == "" and not caplog.records
 
 
-def test_progress_logs_a_line_per_program_and_draws_a_bar(fake, capsys, caplog):
+def test_progress_logs_a_line_per_program_and_draws_a_bar(fake, capsys, caplog, monkeypatch):
+    import sys
+    import types
+
+    # an imported ipykernel (other tests load it) without a running kernel is not a notebook
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
     caplog.set_level(logging.INFO, logger=P.LOGGER.name)
     T.tradeoff_frontier_study(_frame(), **FAST)  # None: no terminal here, so lines only
     assert capsys.readouterr().err == ""

@@ -19,10 +19,22 @@ LOGGER = logging.getLogger("dpfair_jax.studies.tradeoff")
 _BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} program x replicate blocks |{bar}|"
 
 
+def _in_notebook() -> bool:
+    """A running IPython kernel (not merely an imported ``ipykernel``, which any process may hold)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # noqa: BLE001 - an IPython without a shell
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def _interactive() -> bool:
     """A terminal on stderr, or a notebook kernel (tqdm.auto draws a widget there)."""
     try:
-        return bool(sys.stderr.isatty()) or "ipykernel" in sys.modules
+        return bool(sys.stderr.isatty()) or _in_notebook()
     except (AttributeError, ValueError):
         return False
 
