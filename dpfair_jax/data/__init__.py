@@ -1,8 +1,8 @@
 """Datasets: the ``Dataset`` pytree, synthetic generators, real tabular loaders, preprocessing.
 
-- ``dataset``: ``Dataset``, ``DatasetInfo``, ``make_dataset``, ``FrameEncoder`` (a column encoding
-  fitted on one DataFrame, applied to others), ``dataset_from_frame`` (a DataFrame
-  with named target, group and feature columns).
+- ``dataset``: ``Dataset``, ``DatasetInfo``, ``make_dataset``.
+- ``frame``: ``FrameEncoder`` (a column encoding fitted on one DataFrame, applied to others),
+  ``dataset_from_frame`` (a DataFrame with named target, group and feature columns).
 - ``synthetic``: generators of papers 000, 001 and 003 (pure functions of a key).
 - ``tabular``: ``load(name, ...) -> (train, test)``, ``available()``, ``describe``, ``load_frame``,
   ``adult_strata`` (the real datasets, read offline).
@@ -11,7 +11,8 @@
 """
 
 from dpfair_jax.data import preprocessing, synthetic, tabular
-from dpfair_jax.data.dataset import Dataset, DatasetInfo, FrameEncoder, dataset_from_frame, make_dataset
+from dpfair_jax.data.dataset import Dataset, DatasetInfo, make_dataset
+from dpfair_jax.data.frame import FrameEncoder, dataset_from_frame
 from dpfair_jax.data.preprocessing import (
     bound_row_norms,
     group_standardize,

@@ -23,7 +23,6 @@ MODULE_ALLOW: dict[str, str] = {
     "dpfair_jax/montecarlo.py": "the Monte Carlo layer (sweep, chunking, seeds); split pending",
     "dpfair_jax/data/tabular.py": "the tabular loaders and their preprocessing; split pending",
     "dpfair_jax/runner/context/__init__.py": "RunContext, already split from provenance/lock/records; its chunked map remains",
-    "dpfair_jax/data/dataset.py": "Dataset and FrameEncoder; the encoder is moving to its own module",
     "dpfair_jax/algorithms/pfld_epoch.py": "a few lines over since its sensitive-attribute accounting; that section (attribute_rdp, attribute_spend) is the seam to split",
     "dpfair_jax/algorithms/mitigation.py": "a few lines over; the compiled program is the seam to split (mitigation._program)",
 }
@@ -40,7 +39,7 @@ FUNCTION_ALLOW: dict[str, str] = {
     "dpfair_jax/privacy/clipping.py:clipped_grad_sum": "the one clipping dispatcher: each path's branch is its documented contract",
     "dpfair_jax/algorithms/sgda/steps.py:dpsgda": "one lax.scan whose step closes over the run's static choices",
     "dpfair_jax/runner/report.py:build_report": "the REPORT.md assembly; issue 29 reshapes the report, split with that",
-    "dpfair_jax/data/dataset.py:FrameEncoder.fit": "column inference for a frame, one pass; split pending",
+    "dpfair_jax/data/frame.py:FrameEncoder.fit": "column inference for a frame, one pass; split pending",
     "dpfair_jax/audit/reductions_games.py:private_cgoo_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/models/conv.py:cnn": "the CNN's layer table, init and apply written together",
     "dpfair_jax/audit/reductions_games.py:exponential_sampling_game": "a game's setup, neighbours and claim, read top to bottom",

@@ -9,7 +9,8 @@ import pandas as pd
 
 
 def _as_dataset(data, target, group, features):
-    from dpfair_jax.data.dataset import Dataset, dataset_from_frame
+    from dpfair_jax.data.dataset import Dataset
+    from dpfair_jax.data.frame import dataset_from_frame
 
     if isinstance(data, pd.DataFrame):
         if target is None or group is None:
