@@ -170,7 +170,10 @@ def test_mitigation_full_data_statistics_and_separate_clipping():
                                           dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 3)])
     rdp = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
     rdp.compose(hand)
-    assert sp.epsilon == pytest.approx(rdp.get_epsilon(1e-5), rel=1e-6)
+    # the padding's truncation charge comes out of delta: epsilon is stated at a slightly smaller
+    # delta (exactly tested in tests/algorithms/test_trio_contract.py), the recorded delta is 1e-5
+    need = rdp.get_epsilon(1e-5)
+    assert need <= sp.epsilon <= need * 1.01 and sp.delta == 1e-5
     assert sp.epsilon > mitigation_spend_kw(1.0, 2.0, n=200, batch_size=16, delta=1e-5, steps=12, gamma1=0.0,
                                            gamma2=0.0).epsilon
     with pytest.raises(ValueError, match="penalty_clip_norm"):
