@@ -39,7 +39,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import special
 
 from dpfair_jax import _validation as V
-from dpfair_jax.privacy.selection import ORDERS, RandomStopping
+from dpfair_jax.privacy.selection import ORDERS, RandomStopping, smallest_meeting
 
 __all__ = [
     "ORDERS",
@@ -197,12 +197,4 @@ def calibrate_attribute_selection(make_rdp, law: RandomStopping | None, epsilon:
     if f(hi) > epsilon:
         raise ValueError(f"no noise multiplier <= {hi} reaches epsilon={epsilon} for the sensitive-attribute "
                          "unit; raise epsilon or lower the mean number of runs.")
-    if f(lo) <= epsilon:
-        return lo
-    while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        if f(mid) <= epsilon:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_meeting(f, lo, hi, epsilon, rtol)

@@ -194,6 +194,13 @@ def calibrate_for_selection(make_event: Callable[[float], dp_accounting.DpEvent]
     if f(hi) > epsilon:
         raise ValueError(f"no noise multiplier <= {hi} reaches epsilon={epsilon} with selection "
                          f"over mean {law.mean} runs; raise epsilon or lower the mean.")
+    return smallest_meeting(f, lo, hi, epsilon, rtol)
+
+
+def smallest_meeting(f: Callable[[float], float], lo: float, hi: float, epsilon: float, rtol: float) -> float:
+    """The smallest ``z`` in ``[lo, hi]`` (to a factor ``1 + rtol``, by geometric bisection) with
+    ``f(z) <= epsilon``, for ``f`` decreasing in ``z`` with ``f(hi) <= epsilon`` (checked by the
+    caller). The returned ``z`` always meets the target."""
     if f(lo) <= epsilon:
         return lo
     while hi / lo > 1.0 + rtol:
