@@ -32,7 +32,6 @@ FUNCTION_ALLOW: dict[str, str] = {
     "dpfair_jax/studies/tradeoff/__init__.py:tradeoff_frontier_study": "30 documented keyword arguments and their docstring; the body (about 30 lines) calls setup, calibration and the programs",
     "dpfair_jax/data/tabular.py:load": "one dispatch over the named data sets, each branch a few lines",
     "dpfair_jax/algorithms/mitigation.py:_program": "one jitted scan whose step closes over the run's static choices",
-    "dpfair_jax/runner/plots/pareto.py:frontier": "one figure's panels, frontier lines, bands and marks; split pending",
     "dpfair_jax/runner/context/__init__.py:RunContext.map_chunks": "chunked, resumable map with its checkpoint protocol in one place",
     "dpfair_jax/studies/synthesis.py:synthesis_study": "paper 003's study loop over variants, epsilons and seeds; split pending",
     "dpfair_jax/privacy/clipping.py:clipped_grad_sum": "the one clipping dispatcher: each path's branch is its documented contract",
