@@ -47,16 +47,25 @@ def plot_tradeoff(df: pd.DataFrame, metric: str, title: str):
         fig.suptitle(title)
     return fig
 
-def plot_study(table: pd.DataFrame, title: str | None = None):
-    """Mean test error vs mean violation per method (lambda in knob order), one panel per epsilon,
-    t-intervals over replicates in both directions, the privacy unit in every title
-    (:func:`dpfair_jax.fairness.frontier.plot_frontiers`). Returns the figure."""
+def plot_study(table: pd.DataFrame, title: str | None = None, *, confidence: float = 0.95):
+    """The study's frontiers (:func:`dpfair_jax.runner.plots.frontier`): mean test error against mean
+    violation per (method, lambda), each method's Pareto set joined in error order with its
+    ``confidence`` t-interval over replicates in both directions (the band clipped to the metric's
+    range [0, 1]), one panel per epsilon titled with the privacy unit, lambda at each frontier's
+    ends, and a cross on every point where some replicate was degenerate (constant or base-rate
+    predictions: column ``degenerate``). The numbers are :meth:`TradeoffStudy.frontier`'s.
+    Returns the figure."""
     from dpfair_jax.fairness import frontier as FR
 
     df = table.copy()
     df["method"] = df["method"].map(lambda m: METHOD_LABELS.get(m, m))
-    ft = FR.frontier_table(df, by=("method", "epsilon"), knob="lam", violation="violation")
+    keys = ["method", "epsilon", "lam"]
+    ft = FR.frontier_table(df, by=keys[:2], knob="lam", violation="violation", confidence=confidence)
+    if "degenerate" in df:
+        share = df.groupby(keys, sort=True)["degenerate"].mean().rename("degenerate").reset_index()
+        ft = ft.merge(share, on=keys, how="left", validate="one_to_one")
     metric = str(table["metric"].iloc[0]) if "metric" in table else "violation"
     unit = str(table["unit"].iloc[0]) if "unit" in table else UNIT_LABEL
-    return FR.plot_frontiers(ft, unit=unit, violation_label=metric.replace("_", " "),
-                             error_label="test error", title=title)
+    violation_label = plots.label(metric) if metric in plots.LABELS else metric.replace("_", " ")
+    return plots.frontier(ft, unit=unit, violation_label=violation_label, error_label="test error", title=title,
+                          confidence=confidence, converged=None)
