@@ -60,7 +60,7 @@ def sgda_gap(df: pd.DataFrame, ctx: Any) -> Any:
     one line per epsilon, the mean over seeds with its 95% t-band (rows ``n``, ``epsilon``, ``seed``,
     ``gap``; Theorem E.3: the gap falls as ``sqrt(d ln(1/delta)) / (epsilon n)``). Saved as
     ``sgda_gap``; returns the figure."""
-    fig = plots.tradeoff(df, "n", "gap", hue="epsilon", logx=True, logy=True, xlabel="training rows n",
+    fig = plots.tradeoff(df.rename(columns={"n": "rows"}), "rows", "gap", hue="epsilon", logx=True, logy=True, xlabel="training rows n",
                          ylabel="squared gradient norm of Phi at theta_T", bounds=(0.0, None),
                          title="DP-SGDA stationarity gap vs n (Theorem E.3)")
     ctx.save_figure(fig, "sgda_gap")
