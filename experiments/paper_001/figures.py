@@ -132,8 +132,10 @@ def fig8(ctx: Any, df: Any) -> Any:
     ``risk_mc_se``, ``risk_thm1``, ``trace_exact``. Saved as ``fig8_output_perturbation``."""
     import numpy as np
 
+    from matplotlib import ticker
+
     names = list(dict.fromkeys(df["dataset"]))
-    fig, axes = grid(1, len(names))
+    fig, axes = grid(1, len(names), w=5.6)  # each legend to the right of its panel
     for ax, nm in zip(axes[0], names):
         d = df[df["dataset"] == nm]
         for a, g in d.groupby("group"):
@@ -145,6 +147,9 @@ def fig8(ctx: Any, df: Any) -> Any:
             ax.plot(g["epsilon"], g["risk_thm1"], "--", color=ln[0].get_color(), label=f"group {a}, Theorem 1")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_locator(ticker.FixedLocator(sorted(d["epsilon"].unique())))  # the epsilons run
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_xlabel("epsilon")
         ax.set_ylabel("excessive risk R_a")
         ax.set_title(f"Fig 8: {nm}")

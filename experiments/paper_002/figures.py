@@ -87,7 +87,7 @@ def crossover(ctx: Any, rs: list[float], *, num_groups: int = 2, vc: float = 1.0
     from dpfair_jax.analysis import sample_complexity as S
 
     alphas = np.geomspace(1e-3, 0.5, 60)
-    fig, axes = plots.new_figure(2, 1, panel_size=(4.2, 3.2))
+    fig, axes = plots.new_figure(1, 2, panel_size=(7.2, 3.0))  # stacked: each legend to the right of its panel
     ax = axes[0]
     ax.loglog(alphas, S.eo_reduction_n0(num_groups, vc, epsilon, alphas),
               label="reduction (Cor. 8.9): |A|^4 VC / (epsilon alpha^3)")
@@ -97,7 +97,7 @@ def crossover(ctx: Any, rs: list[float], *, num_groups: int = 2, vc: float = 1.0
     ax.loglog(alphas, S.lower_bound_n_approx(3 * num_groups, epsilon, alphas), ":",
               label="lower bound (Thm. 6.2): sqrt(K) / (epsilon alpha)")
     ax.set_xlabel("target error alpha")
-    ax.set_ylabel("rows needed n0 (constants 1, logs omitted)")
+    ax.set_ylabel("rows needed n0")
     ax.set_title(f"|A| = {num_groups}, VC = {vc:g}, epsilon = {epsilon:g}")
     plots.legend_outside(ax, fontsize=6)
     ax = axes[1]
@@ -106,9 +106,9 @@ def crossover(ctx: Any, rs: list[float], *, num_groups: int = 2, vc: float = 1.0
         ax.loglog(groups, S.jagielski_over_reduction(groups, alpha_fixed, r), label=f"r = {r:g}")
     ax.axhline(1.0, color="k", lw=0.8, label="equal (ratio 1)")
     ax.set_xlabel("number of groups |A|")
-    ax.set_ylabel("n0 of Jagielski et al. / n0 of the reduction")
-    ax.set_title(f"alpha = {alpha_fixed:g}: the reduction needs fewer rows above 1")
+    ax.set_ylabel("n0 ratio: Jagielski et al. / reduction")
+    ax.set_title(f"alpha = {alpha_fixed:g}; above 1 the reduction needs fewer rows")
     plots.legend_outside(ax, fontsize=6)
-    fig.suptitle("Sample complexity: the reduction (Cor. 8.9) vs Jagielski et al. (Sec. 8)")
+    fig.suptitle("Sample complexity, Sec. 8 (constants 1, logs omitted)")
     ctx.save_figure(fig, "crossover")
     return fig

@@ -30,7 +30,7 @@ def official_curves(df: pd.DataFrame, ctx: Any, *, confidence: float = 0.95) -> 
 
     ft = FR.frontier_table(df, by=("cell0",), knob="lam", error="error", violation="dp_violation",
                            confidence=confidence)
-    fig, axes = plots.new_figure(ncols=1, panel_size=(4.4, 3.2))
+    fig, axes = plots.new_figure(ncols=1, panel_size=(7.0, 3.4))  # the legend takes the right third
     ax = axes[0]
     with matplotlib.rc_context(plots.STYLE):
         for cell0, part in ft.groupby("cell0", sort=True):
@@ -48,7 +48,7 @@ def official_curves(df: pd.DataFrame, ctx: Any, *, confidence: float = 0.95) -> 
         ax.set_xlabel("test error (mean)")
         ax.set_ylabel("DP violation (mean)")
         ax.set_ylim(bottom=0.0)
-        ax.set_title("public code's one-cell ERMI (not private: its clipping)")
+        ax.set_title("Public code's one-cell ERMI (not private: its clipping)")
         seeds = int(ft["n"].max()) if len(ft) else 0
         plots.legend_outside(ax, title=f"bars: {confidence:.0%} CI over {seeds} seeds")
     ctx.save_figure(fig, "official_code_curves")
@@ -60,8 +60,16 @@ def sgda_gap(df: pd.DataFrame, ctx: Any) -> Any:
     one line per epsilon, the mean over seeds with its 95% t-band (rows ``n``, ``epsilon``, ``seed``,
     ``gap``; Theorem E.3: the gap falls as ``sqrt(d ln(1/delta)) / (epsilon n)``). Saved as
     ``sgda_gap``; returns the figure."""
-    fig = plots.tradeoff(df.rename(columns={"n": "rows"}), "rows", "gap", hue="epsilon", logx=True, logy=True, xlabel="training rows n",
-                         ylabel="squared gradient norm of Phi at theta_T", bounds=(0.0, None),
-                         title="DP-SGDA stationarity gap vs n (Theorem E.3)")
+    fig = plots.tradeoff(df.rename(columns={"n": "rows"}), "rows", "gap", hue="epsilon", logx=True, logy=True,
+                         xlabel="training rows n", ylabel=r"gap $\|\nabla\Phi(\theta_T)\|^2$ (mean)",
+                         bounds=(0.0, None), title="DP-SGDA stationarity gap vs n (Theorem E.3)")
+    ax = fig.axes[0]
+    inside = ax.get_legend()
+    if inside is not None:  # one panel, few entries: move the legend off the data
+        handles, labels = inside.legend_handles, [t.get_text() for t in inside.get_texts()]
+        inside.remove()
+        plots.legend_outside(ax, handles=handles, labels=labels, title="epsilon")
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width + 1.8, height)  # room for the legend, not taken from the panel
     ctx.save_figure(fig, "sgda_gap")
     return fig
