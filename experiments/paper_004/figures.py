@@ -24,7 +24,8 @@ def official_curves(df: pd.DataFrame, ctx: Any, *, confidence: float = 0.95) -> 
     """Mean test error against mean DP violation per lambda for each choice of the code's cell 0
     (rows ``cell0``, ``cell0_group``, ``lam``, ``seed``, ``error``, ``dp_violation``), joined in
     lambda order as the paper's ``Figures/plotting.py`` joins them, with ``confidence`` t-intervals
-    over seeds in both directions (clipped to [0, 1]) and lambda written at the two ends. Saved as
+    over seeds in both directions (clipped to [0, 1]), lambda written at the two ends and a cross where
+    some seed was degenerate (column ``degenerate``: constant or base-rate predictions). Saved as
     ``official_code_curves``; returns the figure."""
     import matplotlib
 
@@ -32,6 +33,7 @@ def official_curves(df: pd.DataFrame, ctx: Any, *, confidence: float = 0.95) -> 
                            confidence=confidence)
     fig, axes = plots.new_figure(ncols=1, panel_size=(7.0, 3.4))  # the legend takes the right third
     ax = axes[0]
+    marked = False
     with matplotlib.rc_context(plots.STYLE):
         for cell0, part in ft.groupby("cell0", sort=True):
             part = part.sort_values("lam")
@@ -42,6 +44,14 @@ def official_curves(df: pd.DataFrame, ctx: Any, *, confidence: float = 0.95) -> 
             bars = ax.errorbar(e, v, xerr=np.clip(xerr, 0, None), yerr=np.clip(yerr, 0, None), marker="o",
                                capsize=2, label=f"cell 0 = {group} ({cell0} group)")
             lams = part["lam"].to_numpy()
+            if "degenerate" in df:  # a cross where some seed predicted one class or the base rate
+                rows = df[df["cell0"] == cell0]
+                share = rows.groupby("lam")["degenerate"].mean().reindex(lams).to_numpy(float)
+                hit = share > 0
+                if hit.any():
+                    ax.plot(e[hit], v[hit], linestyle="none", marker="x", color="black", markersize=7,
+                            label="degenerate in some seed" if not marked else None)
+                    marked = True
             for i in sorted({0, len(lams) - 1}):
                 ax.annotate(f"lambda = {plots.label(float(lams[i]))}", (e[i], v[i]), textcoords="offset points",
                             xytext=(4, 4), fontsize=6, color=bars[0].get_color())

@@ -301,7 +301,8 @@ def test_paper_004_official_curves_means_and_intervals():
 
     rng = np.random.default_rng(RNG_SEED)
     rows = [{"cell0": c, "cell0_group": g, "lam": lam, "seed": s, "error": 0.2 + 0.01 * lam + rng.normal(0, 0.01),
-             "dp_violation": max(0.0, 0.05 / (1 + lam) + rng.normal(0, 0.03))}
+             "dp_violation": max(0.0, 0.05 / (1 + lam) + rng.normal(0, 0.03)),
+             "degenerate": int(c == "advantaged" and lam == 10.0 and s == 0)}
             for c, g in (("advantaged", "White"), ("disadvantaged", "Non-White")) for lam in (0.0, 1.0, 10.0)
             for s in range(3)]
     df = pd.DataFrame(rows)
@@ -323,6 +324,10 @@ def test_paper_004_official_curves_means_and_intervals():
     ys = _interval_ys(fig)
     assert np.isin(np.round(want, 12), np.round(ys, 12)).all()
     assert [t.get_text() for t in ax.texts][:2] == ["lambda = 0", "lambda = 10"]
+    # the one (cell 0, lambda) point with a degenerate seed is crossed and named in the legend
+    crosses = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
+    assert len(crosses) == 1 and "degenerate in some seed" in texts
+    np.testing.assert_allclose(crosses[0].get_xdata(), [part.error.mean().loc[10.0]])
 
 
 def test_paper_004_sgda_gap_means_and_band():
