@@ -91,3 +91,30 @@ def test_plot_study_draws_the_interval_asked_for(study):
         want = np.clip(np.r_[sub.violation_lo.to_numpy()[keep], sub.violation_hi.to_numpy()[keep]], 0, 1)
         np.testing.assert_allclose([ys.min(), ys.max()], [want.min(), want.max()])
         assert any(f"{conf:.0%} CI" in t.get_text() for lg in fig.legends for t in lg.get_texts())
+
+
+def test_plot_tradeoff_draws_the_sweeps_frontiers():
+    """The fixed-hyperparameter engine's plot: per epsilon, each method's Pareto set of its seed means,
+    in error order (no zig-zag in lambda order), the unit in the title, names from the public vocabulary."""
+    from dpfair_jax.studies.tradeoff import plot_tradeoff
+
+    rng = np.random.default_rng(1)
+    rows = [{"method": m, "unit": "all_features", "epsilon": e, "lam": lam, "seed": s,
+             "error": 0.2 + 0.03 * np.sin(3 * lam) + rng.normal(0, 0.01), "dp_violation": rng.uniform(0, 0.2)}
+            for m in ("dpfermi", "pfld") for e in (0.5, 2.0) for lam in (0.0, 0.5, 1.0, 2.0, 4.0) for s in range(3)]
+    df = pd.DataFrame(rows)
+    fig = plot_tradeoff(df, "dp_violation", "sweep")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["epsilon = 0.5, example-level unit", "epsilon = 2, example-level unit"]
+    means = df.groupby(["method", "epsilon", "lam"])[["error", "dp_violation"]].mean()
+    for ax, eps in zip(axes, (0.5, 2.0)):
+        assert ax.get_ylabel() == "DP violation (mean)"
+        joined = [ln for ln in ax.get_lines() if ln.get_linestyle() not in ("None", "none", "")]
+        for line, m in zip(joined, ("dpfermi", "pfld")):
+            sub = means.loc[(m, eps)]
+            keep = plots.pareto_mask(sub.error.to_numpy(), sub.dp_violation.to_numpy())
+            np.testing.assert_allclose(line.get_xdata(), np.sort(sub.error.to_numpy()[keep]))
+            assert np.all(np.diff(line.get_xdata()) >= 0)
+    texts = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert {"DP-FERMI", "PF-LD"} <= set(texts) and all(plots.is_public(t) for t in texts)
+    assert not any(ax.get_legend() for ax in fig.axes)  # the legend is below the panels, off the data
