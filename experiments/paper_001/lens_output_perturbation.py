@@ -111,24 +111,6 @@ def _record_privacy(ctx, df: pd.DataFrame, config: dict, n: int) -> None:
                            not_covered=PREPROCESSING)
 
 
-def _figure(ctx, df: pd.DataFrame) -> None:
-    names = list(df["dataset"].unique())
-    fig, axes = figures.grid(1, len(names))
-    for ax, nm in zip(axes[0], names):
-        d = df[df["dataset"] == nm]
-        for a, g in d.groupby("group"):
-            ln = ax.errorbar(g["epsilon"], g["risk_mc"], yerr=2 * g["risk_mc_se"], marker="o",
-                             label=f"group {a} MC (Tr H={g['trace_exact'].iloc[0]:.3g})")
-            ax.plot(g["epsilon"], g["risk_thm1"], "--", color=ln[0].get_color(), label=f"group {a} Thm 1")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("epsilon")
-        ax.set_ylabel("excessive risk R_a")
-        ax.set_title(nm)
-        ax.legend(fontsize=7)
-    ctx.save_figure(fig, "fig8_output_perturbation")
-
-
 def _claims(ctx, df: pd.DataFrame, cor2: list[dict], config: dict) -> None:
     order_ok, rel_err = [], []
     for (nm, e), g in df.groupby(["dataset", "epsilon"]):
@@ -189,6 +171,6 @@ def run_output_perturbation(config: dict, ctx) -> pd.DataFrame | None:
     df = pd.concat(frames, ignore_index=True)
     _record_privacy(ctx, df, config, train.n)
     ctx.save_table(pd.DataFrame(cor2), "corollary2")
-    _figure(ctx, df)
+    figures.fig8(ctx, df)
     _claims(ctx, df, cor2, config)
     return df

@@ -8,7 +8,7 @@ import numpy as np
 
 from dpfair_jax.runner import plots
 
-__all__ = ["bgl", "eo_exact", "scaling"]
+__all__ = ["bgl", "crossover", "eo_exact", "scaling"]
 
 
 def bgl(df: Any, ctx: Any, title: str) -> None:
@@ -74,3 +74,41 @@ def scaling(df: Any, ctx: Any) -> None:
         ax.set_title(title)
         plots.legend_outside(ax)
     ctx.save_figure(fig, "sample_complexity")
+
+
+def crossover(ctx: Any, rs: list[float], *, num_groups: int = 2, vc: float = 1.0, epsilon: float = 1.0,
+              alpha_fixed: float = 0.01) -> Any:
+    """Sec. 8's crossover (closed forms, constants 1 and logarithms omitted; no intervals: nothing is
+    sampled). Left: the sample complexity ``n_0`` against the target error ``alpha`` at ``|A| =
+    num_groups``, VC dimension ``vc`` and ``epsilon``: the reduction's (Cor. 8.9), Jagielski et al.'s
+    for each ``r`` in ``rs`` (Cor. C.2) and the lower bound ``sqrt(K) / (epsilon alpha)`` with ``K =
+    3 |A|`` (Thm. 6.2). Right: the ratio of Jagielski et al.'s ``n_0`` to the reduction's against ``|A|``
+    at ``alpha = alpha_fixed`` (the reduction needs fewer rows above 1). Saved as ``crossover``."""
+    from dpfair_jax.analysis import sample_complexity as S
+
+    alphas = np.geomspace(1e-3, 0.5, 60)
+    fig, axes = plots.new_figure(1, 2, panel_size=(7.2, 3.0))  # stacked: each legend to the right of its panel
+    ax = axes[0]
+    ax.loglog(alphas, S.eo_reduction_n0(num_groups, vc, epsilon, alphas),
+              label="reduction (Cor. 8.9): |A|^4 VC / (epsilon alpha^3)")
+    for r in rs:
+        ax.loglog(alphas, S.jagielski_n0(num_groups, vc, epsilon, alphas, r), "--",
+                  label=f"Jagielski et al. (Cor. C.2), r = {r:g}")
+    ax.loglog(alphas, S.lower_bound_n_approx(3 * num_groups, epsilon, alphas), ":",
+              label="lower bound (Thm. 6.2): sqrt(K) / (epsilon alpha)")
+    ax.set_xlabel("target error alpha")
+    ax.set_ylabel("rows needed n0")
+    ax.set_title(f"|A| = {num_groups}, VC = {vc:g}, epsilon = {epsilon:g}")
+    plots.legend_outside(ax, fontsize=6)
+    ax = axes[1]
+    groups = np.arange(2, 200)
+    for r in rs:
+        ax.loglog(groups, S.jagielski_over_reduction(groups, alpha_fixed, r), label=f"r = {r:g}")
+    ax.axhline(1.0, color="k", lw=0.8, label="equal (ratio 1)")
+    ax.set_xlabel("number of groups |A|")
+    ax.set_ylabel("n0 ratio: Jagielski et al. / reduction")
+    ax.set_title(f"alpha = {alpha_fixed:g}; above 1 the reduction needs fewer rows")
+    plots.legend_outside(ax, fontsize=6)
+    fig.suptitle("Sample complexity, Sec. 8 (constants 1, logs omitted)")
+    ctx.save_figure(fig, "crossover")
+    return fig

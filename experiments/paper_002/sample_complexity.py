@@ -13,6 +13,7 @@ import pandas as pd
 
 from dpfair_jax.runner import plots
 
+from . import figures
 from .claims import WHY_NOT
 from .findings import finding_rows
 
@@ -100,29 +101,7 @@ def _lower_bound_mc(Ks, epsilons, n, trials, delta, seed, mechanism, norms=None)
 
 def run_sample_complexity(config: dict[str, Any], ctx: Any) -> pd.DataFrame:
     """Crossover plots and the lower-bound scaling check (module docstring)."""
-    from dpfair_jax.analysis import sample_complexity as S
-    alphas = np.geomspace(1e-3, 0.5, 60)
-    A, vc, e = 2, 1.0, 1.0
-    fig, axes = plots.new_figure(2, 1, panel_size=(4.2, 3.2))
-    ax = axes[0]
-    ax.loglog(alphas, S.eo_reduction_n0(A, vc, e, alphas), label="reduction (Cor. 8.9) |A|^4 VC/(eps a^3)")
-    for r in config["rs"]:
-        ax.loglog(alphas, S.jagielski_n0(A, vc, e, alphas, r), "--", label=f"Jagielski et al. r={r}")
-    ax.loglog(alphas, S.lower_bound_n_approx(3 * A, e, alphas), ":", label="lower bound sqrt(K)/(eps a)")
-    ax.set_xlabel("alpha")
-    ax.set_ylabel("n_0 (constants 1, logs omitted)")
-    ax.set_title(f"|A|={A}, VC={vc:g}, eps={e:g}")
-    ax.legend(fontsize=6)
-    ax = axes[1]
-    groups = np.arange(2, 200)
-    for r in config["rs"]:
-        ax.loglog(groups, S.jagielski_over_reduction(groups, 0.01, r), label=f"r={r}")
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xlabel("|A|")
-    ax.set_ylabel("n_0 Jagielski / n_0 reduction")
-    ax.set_title("alpha = 0.01: reduction better above 1")
-    ax.legend(fontsize=6)
-    ctx.save_figure(fig, "crossover")
+    figures.crossover(ctx, config["rs"])
     chk = crossover_check(config["rs"])
     ctx.add_check("p002_crossover",
                   "Sec. 8: n0 of Jagielski et al. (Cor. C.2) over n0 of the reduction (Cor. 8.9) equals alpha^-r/|A| "

@@ -10,8 +10,8 @@ import pandas as pd
 
 from dpfair_jax.algorithms.fermi.theory import official_dpfermi_calibration
 from dpfair_jax.fairness import evaluate
-from dpfair_jax.runner import plots
 
+from . import figures
 from .claims import _claim
 
 __all__ = ["run_official_code"]
@@ -73,19 +73,7 @@ def run_official_code(config: dict, ctx) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     ctx.save_table(df, "results")
     mean = df.groupby(["cell0", "lam"])[["error", "dp_violation"]].mean().reset_index()
-    import matplotlib
-
-    fig, axes = plots.new_figure(ncols=1)
-    ax = np.atleast_1d(axes)[0]
-    with matplotlib.rc_context(plots.STYLE):
-        for label, part in mean.groupby("cell0"):
-            g = df[df["cell0"] == label]["cell0_group"].iloc[0]
-            ax.plot(part["error"], part["dp_violation"], marker="o", label=f"cell 0 = {g} ({label})")
-        ax.set_xlabel("test misclassification error")
-        ax.set_ylabel("DP violation")
-        ax.set_title("public code's one-cell ERMI (not private: its clipping)", fontsize=10)
-        ax.legend(fontsize=7)
-    ctx.save_figure(fig, "official_code_curves")
+    figures.official_curves(df, ctx)
     lo, hi = min(config["lams"]), max(config["lams"])
 
     def at(label, lam, col):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpfair_jax.runner import plots
+from . import figures
 
 __all__ = ["run_sgda_convergence"]
 
@@ -73,17 +73,7 @@ def run_sgda_convergence(config: dict, ctx) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     ctx.save_table(df, "results")
     mean = df.groupby(["epsilon", "n"])["gap"].mean().reset_index()
-    import matplotlib
-
-    fig, axes = plots.new_figure(ncols=1)
-    ax = np.atleast_1d(axes)[0]
-    with matplotlib.rc_context(plots.STYLE):
-        for e, part in mean.groupby("epsilon"):
-            ax.loglog(part["n"], part["gap"], marker="o", label=f"eps={e:g}")
-        ax.set_xlabel("n")
-        ax.set_ylabel("E |grad Phi(theta_T)|^2")
-        ax.legend(fontsize=7)
-    ctx.save_figure(fig, "sgda_gap")
+    figures.sgda_gap(df, ctx)
     finite = mean[np.isfinite(mean["epsilon"])]
     slopes = {}
     for e, part in finite.groupby("epsilon"):

@@ -243,3 +243,110 @@ def test_paper_003_figures():
 @pytest.mark.parametrize("name", sorted(plots.LABELS))
 def test_labels_are_public(name):
     assert plots.is_public(plots.LABELS[name])
+
+
+def test_paper_001_fig8_draws_the_monte_carlo_and_theorem_1():
+    from experiments.paper_001 import figures
+
+    rows = [{"dataset": d, "group": a, "epsilon": e, "risk_mc": (1 + a) / e ** 2, "risk_mc_se": 0.6 * (1 + a) / e ** 2,
+             "risk_thm1": 1.1 * (1 + a) / e ** 2, "trace_exact": 1.0 + 3 * a}
+            for d in ("synthetic", "adult") for a in (0, 1) for e in (0.5, 1.0, 2.0)]
+    df = pd.DataFrame(rows)
+    ctx = _Ctx()
+    fig = figures.fig8(ctx, df)
+    assert set(ctx.figures) == {"fig8_output_perturbation"}
+    check_figure(fig, low=0.0)
+    ax = fig.axes[0]
+    assert ax.get_title() == "Fig 8: synthetic" and ax.get_yscale() == "log" and ax.get_xscale() == "log"
+    lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    lines.update({c.get_label(): c[0] for c in ax.containers})  # error-bar series: their data line
+    g1 = df[(df.dataset == "synthetic") & (df.group == 1)]
+    np.testing.assert_allclose(lines["group 1, Theorem 1"].get_ydata(), g1.risk_thm1)
+    mc = lines["group 1, Monte Carlo (Tr H = 4)"]
+    np.testing.assert_allclose(mc.get_ydata(), g1.risk_mc)
+    # +-2 SE bars: the upper end at mean + 2 SE, the lower end above 0 (a log axis) even where 2 SE > mean
+    ys = _interval_ys(fig)
+    assert ys.min() > 0
+    np.testing.assert_allclose(ys.max(), (df.risk_mc + 2 * df.risk_mc_se).max())
+
+
+def test_paper_002_crossover_draws_the_closed_forms():
+    from dpfair_jax.analysis import sample_complexity as S
+    from experiments.paper_002 import figures
+
+    ctx = _Ctx()
+    fig = figures.crossover(ctx, [1.0, 2.0])
+    assert set(ctx.figures) == {"crossover"}
+    check_figure(fig)
+    left, right = fig.axes
+    lines = {ln.get_label(): ln for ln in left.get_lines()}
+    alphas = lines["Jagielski et al. (Cor. C.2), r = 2"].get_xdata()
+    np.testing.assert_allclose(lines["Jagielski et al. (Cor. C.2), r = 2"].get_ydata(),
+                               S.jagielski_n0(2, 1.0, 1.0, alphas, 2.0))
+    np.testing.assert_allclose(lines["reduction (Cor. 8.9): |A|^4 VC / (epsilon alpha^3)"].get_ydata(),
+                               S.eo_reduction_n0(2, 1.0, 1.0, alphas))
+    ratio = {ln.get_label(): ln for ln in right.get_lines()}["r = 1"]
+    np.testing.assert_allclose(ratio.get_ydata(), S.jagielski_over_reduction(ratio.get_xdata(), 0.01, 1.0))
+    assert "alpha" in left.get_xlabel() and "groups" in right.get_xlabel() and fig._suptitle is not None
+
+
+def _seeds(rng, n_seeds, **cells):
+    return [dict(cells, seed=s) for s in range(n_seeds)]
+
+
+def test_paper_004_official_curves_means_and_intervals():
+    from scipy import stats
+
+    from experiments.paper_004 import figures
+
+    rng = np.random.default_rng(RNG_SEED)
+    rows = [{"cell0": c, "cell0_group": g, "lam": lam, "seed": s, "error": 0.2 + 0.01 * lam + rng.normal(0, 0.01),
+             "dp_violation": max(0.0, 0.05 / (1 + lam) + rng.normal(0, 0.03)),
+             "degenerate": int(c == "advantaged" and lam == 10.0 and s == 0)}
+            for c, g in (("advantaged", "White"), ("disadvantaged", "Non-White")) for lam in (0.0, 1.0, 10.0)
+            for s in range(3)]
+    df = pd.DataFrame(rows)
+    ctx = _Ctx()
+    fig = figures.official_curves(df, ctx)
+    assert set(ctx.figures) == {"official_code_curves"}
+    check_figure(fig, low=0.0, high=1.0)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "test error (mean)" and ax.get_ylabel() == "DP violation (mean)"
+    texts = _legend_texts(fig)
+    assert "cell 0 = White (advantaged group)" in texts and "cell 0 = Non-White (disadvantaged group)" in texts
+    line = {c.get_label(): c[0] for c in ax.containers}["cell 0 = White (advantaged group)"]
+    part = df[df.cell0 == "advantaged"].groupby("lam")
+    np.testing.assert_allclose(line.get_xdata(), part.error.mean())  # lambda order, as the paper joins them
+    np.testing.assert_allclose(line.get_ydata(), part.dp_violation.mean())
+    # vertical bars: the 95% t-interval over 3 seeds, clipped at 0
+    half = stats.t.ppf(0.975, 2) * part.dp_violation.std() / np.sqrt(3)
+    want = np.r_[np.clip(part.dp_violation.mean() - half, 0, 1), part.dp_violation.mean() + half]
+    ys = _interval_ys(fig)
+    assert np.isin(np.round(want, 12), np.round(ys, 12)).all()
+    assert [t.get_text() for t in ax.texts][:2] == ["lambda = 0", "lambda = 10"]
+    # the one (cell 0, lambda) point with a degenerate seed is crossed and named in the legend
+    crosses = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
+    assert len(crosses) == 1 and "degenerate in some seed" in texts
+    np.testing.assert_allclose(crosses[0].get_xdata(), [part.error.mean().loc[10.0]])
+
+
+def test_paper_004_sgda_gap_means_and_band():
+    from experiments.paper_004 import figures
+
+    rng = np.random.default_rng(RNG_SEED)
+    rows = [{"n": n, "epsilon": e, "seed": s, "gap": np.exp(rng.normal(0, 0.5)) / (e * n) if np.isfinite(e)
+             else np.exp(rng.normal(0, 0.5)) / n ** 2}
+            for n in (100, 400, 1600) for e in (0.5, 2.0, np.inf) for s in range(4)]
+    df = pd.DataFrame(rows)
+    ctx = _Ctx()
+    fig = figures.sgda_gap(df, ctx)
+    assert set(ctx.figures) == {"sgda_gap"}
+    check_figure(fig, low=0.0)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and "n" in ax.get_xlabel()
+    assert "Theorem E.3" in fig._suptitle.get_text()
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"0.5", "2", "inf"}
+    np.testing.assert_allclose(lines["2"].get_ydata(), df[df.epsilon == 2.0].groupby("n").gap.mean())
+    assert sum(isinstance(c, PolyCollection) for c in ax.collections) == 3  # one band per epsilon
+    assert any("95%" in t for t in _legend_texts(fig))
