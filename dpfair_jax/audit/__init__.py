@@ -13,6 +13,9 @@
   :mod:`dpfair_jax.algorithms` (each a :class:`FitSpendGame` on its ``fit`` / ``spend``; the
   scenarios in ``audit/*_games.py``) and of the privacy primitives no algorithm wraps
   (``primitive_games``: group-weighted aggregation), each with planted bugs.
+* :mod:`~dpfair_jax.audit.study_games`: the public tradeoff study under the sensitive-attribute
+  unit, on neighbours that differ in one ``s_i`` (a 0 claim checked as identical releases, and a
+  lower bound over replicates).
 
 :func:`run_audit` is what ``dpfair audit`` calls.
 """
@@ -49,6 +52,12 @@ from dpfair_jax.audit.mechanism_audits import (
     audit_family_variants,
     mechanism_audit_suite,
 )
+from dpfair_jax.audit.study_games import (
+    attribute_lower_bound,
+    attribute_neighbour,
+    tradeoff_attribute_game,
+    zero_claim_check,
+)
 from dpfair_jax.audit.sum_audits import BUGS, audit_clipped_sum, audit_suite, clipped_sum_mechanism
 
 __all__ = [
@@ -62,6 +71,8 @@ __all__ = [
     "GameModule",
     "GameResult",
     "ScoreBound",
+    "attribute_lower_bound",
+    "attribute_neighbour",
     "audit_clipped_sum",
     "audit_family",
     "audit_family_variants",
@@ -78,6 +89,8 @@ __all__ = [
     "plant",
     "run_audit",
     "run_game",
+    "tradeoff_attribute_game",
+    "zero_claim_check",
 ]
 
 

@@ -26,6 +26,9 @@ The scenarios (data pair, statistic, hparams) live in one module per paper's alg
 * :mod:`~dpfair_jax.audit.pfld_games`: ``pfld`` and ``pfld_epoch``;
   :mod:`~dpfair_jax.audit.sgda_games`: ``sgda``; :mod:`~dpfair_jax.audit.synthesis_games`:
   ``synthesis`` (papers 004 and 003);
+* :mod:`~dpfair_jax.audit.jagielski_games`: ``jagielski`` (the sensitive-attribute unit, its
+  default) and ``jagielski_example`` (add/remove of a record), Jagielski et al.'s DP
+  post-processing (paper 004's EO baseline);
 * :mod:`~dpfair_jax.audit.primitive_games`: ``group_weighted`` (a privacy primitive).
 
 Every module is a :class:`~dpfair_jax.audit.games.GameModule`: it exports ``FAMILY_BUGS`` (planted
@@ -60,6 +63,7 @@ from dpfair_jax.audit import (
     budget_tailoring_games,
     dpsgd_games,
     fermi_games,
+    jagielski_games,
     mean_estimation_games,
     pfld_games,
     primitive_games,
@@ -85,13 +89,11 @@ __all__ = [
 ]
 
 _MODULES: tuple[GameModule, ...] = (dpsgd_games, fermi_games, budget_tailoring_games, mean_estimation_games,
-                                    reductions_games, pfld_games, sgda_games, synthesis_games, primitive_games)
+                                    reductions_games, pfld_games, sgda_games, synthesis_games, jagielski_games,
+                                    primitive_games)
 FAMILY_MODULES: dict[str, GameModule] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
 # algorithms of dpfair_jax.algorithms.ALGORITHMS without a game here, each with a one-line reason
-NO_GAME: dict[str, str] = {
-    "jagielski": ("one Laplace histogram release (pure DP, closed form); the Laplace mechanism's own "
-                  "audit is not yet written"),
-}
+NO_GAME: dict[str, str] = {}
 ALGORITHM_GAMES: dict[str, tuple[str, ...]] = {
     alg: tuple(f for f, mod in FAMILY_MODULES.items() if mod.ALGORITHMS[f] == alg)
     for alg in _algorithms.ALGORITHMS if alg not in NO_GAME

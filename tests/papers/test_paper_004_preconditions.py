@@ -133,3 +133,36 @@ def test_no_reference_is_untestable_for_the_precondition_itself():
     gates = PRE.precondition_rows(ctx, _config(), _table(), None, "no reference for 9 classes")
     row = next(c for c in ctx.claims if c["id"].endswith("dpfermi_reference"))
     assert row["status"] == "untestable" and "9 classes" in row["reason"] and "dpfermi" in gates
+
+
+def test_monotone_is_judged_on_the_mean_not_rescued_by_one_outlier_split():
+    """The issue's case: a flat eps = inf frontier (0.030 at lambda 1 and 8) with one split at
+    0.205 at lambda 8. A "no significant rise" test passes it (the outlier widens the interval);
+    the interval of the mean increase reaches above the tolerance, so the precondition fails and
+    the method's claims are untestable. Without the outlier the flat frontier holds."""
+    from dpfair_jax.studies.tradeoff.convergence import monotone_check
+
+    flat = _table(fermi_inf_violation=(0.030, 0.030))
+    by, gates = _run(flat, _reference(), _config())
+    assert by["fermi_adult_dp_precondition_dpfermi_monotone"]["status"] == "holds"
+    out = flat.copy()
+    hit = (out["method"] == "dpfermi") & np.isinf(out["epsilon"]) & (out["lam"] == 8.0) & (out["replicate"] == 3)
+    assert hit.sum() == 1
+    out.loc[hit, "violation"] = 0.205
+    sub = out[(out["method"] == "dpfermi") & np.isinf(out["epsilon"])]
+    assert monotone_check(sub, alpha=0.05)["monotone"]  # the lenient test: no significant rise
+    res = PRE.monotone_rise(sub, alpha=0.05, tol=0.01)
+    (pair,) = res["pairs"]
+    assert not res["monotone"] and pair["lower"] < 0.0 < 0.01 < pair["upper"]
+    assert abs(pair["increase"] - (0.205 - 0.030) / 8) < 0.002 and pair["max_split_increase"] > 0.17
+    by, gates = _run(out, _reference(), _config())
+    row = by["fermi_adult_dp_precondition_dpfermi_monotone"]
+    assert row["status"] == "fails" and "upper bound" in row["reason"] and "dpfermi" in gates
+    assert by["fermi_adult_dp_lower_violation_vs_pfld_epoch"]["status"] == "untestable"
+
+
+def test_monotone_rise_with_one_split_uses_the_point_increase():
+    sub = pd.DataFrame({"lam": [1.0, 8.0], "replicate": [0, 0], "violation": [0.05, 0.051]})
+    assert not PRE.monotone_rise(sub, alpha=0.05, tol=0.01)["monotone"]
+    sub["violation"] = [0.05, 0.04]
+    assert PRE.monotone_rise(sub, alpha=0.05, tol=0.01)["monotone"]

@@ -13,8 +13,9 @@ release over the multiplier its ``PrivacySpend``'s ``DpEvent`` (or ledger) accou
 also checks that number against the closed form (``C`` / ``2C`` for clipped sums, ...).
 
 ``test_probe_catches_planted_bugs`` plants wrong sensitivities (the mitigation's penalty left
-unclipped, a clip norm doubled before clipping, a replace-one release noised for add/remove) and
-asserts the probe fails on each.
+unclipped, a clip norm doubled before clipping, a replace-one release noised for add/remove,
+Jagielski et al.'s Laplace histogram at half its scale or noised for add/remove under the
+sensitive-attribute unit) and asserts the probe fails on each.
 """
 
 from __future__ import annotations
@@ -624,6 +625,39 @@ case("synthesis[tree, noisy counts]", "add_remove")(lambda: _synthesis_case())
 case("synthesis[independent, no counts]", "add_remove")(lambda: _synthesis_case(mode="independent", counts="none"))
 
 
+# --- paper 004's EO baseline: Jagielski et al.'s DP post-processing --------------------------------
+def _jagielski_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
+    """The Laplace confusion histogram against the pure-DP spend. Sensitive-attribute unit: row 0's
+    ``s`` changed to every other group (a move between two cells); example unit: every
+    ``(s, yhat, y)`` record added."""
+    from dpfair_jax.algorithms import jagielski as JA
+
+    n = 12
+    rng = np.random.default_rng(5)
+    yhat, y = rng.integers(0, 2, n).astype(np.int32), rng.integers(0, 2, n).astype(np.int32)
+    s = (np.arange(n) % K).astype(np.int32)
+    cfg = JA.JagielskiConfig(num_groups=K, privacy_unit=privacy_unit)
+    hp = JA.JagielskiHparams(noise_multiplier=0.8, gamma=0.05)
+
+    def run(data):
+        res = JA.fit(jax.random.key(12), data, hp, cfg)
+        sane(res.spend.relation == JA.UNITS[privacy_unit], res.spend.relation)
+        return res.spend
+
+    if privacy_unit == "sensitive_attribute":
+        nbrs = neighbours(yhat, y, s, "attribute", [(None, None, None)])  # the record is unused
+        assert len(nbrs) == K - 1
+    else:
+        nbrs = [(f"add(s={g},yhat={h},y={v})", (np.append(yhat, np.int32(h)), np.append(y, np.int32(v)),
+                                                np.append(s, np.int32(g))))
+                for g in range(K) for h in (0, 1) for v in (0, 1)]
+    return run, (yhat, y, s), nbrs, "pure"
+
+
+case("jagielski[sensitive_attribute]", "attribute")(lambda: _jagielski_case())
+case("jagielski[example]", "add_remove")(lambda: _jagielski_case("example"))
+
+
 # ------------------------------------------------------------------------------------------------
 # the probe
 # ------------------------------------------------------------------------------------------------
@@ -641,8 +675,19 @@ DEFAULT = {
     "pfld[fixed_size]", "pfld_epoch[dp]", "output_perturbation[logistic]",
     "mean_estimation[coinpress, within group]", "mean_estimation[laplace, add_remove]",
     "reductions[exponential sampling]", "reductions[private cgoo]", "budget_tailoring[default]",
-    "synthesis[tree, noisy counts]",
+    "synthesis[tree, noisy counts]", "jagielski[sensitive_attribute]",
 }
+
+
+def test_every_algorithm_has_a_probe_case_in_the_default_suite():
+    """Each algorithm of ``dpfair_jax.algorithms.ALGORITHMS`` has a case named after it, and at
+    least one of them runs in the default suite."""
+    from dpfair_jax import algorithms
+
+    names = {c.name.split("[")[0] for c in CASES}
+    assert set(algorithms.ALGORITHMS) <= names, set(algorithms.ALGORITHMS) - names
+    assert set(algorithms.ALGORITHMS) <= {n.split("[")[0] for n in DEFAULT}
+    assert DEFAULT <= {c.name for c in CASES}
 
 
 @pytest.mark.parametrize("c", [c if c.name in DEFAULT else pytest.param(c, marks=pytest.mark.slow)
@@ -703,6 +748,22 @@ def _plant_half_marginal_noise(mp) -> None:
     mp.setattr(SY.marginals, "marginal_sigma", lambda d, rho: 0.5 * ms(d, rho))
 
 
+
+def _plant_jagielski_half_scale(mp) -> None:
+    """The confusion histogram's Laplace scale halved (epsilon 2 / noise_multiplier drawn)."""
+    from dpfair_jax.algorithms import jagielski as JA
+
+    mp.setattr(JA, "noisy_confusion", _mutated(
+        JA, "noisy_confusion", "eps = jnp.where(nm > 0, 1.0 / ", "eps = jnp.where(nm > 0, 2.0 / "))
+
+
+def _plant_jagielski_add_remove(mp) -> None:
+    """The sensitive-attribute histogram noised for add/remove (L1 sensitivity 1 instead of 2)."""
+    from dpfair_jax.algorithms import jagielski as JA
+
+    mp.setattr(JA, "noisy_confusion", _mutated(
+        JA, "noisy_confusion", "relation = UNITS[privacy_unit]", 'relation = "add_remove"'))
+
 PLANTED = [
     ("unclipped mitigation penalty", _plant_unclipped_penalty, "mitigation[gamma=(1,1)]"),
     ("unclipped mitigation penalty, gamma2 only", _plant_unclipped_penalty, "mitigation[gamma=(0,2)]"),
@@ -712,6 +773,9 @@ PLANTED = [
     ("replace-one noised for add/remove (Laplace mean)", _plant_add_remove_factor,
      "mean_estimation[laplace, within group]"),
     ("marginal noise halved", _plant_half_marginal_noise, "synthesis[independent, no counts]"),
+    ("Laplace scale halved (Jagielski)", _plant_jagielski_half_scale, "jagielski[sensitive_attribute]"),
+    ("Laplace scale halved (Jagielski, example unit)", _plant_jagielski_half_scale, "jagielski[example]"),
+    ("s-move noised for add/remove (Jagielski)", _plant_jagielski_add_remove, "jagielski[sensitive_attribute]"),
 ]
 
 
