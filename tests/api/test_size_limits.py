@@ -20,7 +20,6 @@ MODULE_ALLOW: dict[str, str] = {
     "dpfair_jax/runner/report.py": "the REPORT.md builder; issue 29 reshapes the report, split with that",
     "dpfair_jax/privacy/clipping.py": "one per-example clipping dispatcher and its paths; split into vmap/ghost paths pending",
     "dpfair_jax/fairness/metrics.py": "the fairness metrics catalogue, one short function each; split by metric family pending",
-    "dpfair_jax/montecarlo.py": "the Monte Carlo layer (sweep, chunking, seeds); split pending",
     "dpfair_jax/data/tabular.py": "the tabular loaders and their preprocessing; split pending",
     "dpfair_jax/runner/context/__init__.py": "RunContext, already split from provenance/lock/records; its chunked map remains",
     "dpfair_jax/algorithms/pfld_epoch.py": "a few lines over since its sensitive-attribute accounting; that section (attribute_rdp, attribute_spend) is the seam to split",
@@ -43,7 +42,6 @@ FUNCTION_ALLOW: dict[str, str] = {
     "dpfair_jax/audit/reductions_games.py:private_cgoo_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/models/conv.py:cnn": "the CNN's layer table, init and apply written together",
     "dpfair_jax/audit/reductions_games.py:exponential_sampling_game": "a game's setup, neighbours and claim, read top to bottom",
-    "dpfair_jax/montecarlo.py:sweep": "the grid, vmap and chunking of one sweep; split pending",
     "dpfair_jax/audit/dpsgd_games.py:dpsgd_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/audit/budget_tailoring_games.py:budget_tailoring_mechanism": "a game's mechanism and claim, read top to bottom",
 }
