@@ -48,8 +48,7 @@ process should write files.
 
 from __future__ import annotations
 
-from dpfair_jax.montecarlo.engine import estimate_trial_memory, run_trials
-from dpfair_jax.montecarlo.grid import sweep
+from dpfair_jax.montecarlo.engine import estimate_trial_memory, run_trials, sweep
 from dpfair_jax.montecarlo.keys import trial_keys
 from dpfair_jax.montecarlo.plan import Plan, gather, is_primary, plan_chunks, trial_mesh
 from dpfair_jax.montecarlo.results import SweepResult, summarize

@@ -78,14 +78,3 @@ def gather(result: Any) -> Any:
         for i, x in zip(remote, got):
             out[i] = np.asarray(x)
     return jax.tree.unflatten(treedef, out)
-
-
-def _mesh_devices(mesh: Mesh | None) -> int:
-    if mesh is None:
-        return 1
-    if not isinstance(mesh, Mesh):
-        raise ValueError(
-            f"mesh must be a jax.sharding.Mesh (e.g. dpfair_jax.montecarlo.trial_mesh()), got {type(mesh).__name__}."
-        )
-    return int(mesh.devices.size)
-

@@ -12,6 +12,9 @@ split 3:1 with a seed (optionally stratified by group); z-score with training st
 the train and test :class:`~dpfair_jax.data.Dataset`. The group (sensitive) columns and the target
 columns are removed from the features unless ``keep_group_columns=True``. Frames are cached per
 process (``functools.lru_cache``); callers get copies.
+
+The datasets themselves (how each CSV is read, its groups and targets) are specifications in
+:mod:`dpfair_jax.data.tabular.specs`, looked up by name.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import pandas as pd
 from dpfair_jax import _validation as v
 from dpfair_jax.data import preprocessing as pp
 from dpfair_jax.data.dataset import Dataset, DatasetInfo, make_dataset
-from dpfair_jax.data.tabular_specs import (  # noqa: F401 - ADULT_AGE_BINS re-exported
+from dpfair_jax.data.tabular.specs import (  # noqa: F401 - ADULT_AGE_BINS re-exported
     _SPECS,
     ADULT_AGE_BINS,
     _Groups,
