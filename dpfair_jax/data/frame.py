@@ -122,68 +122,24 @@ class FrameEncoder:
         """Fit the encoding on ``frame`` (see the class docstring; the arguments of
         :func:`dataset_from_frame` plus ``standardize`` (z-score the non-binary numeric features),
         the public ``categories``/``groups``/``labels``/``scale``, ``unseen`` and the limits)."""
-        import pandas as pd
-
-        if not isinstance(frame, pd.DataFrame):
-            raise ValueError(f"frame must be a pandas DataFrame, got {type(frame).__name__}.")
-        v.check_choice("unseen", unseen, ("error", "zeros"))
-        v.check_int("max_categories", max_categories, minimum=1)
-        v.check_int("max_groups", max_groups, minimum=1)
-        if not 0 < max_category_fraction <= 1:
-            raise ValueError(f"max_category_fraction must be in (0, 1], got {max_category_fraction!r}.")
-        _frame_columns(frame, [target], "target")
-        _frame_columns(frame, [group], "group")
-        features = [c for c in frame.columns if c not in (target, group)] if features is None else list(features)
-        _frame_columns(frame, features, "feature")
-        if not features:
-            raise ValueError("no feature columns: pass features=[...].")
-        if target in features or group in features:
-            raise ValueError("the target and the group column must not be listed as features.")
-        categories, scale = dict(categories or {}), dict(scale or {})
-        high_cardinality = (high_cardinality,) if isinstance(high_cardinality, str) else tuple(high_cardinality)
-        for what, names in (("categories", categories), ("scale", scale), ("high_cardinality", high_cardinality)):
-            stray = [c for c in names if c not in features]
-            if stray:
-                raise ValueError(f"{what} names column(s) {stray} that are not features ({features}).")
-        _check_missing(frame, [target, group] + features)
-        n = len(frame)
-        limit = _category_limit(n, max_categories, max_category_fraction)
+        features, categories, scale, high_cardinality = _check_fit_args(
+            frame, target, group, features, categories, scale, high_cardinality, unseen, max_categories,
+            max_groups, max_category_fraction)
+        limit = _category_limit(len(frame), max_categories, max_category_fraction)
         cats: dict[str, tuple[str, ...]] = {}
         sc: dict[str, tuple[float, float]] = {}
         names: list[str] = []
         for col in features:
             values = frame[col]
             if col in categories or not _is_numeric(values):
-                if col in categories:
-                    cats[col] = tuple(str(c) for c in categories[col])
-                else:
-                    k = int(values.astype(str).nunique())
-                    if k > limit and col not in high_cardinality:
-                        idlike = " and looks like an ID" if k >= 0.9 * n else ""
-                        raise ValueError(
-                            f"feature column {col!r} has {k} distinct values in {n} rows{idlike} "
-                            f"(limit {limit}: max_categories={max_categories}, "
-                            f"max_category_fraction={max_category_fraction}); one-hot encoding would add "
-                            f"{k} columns. Drop it (features=[...] without it), bin or merge its rare "
-                            f"values, or pass high_cardinality=[{col!r}] to dataset_from_frame or "
-                            "FrameEncoder.fit to encode it anyway.")
-                    cats[col] = tuple(_sorted_values(values.astype(str)))
+                cats[col] = _fit_categories(col, values, categories, high_cardinality, limit, max_categories,
+                                            max_category_fraction)
                 names.extend(f"{col}={c}" for c in cats[col])
                 continue
             names.append(str(col))
-            if (pd.api.types.is_integer_dtype(values) and n > 20 and values.nunique() == n):
-                warnings.warn(f"feature column {col!r} holds a distinct integer in every row, like a row "
-                              "ID; drop it (features=[...]) unless it is a real measurement.", stacklevel=3)
-            if col in scale:
-                mu, sd = (float(t) for t in scale[col])
-                if not (np.isfinite(mu) and np.isfinite(sd) and sd > 0):
-                    raise ValueError(f"scale[{col!r}] must be a finite (mean, sd > 0), got {scale[col]!r}.")
-                sc[col] = (mu, sd)
-            elif standardize:
-                x = values.to_numpy(np.float64)
-                if not np.all((x == 0) | (x == 1)):  # 0/1 flags stay 0/1
-                    sd = float(x.std())
-                    sc[col] = (float(x.mean()), sd if sd > 0 else 1.0)
+            fitted = _fit_numeric(col, values, scale, standardize)
+            if fitted is not None:
+                sc[col] = fitted
         g_values = _group_values(frame[group], group, groups, max_groups)
         y_values, k, label_names = _label_map(frame[target], target, positive, num_classes, labels)
         return cls(target=target, group=group, features=tuple(features), categories=cats, scale=sc,
@@ -338,3 +294,77 @@ def dataset_from_frame(
     enc = FrameEncoder.fit(frame, target=target, group=group, features=features, positive=positive,
                            num_classes=num_classes, source=source, **encoder_options)
     return enc.transform(frame, min_group_size=min_group_size)
+
+
+def _check_fit_args(frame, target: str, group: str, features: list[str] | None, categories: dict | None,
+                    scale: dict | None, high_cardinality: Any, unseen: str, max_categories: int, max_groups: int,
+                    max_category_fraction: float) -> tuple[list[str], dict, dict, tuple[str, ...]]:
+    """``FrameEncoder.fit``'s arguments checked against ``frame`` (before any compute):
+    ``(features, categories, scale, high_cardinality)`` with the defaults filled in."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"frame must be a pandas DataFrame, got {type(frame).__name__}.")
+    v.check_choice("unseen", unseen, ("error", "zeros"))
+    v.check_int("max_categories", max_categories, minimum=1)
+    v.check_int("max_groups", max_groups, minimum=1)
+    if not 0 < max_category_fraction <= 1:
+        raise ValueError(f"max_category_fraction must be in (0, 1], got {max_category_fraction!r}.")
+    _frame_columns(frame, [target], "target")
+    _frame_columns(frame, [group], "group")
+    features = [c for c in frame.columns if c not in (target, group)] if features is None else list(features)
+    _frame_columns(frame, features, "feature")
+    if not features:
+        raise ValueError("no feature columns: pass features=[...].")
+    if target in features or group in features:
+        raise ValueError("the target and the group column must not be listed as features.")
+    categories, scale = dict(categories or {}), dict(scale or {})
+    high_cardinality = (high_cardinality,) if isinstance(high_cardinality, str) else tuple(high_cardinality)
+    for what, names in (("categories", categories), ("scale", scale), ("high_cardinality", high_cardinality)):
+        stray = [c for c in names if c not in features]
+        if stray:
+            raise ValueError(f"{what} names column(s) {stray} that are not features ({features}).")
+    _check_missing(frame, [target, group] + features)
+    return features, categories, scale, high_cardinality
+
+
+def _fit_categories(col: str, values, categories: dict, high_cardinality: tuple[str, ...], limit: int,
+                    max_categories: int, max_category_fraction: float) -> tuple[str, ...]:
+    """The one-hot categories of a non-numeric (or declared categorical) feature: the declared ones,
+    else its sorted distinct values, refusing more than ``limit`` unless listed in ``high_cardinality``."""
+    if col in categories:
+        return tuple(str(c) for c in categories[col])
+    n = len(values)
+    k = int(values.astype(str).nunique())
+    if k > limit and col not in high_cardinality:
+        idlike = " and looks like an ID" if k >= 0.9 * n else ""
+        raise ValueError(
+            f"feature column {col!r} has {k} distinct values in {n} rows{idlike} "
+            f"(limit {limit}: max_categories={max_categories}, "
+            f"max_category_fraction={max_category_fraction}); one-hot encoding would add "
+            f"{k} columns. Drop it (features=[...] without it), bin or merge its rare "
+            f"values, or pass high_cardinality=[{col!r}] to dataset_from_frame or "
+            "FrameEncoder.fit to encode it anyway.")
+    return tuple(_sorted_values(values.astype(str)))
+
+
+def _fit_numeric(col: str, values, scale: dict, standardize: bool) -> tuple[float, float] | None:
+    """The ``(mean, sd)`` of a numeric feature: the declared ``scale[col]``, else its own statistics
+    when ``standardize`` and it is not a 0/1 flag, else ``None`` (left raw). Warns on an ID-like column."""
+    import pandas as pd
+
+    n = len(values)
+    if (pd.api.types.is_integer_dtype(values) and n > 20 and values.nunique() == n):
+        warnings.warn(f"feature column {col!r} holds a distinct integer in every row, like a row "
+                      "ID; drop it (features=[...]) unless it is a real measurement.", stacklevel=4)
+    if col in scale:
+        mu, sd = (float(t) for t in scale[col])
+        if not (np.isfinite(mu) and np.isfinite(sd) and sd > 0):
+            raise ValueError(f"scale[{col!r}] must be a finite (mean, sd > 0), got {scale[col]!r}.")
+        return mu, sd
+    if standardize:
+        x = values.to_numpy(np.float64)
+        if not np.all((x == 0) | (x == 1)):  # 0/1 flags stay 0/1
+            sd = float(x.std())
+            return float(x.mean()), sd if sd > 0 else 1.0
+    return None

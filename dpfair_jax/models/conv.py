@@ -153,6 +153,40 @@ def _check_compute_dtype(compute_dtype: Any) -> str | None:
     return None if name == "float32" else name
 
 
+def _check_cnn_args(num_classes: int, channels: Sequence[int], image_shape: Sequence[int], activation: str,
+                    compute_dtype: Any) -> tuple[tuple[int, ...], tuple[int, ...], str | None]:
+    """``cnn``'s arguments checked: ``(channels, image_shape, compute_dtype name or None)``."""
+    v.check_int("num_classes", num_classes, minimum=1)
+    channels = tuple(channels)
+    for i, ch in enumerate(channels):
+        v.check_int(f"channels[{i}]", ch, minimum=1)
+    image_shape = tuple(image_shape)
+    if len(image_shape) != 3:
+        raise ValueError(f"image_shape must be (H, W, C), got {image_shape!r}.")
+    for i, sz in enumerate(image_shape):
+        v.check_int(f"image_shape[{i}]", sz, minimum=1)
+    if min(image_shape[:2]) < 2 ** len(channels):
+        raise ValueError(
+            f"image_shape {image_shape} is too small for {len(channels)} 2x2 poolings; "
+            "use fewer channels entries or larger images."
+        )
+    v.check_choice("activation", activation, ACTIVATIONS)
+    return channels, image_shape, _check_compute_dtype(compute_dtype)
+
+
+def _prepare_images(x: jax.Array, image_shape: tuple[int, ...], flat: int) -> tuple[jax.Array, bool]:
+    """Inputs as a batch of images ``[n, H, W, C]`` and whether ``x`` was one example."""
+    if x.shape[-3:] == image_shape and x.ndim in (3, 4):
+        return (x[None], True) if x.ndim == 3 else (x, False)
+    if x.shape[-1:] == (flat,) and x.ndim in (1, 2):
+        xb = x.reshape((-1, *image_shape))
+        return xb, x.ndim == 1
+    raise ValueError(
+        f"cnn expects inputs of shape [n, {flat}], [n, *{image_shape}] or one example; "
+        f"got {x.shape}."
+    )
+
+
 def cnn(
     num_classes: int,
     channels: Sequence[int] = (16, 32),
@@ -182,36 +216,14 @@ def cnn(
     (fast inside ``lax.scan``, see ``_conv2d_same``), so forward-mode autodiff (``jax.jvp``,
     ``jax.hessian``) goes through ``apply``.
     """
-    v.check_int("num_classes", num_classes, minimum=1)
-    channels = tuple(channels)
-    for i, ch in enumerate(channels):
-        v.check_int(f"channels[{i}]", ch, minimum=1)
-    image_shape = tuple(image_shape)
-    if len(image_shape) != 3:
-        raise ValueError(f"image_shape must be (H, W, C), got {image_shape!r}.")
-    for i, sz in enumerate(image_shape):
-        v.check_int(f"image_shape[{i}]", sz, minimum=1)
-    if min(image_shape[:2]) < 2 ** len(channels):
-        raise ValueError(
-            f"image_shape {image_shape} is too small for {len(channels)} 2x2 poolings; "
-            "use fewer channels entries or larger images."
-        )
-    v.check_choice("activation", activation, ACTIVATIONS)
-    compute_dtype = _check_compute_dtype(compute_dtype)
+    channels, image_shape, compute_dtype = _check_cnn_args(num_classes, channels, image_shape, activation,
+                                                           compute_dtype)
     flat = int(np.prod(image_shape))
     hp = (image_shape, len(channels), num_classes, activation,
           None if compute_dtype is None else jnp.dtype(compute_dtype))
 
     def prepare(x: jax.Array) -> tuple[jax.Array, bool]:
-        if x.shape[-3:] == image_shape and x.ndim in (3, 4):
-            return (x[None], True) if x.ndim == 3 else (x, False)
-        if x.shape[-1:] == (flat,) and x.ndim in (1, 2):
-            xb = x.reshape((-1, *image_shape))
-            return xb, x.ndim == 1
-        raise ValueError(
-            f"cnn expects inputs of shape [n, {flat}], [n, *{image_shape}] or one example; "
-            f"got {x.shape}."
-        )
+        return _prepare_images(x, image_shape, flat)
 
     init_from_key = nnx_init(lambda rngs: _CNNParams(image_shape, channels, num_classes, rngs))
 

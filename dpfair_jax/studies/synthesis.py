@@ -206,25 +206,46 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     one row (the synthesizer's share of rho plus the noisy stratum counts'; parallel composition
     over the disjoint strata)."""
     import pandas as pd
-    from sklearn.ensemble import RandomForestClassifier
 
     for vname in variants:
         v.check_choice("variant", vname, tuple(VARIANT_COLUMNS))
     v.check_choice("synthesizer", synthesizer, ("marginal", "mst", "aim"))
     dom = _check_domains(table, domains)
+    data, train, test = _split(table, max_rows, seed, test_size)
+    domain_list = [dom[c] for c in data.columns]
+    strata, k_pad = _variant_strata(train, variants, dom, synthesizer)
+    rows = []
+    for eps in epsilons:
+        rho = acc.dp_to_rho(float(eps), delta)
+        rho_fit, count_rho = (1.0 - COUNT_FRACTION) * rho, COUNT_FRACTION * rho
+        for vname in variants:
+            for sd in range(seeds):
+                key = jax.random.key(seed * 1000 + sd)
+                synth = _synthesize(key, synthesizer, train, list(data.columns), domain_list, dom,
+                                    VARIANT_COLUMNS[vname], strata[vname], k_pad, rho_fit, count_rho, delta)
+                rows.append({"epsilon": float(eps), "variant": vname, "seed": sd, "synthesizer": synthesizer,
+                             **_evaluate(synth, train, test, target, trees)})
+    return pd.DataFrame(rows)
+
+
+def _split(table: Any, max_rows: int | None, seed: int, test_size: float) -> tuple[Any, Any, Any]:
+    """``(data, train, test)``: at most ``max_rows`` rows of ``table`` (sampled with ``seed``), split
+    by a permutation of ``default_rng(seed)`` with ``round(test_size * n)`` test rows."""
     rng = np.random.default_rng(seed)
     data = table if max_rows is None or len(table) <= max_rows else table.sample(max_rows, random_state=seed)
     data = data.reset_index(drop=True)
     perm = rng.permutation(len(data))
     n_test = int(round(test_size * len(data)))
     test, train = data.iloc[perm[:n_test]].reset_index(drop=True), data.iloc[perm[n_test:]].reset_index(drop=True)
-    feats = [c for c in data.columns if c != target]
-    sens_test = test["sex"].astype(str) + "_" + test["race"].astype(str)
-    domain_list = [dom[c] for c in data.columns]
-    codes = train.to_numpy(np.int32)
-    # the strata of every variant from the declared schema only; one static number of strata for
-    # every variant (the largest product; unused ids are empty and never sampled), so the marginal
-    # synthesizer compiles once for the whole study
+    return data, train, test
+
+
+def _variant_strata(train: Any, variants: Sequence[str], dom: Mapping[str, int], synthesizer: str,
+                    ) -> tuple[dict[str, tuple[np.ndarray, int]], int]:
+    """The strata of every variant from the declared schema only, and one static number of strata
+    for every variant (the largest product; unused ids are empty and never sampled), so the marginal
+    synthesizer compiles once for the whole study. A smartnoise synthesizer fits one model per
+    stratum with rows: a declared stratum without training rows is refused."""
     strata = {vname: _stratum_ids(train, VARIANT_COLUMNS[vname], dom) for vname in variants}
     k_pad = max(k for _, k in strata.values())
     for vname, (sid, k_v) in strata.items():  # smartnoise fits one model per stratum with rows
@@ -232,54 +253,63 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
             raise ValueError(f"variant {vname!r}: a declared stratum of {VARIANT_COLUMNS[vname]} has no training "
                              f"rows; the {synthesizer!r} synthesizer cannot fit an empty stratum (use "
                              "synthesizer='marginal', or strata known to be non-empty).")
-    rows = []
-    for eps in epsilons:
-        rho = acc.dp_to_rho(float(eps), delta)
-        rho_fit, count_rho = (1.0 - COUNT_FRACTION) * rho, COUNT_FRACTION * rho
-        for vname in variants:
-            scols = VARIANT_COLUMNS[vname]
-            for sd in range(seeds):
-                key = jax.random.key(seed * 1000 + sd)
-                sid, k_v = strata[vname]  # the variant's declared strata (public schema)
-                sid = sid.astype(np.int32)
-                # noisy stratum counts: sampling proportions and the number of synthetic rows (the
-                # exact counts, and len(train), would be released by the synthetic table)
-                counts = stratum_counts(sid, k_v, key=jax.random.fold_in(key, 2), count_rho=count_rho)
-                n_rows = max(int(round(counts.sum())), 1)
-                props = np.zeros(k_pad)
-                props[:k_v] = counts if counts.sum() > 0 else 1.0
-                if synthesizer == "marginal":
-                    model = fit_marginal_synthesizer(key, codes, domain_list, rho_fit, s=sid, num_groups=k_pad)
-                    sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
-                    synth = pd.DataFrame(sc, columns=list(data.columns))
-                else:
-                    if synthesizer == "aim":  # smartnoise-synth's AIM (dpfair_jax.studies.aim)
-                        from dpfair_jax.studies.aim import aim_factory as smartnoise_factory
-                    else:
-                        smartnoise_factory = mst_factory
-                    fac = smartnoise_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
-                    if scols:
-                        syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
-                        c_fit = _noisy_fitted_counts(syn, scols, dom, counts)
-                        synth = syn.sample(n_rows, proportions=c_fit).astype(int)
-                    else:
-                        synth = fac().fit(train.astype(str)).sample(n_rows).astype(int)
-                ysyn = synth[target].to_numpy()
-                if len(np.unique(ysyn)) < 2:
-                    pred = np.full(len(test), ysyn[0])
-                else:
-                    clf = RandomForestClassifier(n_estimators=trees, random_state=42, n_jobs=1)
-                    clf.fit(synth[feats].to_numpy(), ysyn)
-                    pred = clf.predict(test[feats].to_numpy())
-                ytest = test[target].to_numpy()
-                dp_ratio, fnr = _selection_ratio_and_fnr_difference(ytest, pred, sens_test)
-                rows.append({
-                    "epsilon": float(eps), "variant": vname, "seed": sd, "synthesizer": synthesizer,
-                    "accuracy": float(np.mean(pred == ytest)),
-                    "parity_error": column_mean_parity_error(train.astype(np.float32), synth.astype(np.float32),
-                                                             ["sex", "race"]),
-                    "dp_ratio": dp_ratio,
-                    "fnr_difference": float(fnr),
-                    "majority_rate": float(max(ytest.mean(), 1 - ytest.mean())),
-                })
-    return pd.DataFrame(rows)
+    return strata, k_pad
+
+
+def _synthesize(key: jax.Array, synthesizer: str, train: Any, columns: list[str], domain_list: list[int],
+                dom: Mapping[str, int], scols: Sequence[str], strata: tuple[np.ndarray, int], k_pad: int,
+                rho_fit: float, count_rho: float, delta: float) -> Any:
+    """One synthetic table: the noisy stratum counts (``count_rho``) set the sampling proportions and
+    the number of rows; the synthesizer is fitted at ``rho_fit`` (per stratum, parallel composition)."""
+    import pandas as pd
+
+    sid, k_v = strata  # the variant's declared strata (public schema)
+    sid = sid.astype(np.int32)
+    # noisy stratum counts: sampling proportions and the number of synthetic rows (the
+    # exact counts, and len(train), would be released by the synthetic table)
+    counts = stratum_counts(sid, k_v, key=jax.random.fold_in(key, 2), count_rho=count_rho)
+    n_rows = max(int(round(counts.sum())), 1)
+    props = np.zeros(k_pad)
+    props[:k_v] = counts if counts.sum() > 0 else 1.0
+    if synthesizer == "marginal":
+        model = fit_marginal_synthesizer(key, train.to_numpy(np.int32), domain_list, rho_fit, s=sid,
+                                         num_groups=k_pad)
+        sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
+        return pd.DataFrame(sc, columns=columns)
+    if synthesizer == "aim":  # smartnoise-synth's AIM (dpfair_jax.studies.aim)
+        from dpfair_jax.studies.aim import aim_factory as smartnoise_factory
+    else:
+        smartnoise_factory = mst_factory
+    fac = smartnoise_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
+    if scols:
+        syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
+        c_fit = _noisy_fitted_counts(syn, scols, dom, counts)
+        return syn.sample(n_rows, proportions=c_fit).astype(int)
+    return fac().fit(train.astype(str)).sample(n_rows).astype(int)
+
+
+def _evaluate(synth: Any, train: Any, test: Any, target: str, trees: int) -> dict[str, float]:
+    """A random forest trained on the synthetic rows, judged on the real test split: accuracy, the
+    column-mean parity error (strata sex x race), demographic-parity ratio and FNR difference over
+    sex x race, and the majority rate."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    feats = [c for c in train.columns if c != target]
+    sens_test = test["sex"].astype(str) + "_" + test["race"].astype(str)
+    ysyn = synth[target].to_numpy()
+    if len(np.unique(ysyn)) < 2:
+        pred = np.full(len(test), ysyn[0])
+    else:
+        clf = RandomForestClassifier(n_estimators=trees, random_state=42, n_jobs=1)
+        clf.fit(synth[feats].to_numpy(), ysyn)
+        pred = clf.predict(test[feats].to_numpy())
+    ytest = test[target].to_numpy()
+    dp_ratio, fnr = _selection_ratio_and_fnr_difference(ytest, pred, sens_test)
+    return {
+        "accuracy": float(np.mean(pred == ytest)),
+        "parity_error": column_mean_parity_error(train.astype(np.float32), synth.astype(np.float32),
+                                                 ["sex", "race"]),
+        "dp_ratio": dp_ratio,
+        "fnr_difference": float(fnr),
+        "majority_rate": float(max(ytest.mean(), 1 - ytest.mean())),
+    }

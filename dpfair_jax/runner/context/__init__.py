@@ -1,5 +1,3 @@
-# Slightly over 500 lines: RunContext's resumable sweep and the run loop; what a run records, its
-# provenance and its lock are in this package's other modules.
 """``RunContext``: what an experiment's ``run(config, ctx)`` writes through, and ``run_experiment``.
 
 The context owns one run directory (see :mod:`dpfair_jax.runner.store`) and offers:
@@ -33,7 +31,8 @@ must not use collectives over all processes (e.g. a ``trial_mesh()`` of every pr
 the other processes are computing other chunks.
 
 Parts, re-exported here: ``records`` (claims and privacy records), ``provenance`` (code version,
-package versions, devices, compile mode) and ``lock`` (the run directory's lock).
+package versions, devices, compile mode), ``lock`` (the run directory's lock) and ``chunks`` (the
+resumable chunked map behind :meth:`RunContext.map_chunks`).
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from typing import Any
 
 from dpfair_jax import launch
 from dpfair_jax.runner import store
+from dpfair_jax.runner.context.chunks import _duration, _through_bar, map_chunks  # noqa: F401 - re-exported
 from dpfair_jax.runner.context.lock import RunLock, _clear_outputs
 from dpfair_jax.runner.context.provenance import (  # noqa: F401 - re-exported: importable from here as before
     FAST_COMPILE_FLAG,
@@ -77,50 +77,6 @@ from dpfair_jax.runner.registry import Experiment, resolve_config, study_folder
 
 __all__ = ["RunContext", "RunResult", "run_experiment", "package_versions", "device_info", "code_version",
            "study_digest", "source_commit", "comparison", "CLAIM_KINDS", "CLAIM_STATUSES"]
-
-
-def _duration(seconds: float) -> str:
-    """``"42 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``."""
-    seconds = max(0.0, float(seconds))
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
-
-
-@contextlib.contextmanager
-def _through_bar(bar: Any):
-    """While ``bar`` (a visible tqdm bar, or None) runs, write warnings and log records above it
-    instead of over it."""
-    if bar is None:
-        yield
-        return
-    import logging
-    import warnings
-
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        bar.write(warnings.formatwarning(message, category, filename, lineno, line).rstrip("\n"),
-                  file=sys.stderr)
-
-    class _AboveBar(logging.Handler):  # what logging's last-resort handler would print, above the bar
-        def emit(self, record: logging.LogRecord) -> None:
-            bar.write(self.format(record), file=sys.stderr)
-
-    saved = warnings.showwarning
-    warnings.showwarning = show
-    spare = None if logging.root.handlers else _AboveBar(logging.WARNING)
-    try:
-        if spare is not None:
-            logging.root.addHandler(spare)
-        with logging_redirect_tqdm(loggers=[logging.root], tqdm_class=type(bar)):
-            yield
-    finally:
-        if spare is not None:
-            logging.root.removeHandler(spare)
-        warnings.showwarning = saved
 
 
 class RunContext(RunRecords):
@@ -223,133 +179,9 @@ class RunContext(RunRecords):
         concatenates the chunk frames in the order of ``chunks`` with a fresh ``RangeIndex``, so an
         interrupted-then-resumed sweep returns the same table as an uninterrupted one. A tqdm bar
         shows progress on a terminal; otherwise each finished chunk logs one line with the time left.
-
-        Long (~90 lines of code): reading back, dealing, computing and saving chunks share the
-        chunk bookkeeping and the progress bar; the multi-process exchange is :meth:`_compute_round`.
+        The protocol is :mod:`dpfair_jax.runner.context.chunks`.
         """
-        import pandas as pd
-        from tqdm.auto import tqdm
-
-        if isinstance(chunks, Mapping) or not isinstance(chunks, Sequence):
-            raise ValueError("chunks must be a list of dicts (one per chunk).")
-        if not callable(compute):
-            raise ValueError("compute must be callable as compute(chunk: dict) -> pandas.DataFrame.")
-        ids: list[str] = []
-        for i, chunk in enumerate(chunks):
-            if not isinstance(chunk, Mapping):
-                raise ValueError(f"chunks[{i}] must be a dict, got {type(chunk).__name__}.")
-            try:
-                ids.append(self.chunk_id(chunk, desc))
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"chunks[{i}] must be JSON-serializable: {err}") from None
-        if len(set(ids)) != len(ids):
-            raise ValueError("chunks contains duplicate entries; make each chunk dict distinct.")
-
-        self._used_chunks.update(ids)
-        cache = store.ChunkCache(self.workdir / "chunks")
-        frames: list[Any] = [None] * len(chunks)
-        todo: list[int] = []
-        if self.writes:  # process 0 reads the cache and hands the frames to the others
-            for i, cid in enumerate(ids):
-                status = cache.status(cid)
-                if status.state == "ok":
-                    try:
-                        frames[i] = cache.load(cid)
-                        self.chunk_stats["reused"] += 1
-                        continue
-                    except Exception as err:  # noqa: BLE001 - unreadable: recompute
-                        status = store.ChunkStatus("corrupt", f"unreadable ({type(err).__name__}: {err})")
-                if status.state == "corrupt":
-                    self.chunk_stats["corrupt"] += 1
-                    self.log(f"{desc}: chunk {i} ({cid[:12]}) is corrupt: {status.reason}; recomputing it.")
-                    cache.discard(cid)
-                todo.append(i)
-            reused = len(chunks) - len(todo)
-            if reused:
-                self.log(f"{desc}: reusing {reused} of {len(chunks)} finished chunks of an earlier run with the "
-                         "same config and code (rerun with --fresh to recompute them).")
-            elif not self._told_stale:
-                stale = {p.stem for p in cache.directory.glob("*.json")} - self._used_chunks
-                if stale:
-                    self.log(f"{desc}: {len(stale)} saved chunk(s) belong to another config or code version "
-                             "(the config, the study or the dpfair_jax sources changed); computing afresh.")
-            self._told_stale = True
-        procs = launch.process_count()
-        if procs > 1:
-            frames, todo, self.chunk_stats = launch.broadcast_object((frames, todo, self.chunk_stats))
-
-        disable = None if self.progress is None else not self.progress
-        bar = tqdm(total=len(chunks), initial=len(chunks) - len(todo), desc=f"{self.name}: {desc}",
-                   unit="chunk", disable=True if not self.writes else disable, leave=False)
-        self._bar = None if bar.disable else bar
-        t_start, done = time.perf_counter(), 0
-        try:
-            with _through_bar(self._bar):
-                # several processes: round r computes todo[r*P + p] on process p, then all exchange
-                for start in range(0, len(todo), procs):
-                    batch = todo[start:start + procs]
-                    results = self._compute_round(batch, chunks, compute, procs)
-                    for i, (frame, seconds) in zip(batch, results):
-                        if self.writes:
-                            cache.save(ids[i], frame, {"index": i, "stage": desc, "chunk": chunks[i],
-                                                       "rows": len(frame), "seconds": seconds,
-                                                       "written": _utcnow()})
-                        frames[i] = frame
-                        self.chunk_stats["computed"] += 1
-                        bar.update(1)
-                    done += len(batch)
-                    if self._bar is None:
-                        elapsed = time.perf_counter() - t_start
-                        left = elapsed / done * (len(todo) - done)
-                        finished = len(chunks) - len(todo) + done
-                        self._print(f"{desc}: chunk {finished}/{len(chunks)} done ({_duration(elapsed)} so far); "
-                                    f"about {_duration(left)} left")
-        except KeyboardInterrupt:
-            done = sum(f is not None for f in frames)
-            self._bar = None
-            self.log(f"{desc}: interrupted; {done}/{len(chunks)} chunks saved, rerun to resume.")
-            raise
-        finally:
-            self._bar = None
-            bar.close()
-        if not frames:
-            return pd.DataFrame()
-        return pd.concat(frames, ignore_index=True)
-
-    @staticmethod
-    def _compute_round(batch: list[int], chunks: Sequence[Mapping[str, Any]], compute: Callable[[dict], Any],
-                       procs: int) -> list[tuple[Any, float]]:
-        """``(frame, seconds)`` of each chunk in ``batch``: chunk ``batch[p]`` is computed by process
-        ``p`` and every process receives all of them (an error on one process is raised on all)."""
-        import pandas as pd
-
-        def one(i: int) -> tuple[Any, float]:
-            t0 = time.perf_counter()
-            frame = compute(dict(chunks[i]))
-            if isinstance(frame, Mapping):
-                frame = pd.DataFrame(frame)
-            if not isinstance(frame, pd.DataFrame):
-                raise ValueError(
-                    f"compute returned {type(frame).__name__} for chunks[{i}]; return a pandas.DataFrame."
-                )
-            return frame, time.perf_counter() - t0
-
-        if procs == 1:
-            return [one(i) for i in batch]
-        rank = launch.process_index()
-        mine: Any = None
-        if rank < len(batch):
-            try:
-                mine = ("ok", one(batch[rank]))
-            except Exception as err:  # noqa: BLE001 - sent to every process, raised below
-                mine = ("error", f"{type(err).__name__}: {err}", err)
-        got = launch.allgather_object(None if mine is None else mine[:2])
-        for p, res in enumerate(got[: len(batch)]):
-            if res[0] == "error":
-                if p == rank:
-                    raise mine[2]
-                raise RuntimeError(f"chunks[{batch[p]}] failed on process {p}: {res[1]}")
-        return [res[1] for res in got[: len(batch)]]
+        return map_chunks(self, chunks, compute, desc)
 
     # ---------------------------------------------------------------------------------------
     def save_table(self, df: Any, name: str = "results") -> Path:

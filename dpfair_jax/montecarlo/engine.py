@@ -1,52 +1,7 @@
-# Kept as one module (~600 lines): keys, chunk plan, engine, memory budget, run_trials and sweep are one
-# pipeline whose private parts (_Item, _engine, _chunk_from_budget) every section shares.
-"""Monte Carlo engine: many independent trials, and trials x a hyperparameter grid, as one program.
-
-``run_trials(fn, key, num_trials)`` evaluates ``fn(trial_key) -> pytree`` for ``num_trials``
-independent keys and stacks the results on a leading trial axis. ``sweep(fn, key, grid, num_trials)``
-does the same over the Cartesian product of array-valued hyperparameters, with the hyperparameters
-passed to ``fn`` as traced arrays, so a whole grid is one compiled program and changing the grid's
-values (same shapes) does not recompile.
-
-How it runs (one ``jit``):
-
-* The work items (trials, or grid points x trials) are flattened to one axis of length ``N`` and
-  identified by an int32 index. Item ``i`` of a sweep is grid point ``i // num_trials`` and trial
-  ``i % num_trials``; its key is ``trial_keys(key, num_trials)[i % num_trials]``.
-* The axis is split over the devices of ``mesh`` (``jax.shard_map``; the item axis is sharded over
-  *all* mesh axes), and on each device evaluated in chunks: the per-device items are reshaped to
-  ``[num_chunks, chunk]`` and ``lax.map`` runs ``vmap(fn)`` over one chunk at a time, which bounds
-  memory by one chunk's temporaries (plus the stacked outputs).
-* Padding instead of refusal: ``chunk_size`` need not divide the number of items. The per-device
-  count ``m = ceil(N / devices)`` is evaluated in ``ceil(m / c)`` chunks of exactly
-  ``c = min(chunk_size, m)`` items, the item axis padded with copies of item ``N - 1`` whose results
-  are discarded: fewer than ``c`` wasted items per device (pick a ``chunk_size`` dividing ``m`` to
-  waste none). Chunks keep the requested shape on purpose, see the next point.
-* Reproducibility: each item sees the same key and the same hyperparameters wherever it runs, so
-  random draws (and anything computed from them element-wise) never depend on the layout, and
-  results are bitwise identical whenever the chunk shape is the same, in particular for the same
-  ``chunk_size`` on 1 or several devices (tested with 4 host devices; keep ``chunk_size`` at or
-  below the per-device count for this). Across *different* chunk shapes, XLA's CPU backend compiles
-  reductions and dot products per shape and may sum in another order: results then agree to float32
-  rounding, not bitwise (seen for chunks below ~24 trials of a 200-element reduction).
-
-Common random numbers: in a sweep, trial ``t`` uses the same key at every grid point, so differences
-between grid points are not blurred by different noise draws (variance reduction for comparisons;
-the trials are still independent of each other). Use ``fold_in`` on the point inside ``fn`` if
-independent draws per grid point are wanted.
-
-Only threefry2x32 keys are accepted: with ``rbg`` keys, splitting and ``vmap`` can repeat
-randomness across trials.
-
-Several processes (``jax.distributed``; ``python -m dpfair_jax.launch`` on one machine, see
-``docs/multihost.md``): every process calls ``run_trials``/``sweep`` with the same arguments and a
-mesh over the devices of all processes (``trial_mesh()``). The key, the grid and ``data`` are
-replicated (each process passes its own identical copy); the item axis is sharded, each process
-computing its devices' items. The outputs are global arrays; ``gather(result)`` returns host-local
-NumPy arrays on every process (``multihost_utils.process_allgather``; call it on every process),
-bitwise equal to the one-process result for the same chunk shape. ``is_primary()`` says whether this
-process should write files.
-"""
+"""The one compiled program of ``run_trials`` and ``sweep``: work item ``i`` (``_Item``), chunks per
+device (``lax.map`` of ``vmap``), sharding over a mesh (``_engine``), the memory budget
+(``estimate_trial_memory``), ``run_trials`` and ``sweep`` (trials x the Cartesian product of a
+hyperparameter grid, checked on the host before the one compile)."""
 
 from __future__ import annotations
 
@@ -54,7 +9,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -62,43 +17,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dpfair_jax import _validation as V
-
-__all__ = [
-    "SweepResult",
-    "Plan",
-    "estimate_trial_memory",
-    "gather",
-    "is_primary",
-    "plan_chunks",
-    "run_trials",
-    "summarize",
-    "sweep",
-    "trial_keys",
-    "trial_mesh",
-]
+from dpfair_jax.montecarlo.plan import Plan, plan_chunks
+from dpfair_jax.montecarlo.results import SweepResult
 
 PyTree = Any
 _RESERVED = ("key", "trial", "metric", "count", "mean", "sd", "se", "ci_low", "ci_high")
-
-
-# --------------------------------------------------------------------------------------------- keys
-
-
-def trial_keys(key: jax.Array, num_trials: int) -> jax.Array:
-    """Return ``num_trials`` independent threefry keys split from ``key`` (``jax.random.split``).
-
-    ``run_trials`` and ``sweep`` give trial ``t`` exactly ``trial_keys(key, num_trials)[t]``, so a
-    Python loop over these keys reproduces any single trial.
-    """
-    V.check_threefry_key(key)
-    num_trials = V.check_int("num_trials", num_trials, minimum=1)
-    return jax.random.split(_as_typed_key(key), num_trials)
-
-
-def _as_typed_key(key: jax.Array) -> jax.Array:
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    return jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32), impl="threefry2x32")
 
 
 def _check_scalar_key(key: Any) -> None:
@@ -112,76 +35,20 @@ def _check_scalar_key(key: Any) -> None:
         )
 
 
-# --------------------------------------------------------------------------------------------- plan
+def _key_data(key: jax.Array) -> jax.Array:
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(key)
+    return jnp.asarray(key, jnp.uint32)
 
 
-class Plan(NamedTuple):
-    """How ``num_items`` work items are laid out: ``devices x num_chunks x chunk`` (>= num_items)."""
-
-    num_items: int
-    devices: int
-    num_chunks: int
-    chunk: int
-
-    @property
-    def padded(self) -> int:
-        return self.devices * self.num_chunks * self.chunk
-
-    @property
-    def per_device(self) -> int:
-        return self.num_chunks * self.chunk
-
-
-def plan_chunks(num_items: int, devices: int = 1, chunk_size: int | None = None) -> Plan:
-    """Layout of ``num_items`` over ``devices`` in chunks of exactly ``min(chunk_size, per_device)``.
-
-    ``per_device = ceil(num_items / devices)``; the last chunk is padded. ``chunk_size=None``
-    evaluates all of a device's items in one ``vmap``.
-    """
-    num_items = V.check_int("num_items", num_items, minimum=1)
-    devices = V.check_int("devices", devices, minimum=1)
-    per_device = -(-num_items // devices)
-    if chunk_size is None:
-        return Plan(num_items, devices, 1, per_device)
-    chunk = min(V.check_int("chunk_size", chunk_size, minimum=1), per_device)
-    return Plan(num_items, devices, -(-per_device // chunk), chunk)
-
-
-def trial_mesh(devices: Any = None, axis_name: str = "trials") -> Mesh:
-    """A 1-D mesh over ``devices`` (default: all devices of all processes) for the trial axis."""
-    devs = list(jax.devices() if devices is None else devices)
-    if not devs:
-        raise ValueError("devices is empty; pass at least one device or None for all devices.")
-    return Mesh(np.asarray(devs), (axis_name,))
-
-
-def is_primary() -> bool:
-    """True on process 0 of a ``jax.distributed`` job (and in a single process): the one that writes."""
-    return jax.process_index() == 0
-
-
-def gather(result: Any) -> Any:
-    """Host-local NumPy copy of a ``run_trials`` pytree or a ``SweepResult``, on every process.
-
-    Leaves that span devices of other processes (outputs over a multi-process mesh) are gathered
-    with one ``jax.experimental.multihost_utils.process_allgather`` call, a collective: every
-    process must call ``gather`` on the same structure. Other leaves are copied as they are.
-    """
-    if isinstance(result, SweepResult):
-        return dataclasses.replace(result, values=gather(result.values))
-    leaves, treedef = jax.tree.flatten(result)
-    remote = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array) and not x.is_fully_addressable]
-    out = [x if i in remote else np.asarray(x) for i, x in enumerate(leaves)]
-    if remote:
-        from jax.experimental import multihost_utils
-
-        got = multihost_utils.process_allgather([leaves[i] for i in remote], tiled=True)
-        for i, x in zip(remote, got):
-            out[i] = np.asarray(x)
-    return jax.tree.unflatten(treedef, out)
-
-
-# ------------------------------------------------------------------------------------------- engine
+def _mesh_devices(mesh: Mesh | None) -> int:
+    if mesh is None:
+        return 1
+    if not isinstance(mesh, Mesh):
+        raise ValueError(
+            f"mesh must be a jax.sharding.Mesh (e.g. dpfair_jax.montecarlo.trial_mesh()), got {type(mesh).__name__}."
+        )
+    return int(mesh.devices.size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,22 +122,6 @@ def _engine(item: _Item, key_data: jax.Array, points: dict, data: PyTree, *, pla
             check_vma=False,
         )(idx, keys, points, data)
     return jax.tree.map(lambda a: a[: plan.num_items], out)
-
-
-def _mesh_devices(mesh: Mesh | None) -> int:
-    if mesh is None:
-        return 1
-    if not isinstance(mesh, Mesh):
-        raise ValueError(
-            f"mesh must be a jax.sharding.Mesh (e.g. dpfair_jax.montecarlo.trial_mesh()), got {type(mesh).__name__}."
-        )
-    return int(mesh.devices.size)
-
-
-def _key_data(key: jax.Array) -> jax.Array:
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return jax.random.key_data(key)
-    return jnp.asarray(key, jnp.uint32)
 
 
 # ----------------------------------------------------------------------------------- memory budget
@@ -391,9 +242,6 @@ def run_trials(
     return _engine(item, _key_data(key), {}, data, plan=plan, mesh=mesh)
 
 
-# --------------------------------------------------------------------------------------------- sweep
-
-
 def _check_grid(grid: Any) -> dict[str, np.ndarray]:
     if not isinstance(grid, Mapping):
         raise ValueError(f"grid must be a dict name -> 1-D array of values, got {type(grid).__name__}.")
@@ -452,8 +300,30 @@ def sweep(
       ``SweepResult`` whose ``values[name]`` has shape ``[*grid_shape, num_trials, *metric_shape]``
       with the grid axes in the order of ``grid``'s keys.
 
-    Long only by this docstring: the code is under 50 lines.
     """
+    num_trials, g, devices = _check_sweep_args(fn, key, grid, num_trials, mesh, chunk_size, memory_budget_bytes)
+    names = list(g)
+    grid_shape = tuple(len(v) for v in g.values())
+    points = _grid_points(g)
+    V.check_finite("data", data)
+    item = _Item(fn, num_trials, True, data is not None, hparams is not None)
+    if hparams is not None:
+        _check_hparams(hparams, names)
+        data = (data, hparams)
+    _check_outputs(item, points, data, num_trials, names)
+
+    num_items = math.prod(grid_shape) * num_trials
+    if memory_budget_bytes is not None:
+        chunk_size = _chunk_from_budget(fn, key, points, data, memory_budget_bytes, -(-num_items // devices))
+    plan = plan_chunks(num_items, devices, chunk_size)
+    flat = _engine(item, _key_data(key), points, data, plan=plan, mesh=mesh)
+    values = {k: v.reshape(grid_shape + (num_trials,) + v.shape[1:]) for k, v in flat.items()}
+    return SweepResult(values=values, grid=g, num_trials=num_trials)
+
+
+def _check_sweep_args(fn: Any, key: Any, grid: Any, num_trials: Any, mesh: Mesh | None, chunk_size: Any,
+                      memory_budget_bytes: Any) -> tuple[int, dict[str, np.ndarray], int]:
+    """``(num_trials, grid, devices)`` after the checks of ``sweep``'s arguments (before any compile)."""
     _check_scalar_key(key)
     num_trials = V.check_int("num_trials", num_trials, minimum=1)
     if not callable(fn):
@@ -464,24 +334,30 @@ def sweep(
         raise ValueError("pass either chunk_size or memory_budget_bytes, not both.")
     if chunk_size is not None:
         V.check_int("chunk_size", chunk_size, minimum=1)
-    names = list(g)
-    grid_shape = tuple(len(v) for v in g.values())
-    mesh_axes = np.meshgrid(*g.values(), indexing="ij")
-    points = {n: jnp.asarray(a.ravel()) for n, a in zip(names, mesh_axes)}
-    V.check_finite("data", data)
-    item = _Item(fn, num_trials, True, data is not None, hparams is not None)
-    if hparams is not None:
-        fields = _field_names(hparams)
-        unknown = [n for n in names if n not in fields]
-        if unknown:
-            raise ValueError(f"grid names {unknown} are not fields of {type(hparams).__name__} "
-                             f"(fields: {list(fields)}).")
-        for leaf in jax.tree_util.tree_leaves(hparams):
-            if not isinstance(leaf, jax.core.Tracer) and np.any(np.isnan(np.asarray(leaf, dtype=float))):
-                raise ValueError(f"hparams ({type(hparams).__name__}) contains NaN.")
-        data = (data, hparams)
+    return num_trials, g, devices
 
-    # check fn's output on the host before compiling the whole sweep
+
+def _grid_points(g: Mapping[str, np.ndarray]) -> dict[str, jax.Array]:
+    """The grid's Cartesian product, row-major over ``g``'s keys: one flat array of values per name."""
+    mesh_axes = np.meshgrid(*g.values(), indexing="ij")
+    return {n: jnp.asarray(a.ravel()) for n, a in zip(g, mesh_axes)}
+
+
+def _check_hparams(hparams: PyTree, names: list[str]) -> None:
+    """Every grid name is a field of ``hparams``; no concrete leaf of ``hparams`` is NaN."""
+    fields = _field_names(hparams)
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        raise ValueError(f"grid names {unknown} are not fields of {type(hparams).__name__} "
+                         f"(fields: {list(fields)}).")
+    for leaf in jax.tree_util.tree_leaves(hparams):
+        if not isinstance(leaf, jax.core.Tracer) and np.any(np.isnan(np.asarray(leaf, dtype=float))):
+            raise ValueError(f"hparams ({type(hparams).__name__}) contains NaN.")
+
+
+def _check_outputs(item: _Item, points: dict, data: PyTree, num_trials: int, names: list[str]) -> None:
+    """Check ``fn``'s output on the host (``jax.eval_shape``) before compiling the whole sweep: a dict of
+    arrays or scalars whose names clash with no grid name and no result column."""
     out_shape = jax.eval_shape(item, jax.ShapeDtypeStruct((), jnp.int32),
                                jax.ShapeDtypeStruct((num_trials,), jax.random.key(0).dtype), points,
                                data)
@@ -493,114 +369,3 @@ def sweep(
             raise ValueError(f"metric {k!r} returned by fn must be an array or scalar, got a nested {type(v).__name__}.")
         if k in names or k == "trial":
             raise ValueError(f"metric name {k!r} clashes with a grid name or a result column; rename it.")
-
-    num_items = math.prod(grid_shape) * num_trials
-    if memory_budget_bytes is not None:
-        chunk_size = _chunk_from_budget(fn, key, points, data, memory_budget_bytes, -(-num_items // devices))
-    plan = plan_chunks(num_items, devices, chunk_size)
-    flat = _engine(item, _key_data(key), points, data, plan=plan, mesh=mesh)
-    values = {k: v.reshape(grid_shape + (num_trials,) + v.shape[1:]) for k, v in flat.items()}
-    return SweepResult(values=values, grid=g, num_trials=num_trials)
-
-
-# ------------------------------------------------------------------------------------------ results
-
-
-def _t_quantile(confidence: float, dof: np.ndarray) -> np.ndarray:
-    from scipy import stats
-
-    with np.errstate(invalid="ignore"):
-        return stats.t.ppf(0.5 + confidence / 2.0, np.where(dof >= 1, dof, np.nan))
-
-
-def summarize(samples: Any, confidence: float = 0.95, axis: int = 0) -> dict[str, np.ndarray]:
-    """Mean, sd (ddof=1), se, and the Student-t interval ``mean +- t_{(1+c)/2, n-1} se`` over ``axis``.
-
-    NaN entries are ignored (``count`` is the number of the others); with ``count < 2``, sd, se and the interval
-    are NaN.
-    """
-    c = V.as_float("confidence", confidence)
-    if not 0.0 < c < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}.")
-    x = np.asarray(samples, dtype=np.float64)
-    ok = ~np.isnan(x)
-    n = ok.sum(axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(ok, x, 0.0).sum(axis=axis) / n
-        dev = np.where(ok, x - np.expand_dims(mean, axis), 0.0)
-        sd = np.sqrt((dev**2).sum(axis=axis) / np.where(n >= 2, n - 1, np.nan))
-        se = sd / np.sqrt(n)
-    half = _t_quantile(c, n - 1) * se
-    return {"count": n, "mean": mean, "sd": sd, "se": se, "ci_low": mean - half, "ci_high": mean + half}
-
-
-def _metric_columns(name: str, arr: np.ndarray, lead: int) -> list[tuple[str, np.ndarray]]:
-    """Split a [lead..., *shape] metric into (column name, [lead...]) pieces: ``name[i,j]``."""
-    shape = arr.shape[lead:]
-    if not shape:
-        return [(name, arr)]
-    cols = []
-    for idx in np.ndindex(*shape):
-        cols.append((f"{name}[{','.join(map(str, idx))}]", arr[(Ellipsis,) + idx]))
-    return cols
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepResult:
-    """Result of ``sweep``.
-
-    Attributes:
-      values: metric name -> array ``[*grid_shape, num_trials, *metric_shape]``.
-      grid: hyperparameter name -> 1-D NumPy array of its values (axis order of ``values``).
-      num_trials: trials per grid point.
-
-    Array-valued metrics are *expanded*: a metric ``w`` of shape ``(2,)`` gives columns ``w[0]``
-    and ``w[1]`` in ``to_frame()`` and metrics ``w[0]``, ``w[1]`` in ``summary()``.
-    """
-
-    values: dict[str, Any]
-    grid: dict[str, np.ndarray]
-    num_trials: int
-
-    @property
-    def grid_shape(self) -> tuple[int, ...]:
-        return tuple(len(v) for v in self.grid.values())
-
-    def _columns(self) -> list[tuple[str, np.ndarray]]:
-        lead = len(self.grid) + 1
-        cols: list[tuple[str, np.ndarray]] = []
-        for name, v in self.values.items():
-            cols.extend(_metric_columns(name, np.asarray(v), lead))
-        return cols
-
-    def to_frame(self):
-        """Tidy ``pandas.DataFrame``: one row per grid point and trial (row-major over the grid, trial
-        fastest); columns: the grid names, ``trial``, then the metrics (array metrics expanded)."""
-        import pandas as pd
-
-        shape = self.grid_shape + (self.num_trials,)
-        index = np.indices(shape).reshape(len(shape), -1)
-        data: dict[str, np.ndarray] = {}
-        for d, (name, vals) in enumerate(self.grid.items()):
-            data[name] = vals[index[d]]
-        data["trial"] = index[-1]
-        for name, arr in self._columns():
-            data[name] = arr.reshape(-1)
-        return pd.DataFrame(data)
-
-    def summary(self, confidence: float = 0.95):
-        """Per grid point and metric: ``count, mean, sd, se, ci_low, ci_high`` (Student-t interval at
-        ``confidence``) as a long ``pandas.DataFrame`` with columns grid names, ``metric``, stats."""
-        import pandas as pd
-
-        k = len(self.grid)
-        cols = self._columns()
-        pts = np.indices(self.grid_shape).reshape(k, -1)
-        frames = []
-        for name, arr in cols:
-            st = summarize(arr, confidence, axis=k)
-            row: dict[str, Any] = {g: vals[pts[d]] for d, (g, vals) in enumerate(self.grid.items())}
-            row["metric"] = name
-            row.update({s: np.reshape(v, -1) for s, v in st.items()})
-            frames.append(pd.DataFrame(row))
-        return pd.concat(frames, ignore_index=True)
