@@ -543,7 +543,7 @@ def test_linear_ghost_path_equals_generic_vmap_path_with_clipping_and_noise():
         assert float(outs[0][2]) == pytest.approx(float(outs[1][2])) and float(outs[0][2]) > 0
 
 
-@pytest.mark.parametrize("unit", ["sensitive_attribute", "all_features"])
+@pytest.mark.parametrize("unit", ["sensitive_attribute", pytest.param("all_features", marks=pytest.mark.slow)])
 def test_mlp_dense_ghost_path_equals_generic_vmap_path_with_clipping_and_noise(unit):
     """MLPs take the dense ghost path (``_grad_path == "mlp"``); on the same key its run equals the
     ``vmap(grad)`` run up to float32 rounding: the ghost norms ``sqrt(sum_l (|a_l|^2 + 1) |g_l|^2)``
