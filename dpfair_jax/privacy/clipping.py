@@ -1,5 +1,3 @@
-# Kept as one module (~730 lines): its vmap, ghost and dispatch sections share private helpers, and the
-# mutation catalog (tests/mutation/privacy_arithmetic.py) addresses its code by this file.
 """Per-example gradients, L2 clipping (whole pytree and per layer), ghost norms, and the kit's one
 per-example clipped-gradient dispatcher (:func:`clipped_grad_sum`).
 
@@ -29,11 +27,15 @@ result carries the clip norm, hence its sensitivity under each neighbouring rela
 
 ``clip_norm=inf`` means "do not clip" everywhere (factor 1; sensitivity inf, so only a noiseless
 path may use it). All functions are pure and jit/vmap-able; ``clip_norm`` may be a traced scalar.
+
+The module is the public path of every name above; the code lives in three modules:
+:mod:`~dpfair_jax.privacy.clipping_vmap` (materialized per-example gradients, clip factors),
+:mod:`~dpfair_jax.privacy.clipping_ghost` (ghost norms of GLMs, dense stacks and the CNN) and this
+one (the dispatcher :func:`clipped_grad_sum` and :class:`ClippedGradSum`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -42,9 +44,31 @@ import numpy as np
 
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
-from dpfair_jax.privacy import bounding as _bounding
-from dpfair_jax.privacy import ghost as _ghost
 from dpfair_jax.privacy import relations as _rel
+from dpfair_jax.privacy.clipping_ghost import (  # noqa: F401  (re-exported: the public path)
+    _cnn_sum,
+    _dense_ghost,
+    _glm_clipped,
+    _glm_size,
+    cnn_clipped_grad_sum,
+    dense_ghost_norm_sq,
+    glm_clipped_grad_sum,
+    glm_per_example_norms,
+    mlp_clipped_grad_sum,
+    mlp_forward,
+)
+from dpfair_jax.privacy.clipping_vmap import (  # noqa: F401  (re-exported: the public path)
+    _scale_rows,
+    clip_factors,
+    clip_per_example,
+    clip_per_layer,
+    clip_tree,
+    example_size,
+    per_example_grads,
+    per_example_norms,
+    per_layer_sensitivity,
+    weighted_sum,
+)
 from dpfair_jax.privacy.precision import full_precision
 
 __all__ = [
@@ -72,394 +96,6 @@ __all__ = [
 PyTree = Any
 
 
-# ------------------------------------------------------------------------------------------------
-# Generic (vmap) path
-# ------------------------------------------------------------------------------------------------
-@full_precision
-def per_example_grads(loss_fn: Callable[..., jax.Array], params: PyTree, *batch: Any) -> PyTree:
-    """Per-example gradients ``[B, ...]`` of ``loss_fn(params, *example)`` (the loss of ONE example).
-
-    ``batch`` are arrays (or pytrees) with a leading batch axis; ``vmap(grad(loss_fn))`` over it.
-    """
-    if not batch:
-        raise ValueError("per_example_grads needs at least one batch array after params.")
-    v.check_same_length(**{f"batch[{i}]": jax.tree_util.tree_leaves(b)[0] for i, b in enumerate(batch)})
-    in_axes = (None,) + (0,) * len(batch)
-    return jax.vmap(jax.grad(loss_fn), in_axes=in_axes)(params, *batch)
-
-
-def _leaf_sq_norms(leaf: jax.Array) -> jax.Array:
-    leaf = jnp.asarray(leaf)
-    return jnp.sum(jnp.square(leaf.reshape(leaf.shape[0], -1)), axis=1)
-
-
-@full_precision
-def per_example_norms(tree: PyTree) -> jax.Array:
-    """L2 norm of each example's slice of ``tree`` (leaves ``[B, ...]``) over the whole pytree: ``[B]``."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    if not leaves:
-        raise ValueError("tree has no leaves; pass per-example gradients with a leading batch axis.")
-    v.check_same_length(**{f"leaf{i}": leaf for i, leaf in enumerate(leaves)})
-    return jnp.sqrt(sum(_leaf_sq_norms(leaf) for leaf in leaves))
-
-
-def clip_factors(norms: jax.Array, clip_norm: Any, size: int = 1) -> jax.Array:
-    """``min(1, C' / norm)`` with ``C' = C (1 - m)``, ``m = bounding.clip_margin(size, dtype)``:
-    exactly 1 where ``norm <= C'`` (so for ``C = inf``, no clipping, and for zero gradients, also
-    at ``C = 0``), else ``C' / norm``.
-
-    ``size``: how many squared terms each norm sums (the per-example parameter count). The margin
-    ``m = (size + 8) 2^-24`` in float32 covers the rounding of such a norm and of the scaling, so
-    a vector scaled by its factor has true L2 norm ``<= C`` (rounding errs on the safe side)."""
-    norms = jnp.asarray(norms)
-    c = _bounding.safe_clip_norm(clip_norm, size, norms.dtype)
-    return jnp.where(norms <= c, jnp.ones_like(norms), c / jnp.maximum(norms, c))
-
-
-def _param_count(params: PyTree) -> int:
-    """Entries of an (unbatched) parameter pytree (static)."""
-    return max(1, sum(int(np.prod(jnp.shape(leaf), dtype=np.int64)) for leaf in jax.tree_util.tree_leaves(params)))
-
-
-def example_size(tree: PyTree) -> int:
-    """Entries per example of a tree with leaves ``[B, ...]`` (static): the ``size`` to pass to
-    :func:`clip_factors` for norms of that tree's rows."""
-    return max(1, sum(int(np.prod(jnp.shape(leaf)[1:], dtype=np.int64)) for leaf in jax.tree_util.tree_leaves(tree)))
-
-
-def _scale_rows(tree: PyTree, factors: jax.Array) -> PyTree:
-    def scale(leaf):
-        f = factors.reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
-        return leaf * f
-
-    return jax.tree_util.tree_map(scale, tree)
-
-
-@full_precision
-def clip_per_example(tree: PyTree, clip_norm: Any) -> tuple[PyTree, jax.Array]:
-    """Clip every example of ``tree`` (leaves ``[B, ...]``) to L2 norm ``<= clip_norm`` over the pytree.
-
-    Returns ``(clipped_tree, norms)`` with the *unclipped* norms ``[B]``.
-
-    Privacy: the sum over examples of the clipped tree has L2 sensitivity ``clip_norm`` under
-    add/remove-one neighbours (``2 * clip_norm`` under replace-one); ``clip_norm=inf`` returns the
-    tree unchanged (infinite sensitivity).
-    """
-    v.check_clip_norm(clip_norm, allow_inf=True)
-    norms = per_example_norms(tree)
-    return _scale_rows(tree, clip_factors(norms, clip_norm, example_size(tree))), norms
-
-
-def per_layer_sensitivity(clip_norms: PyTree) -> jax.Array:
-    """L2 sensitivity ``sqrt(sum_l C_l^2)`` of a per-layer clipped sum (one ``C_l`` per leaf)."""
-    leaves = [jnp.asarray(c) for c in jax.tree_util.tree_leaves(clip_norms)]
-    return jnp.sqrt(sum(jnp.square(c) for c in leaves))
-
-
-@full_precision
-def clip_per_layer(tree: PyTree, clip_norms: Any) -> tuple[PyTree, PyTree]:
-    """Clip each leaf of each example separately: leaf ``l`` to norm ``<= C_l``.
-
-    ``clip_norms`` is a pytree with the structure of ``tree`` holding one scalar per leaf, or a
-    single scalar used for every leaf. Returns ``(clipped_tree, norms_tree)`` (unclipped norms,
-    one ``[B]`` array per leaf).
-
-    Privacy: the sum of the clipped tree has L2 sensitivity ``sqrt(sum_l C_l^2)``
-    (:func:`per_layer_sensitivity`; with a scalar ``C`` and ``L`` leaves, ``C sqrt(L)``) under
-    add/remove-one neighbours; scale the noise to that.
-    """
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(clip_norms)):
-        if jnp.ndim(clip_norms) != 0:
-            raise ValueError(f"clip_norms must be a scalar or a pytree like tree, got shape {jnp.shape(clip_norms)}.")
-        c_leaves = [clip_norms] * len(leaves)
-    else:
-        c_tree_def = jax.tree_util.tree_structure(clip_norms)
-        if c_tree_def != treedef:
-            raise ValueError(
-                "clip_norms must be a scalar or a pytree with the structure of tree "
-                f"({treedef}), got {c_tree_def}."
-            )
-        c_leaves = jax.tree_util.tree_leaves(clip_norms)
-    for c in c_leaves:
-        v.check_clip_norm(c, "clip_norms", allow_inf=True)
-    norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]
-    clipped = [
-        leaf * clip_factors(n, c, example_size(leaf)).reshape((-1,) + (1,) * (leaf.ndim - 1)).astype(leaf.dtype)
-        for leaf, n, c in zip(leaves, norms, c_leaves)
-    ]
-    return treedef.unflatten(clipped), treedef.unflatten(norms)
-
-
-@full_precision
-def weighted_sum(tree: PyTree, weights: jax.Array) -> PyTree:
-    """``sum_i w_i tree_i`` for leaves ``[B, ...]``, as ``w @ leaf`` (a row-vector contraction)."""
-
-    def contract(leaf):
-        flat = leaf.reshape(leaf.shape[0], -1)
-        return (weights.astype(leaf.dtype) @ flat).reshape(leaf.shape[1:])
-
-    return jax.tree_util.tree_map(contract, tree)
-
-
-def _mask_weights(mask, n: int, dtype) -> jax.Array:
-    if mask is None:
-        return jnp.ones((n,), dtype)
-    return jnp.asarray(mask, dtype)
-
-
-_TINY = 1e-30
-
-
-def _tree_sq_norm(tree: PyTree) -> jax.Array:
-    """Per-example squared norms of a tree with leading batch axis ``[B, ...]``."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    return sum(jnp.sum(jnp.reshape(x * x, (x.shape[0], -1)), axis=1) for x in leaves)
-
-
-def clip_tree(tree: PyTree, clip: Any) -> tuple[PyTree, jax.Array]:
-    """Clip each example (leading axis) to L2 norm ``<= clip`` over the whole tree.
-
-    Factor ``1`` when ``norm <= clip`` (so ``clip = inf`` and zero gradients are exact), else
-    ``clip / norm``; ``clip = 0`` zeroes every example. Returns ``(clipped, clipped_indicator)``.
-
-    Privacy: the sum over examples of the clipped tree has L2 sensitivity ``clip`` under
-    add/remove-one (``2 clip`` under replace-one).
-    """
-    norm = jnp.sqrt(_tree_sq_norm(tree))
-    clip = _bounding.safe_clip_norm(clip, example_size(tree), norm.dtype)  # margin: bounding.clip_margin
-    factor = jnp.where(norm <= clip, 1.0, clip / jnp.maximum(norm, _TINY))
-    out = jax.tree_util.tree_map(lambda x: x * factor.reshape((-1,) + (1,) * (x.ndim - 1)), tree)
-    return out, (norm > clip).astype(norm.dtype)
-
-
-# ------------------------------------------------------------------------------------------------
-# Ghost norms
-# ------------------------------------------------------------------------------------------------
-def _sq_rows(a: jax.Array) -> jax.Array:
-    return jnp.sum(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)
-
-
-@full_precision
-def glm_per_example_norms(
-    x: jax.Array,
-    dloss_dlogits: jax.Array,
-    fit_intercept: bool = True,
-    *,
-    x_sq_norms: jax.Array | None = None,
-) -> jax.Array:
-    """Exact per-example gradient norms of a GLM ``z_i = x_i W + b`` without per-example gradients.
-
-    ``grad_W l_i = x_i^T (dl/dz_i)`` so ``||grad_i||^2 = ||x_i||^2 ||dl/dz_i||^2`` (``+ ||dl/dz_i||^2``
-    for the intercept). ``dloss_dlogits`` is ``[B]`` (one output: linear, logistic) or ``[B, k]``
-    (multinomial). ``x_sq_norms`` (``||x_i||^2``, ``[B]``) may be passed when precomputed once for
-    the whole dataset (they do not change during training). Returns ``[B]``.
-    """
-    v.check_shape("x", x, ndim=2)
-    v.check_same_length(x=x, dloss_dlogits=dloss_dlogits, x_sq_norms=x_sq_norms)
-    x = jnp.asarray(x)
-    g = jnp.asarray(dloss_dlogits)
-    g_sq = _sq_rows(g)
-    x_sq = jnp.sum(jnp.square(x), axis=1) if x_sq_norms is None else jnp.asarray(x_sq_norms, g_sq.dtype)
-    total = x_sq * g_sq + (g_sq if fit_intercept else 0.0)
-    return jnp.sqrt(total)
-
-
-@full_precision
-def glm_clipped_grad_sum(
-    x: jax.Array,
-    dloss_dlogits: jax.Array,
-    clip_norm: Any,
-    mask: jax.Array | None = None,
-    fit_intercept: bool = True,
-    *,
-    x_sq_norms: jax.Array | None = None,
-) -> tuple[dict[str, jax.Array], jax.Array]:
-    """Sum of clipped per-example GLM gradients from ghost norms: ``({"w", "b"}, norms)``.
-
-    ``w`` has shape ``[d]`` (for ``[B]`` logit gradients) or ``[d, k]``; ``b`` is a scalar or ``[k]``
-    (zeros when ``fit_intercept`` is False). The per-example weight ``c_i = mask_i min(1, C/||g_i||)``
-    is folded into the logit gradients, so the sum is ``(c * dl/dz) @ x``: no ``[B, d]`` gradient
-    array is formed. ``x_sq_norms`` as in :func:`glm_per_example_norms`.
-
-    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
-    """
-    v.check_clip_norm(clip_norm, allow_inf=True)
-    return _glm_clipped(x, dloss_dlogits, clip_norm, mask, fit_intercept, x_sq_norms)
-
-
-def _glm_clipped(x, dloss_dlogits, clip_norm, mask, fit_intercept, x_sq_norms):
-    """:func:`glm_clipped_grad_sum` on a checked clip norm."""
-    norms = glm_per_example_norms(x, dloss_dlogits, fit_intercept, x_sq_norms=x_sq_norms)
-    x = jnp.asarray(x)
-    g = jnp.asarray(dloss_dlogits, x.dtype)
-    c = clip_factors(norms, clip_norm, _glm_size(x, g, fit_intercept)) * _mask_weights(mask, norms.shape[0], norms.dtype)
-    if g.ndim == 1:
-        cg = c * g
-        w = cg @ x
-        b = jnp.sum(cg)
-    else:
-        cg = g * c[:, None]
-        w = (cg.T @ x).T  # [k, B] @ [B, d]: the fast "c @ x" form, then a small transpose
-        b = jnp.sum(cg, axis=0)
-    if not fit_intercept:
-        b = jnp.zeros_like(b)
-    return {"w": w, "b": b}, norms
-
-
-def _glm_size(x: jax.Array, g: jax.Array, fit_intercept: bool) -> int:
-    """Parameter count ``d k (+ k)`` of a GLM: bounds the terms its ghost norm sums (``d + k + 2``)."""
-    k = 1 if jnp.ndim(g) == 1 else int(jnp.shape(g)[1])
-    return int(jnp.shape(x)[1]) * k + (k if fit_intercept else 0) + 2
-
-
-@full_precision
-def dense_ghost_norm_sq(a: jax.Array, g: jax.Array) -> jax.Array:
-    """Per-example ``||A_i^T G_i||_F^2`` of a dense layer's weight gradient, without forming it.
-
-    ``a``: inputs ``[B, d_in]`` (one row per example: ``||a_i||^2 ||g_i||^2``) or ``[B, T, d_in]``
-    (sequences: ``<A_i A_i^T, G_i G_i^T>_F``); ``g``: output gradients ``[B, d_out]`` /
-    ``[B, T, d_out]``. Add ``||sum_t g_it||^2`` yourself for the bias.
-    """
-    a = jnp.asarray(a)
-    g = jnp.asarray(g)
-    if a.ndim == 2:
-        return jnp.sum(jnp.square(a), 1) * jnp.sum(jnp.square(g), 1)
-    if a.ndim == 3:
-        aa = jnp.einsum("bti,bsi->bts", a, a)
-        gg = jnp.einsum("bto,bso->bts", g, g)
-        return jnp.sum(aa * gg, axis=(1, 2))
-    raise ValueError(f"a must have shape [B, d_in] or [B, T, d_in], got {a.shape}.")
-
-
-def _check_mlp_params(params: Sequence[dict]) -> None:
-    if not isinstance(params, (list, tuple)) or not params:
-        raise ValueError("params must be a non-empty list of dense layers {'w': [in, out], 'b': [out]}.")
-    for i, layer in enumerate(params):
-        if not isinstance(layer, dict) or set(layer) != {"w", "b"}:
-            raise ValueError(f"params[{i}] must be a dict with keys 'w' and 'b'.")
-        if jnp.ndim(layer["w"]) != 2 or jnp.shape(layer["b"]) != jnp.shape(layer["w"])[1:]:
-            raise ValueError(
-                f"params[{i}] must have w [in, out] and b [out], got {jnp.shape(layer['w'])} "
-                f"and {jnp.shape(layer['b'])}."
-            )
-        if i and jnp.shape(params[i - 1]["w"])[1] != jnp.shape(layer["w"])[0]:
-            raise ValueError(f"params[{i}]['w'] input size does not match params[{i - 1}] output size.")
-
-
-def mlp_forward(
-    params: Sequence[dict],
-    x: jax.Array,
-    activation: Callable[[jax.Array], jax.Array] = jnp.tanh,
-    probes: Sequence[jax.Array] | None = None,
-) -> tuple[jax.Array, list[jax.Array]]:
-    """Dense MLP ``z_l = a_l W_l + b_l (+ probe_l)``, ``a_{l+1} = activation(z_l)``; linear output,
-    for ``params`` given as a list of ``{"w", "b"}`` layers (``models.dense_stack_forward``, the
-    forward pass of ``models.mlp``).
-
-    Returns the output ``z_L`` and the list of layer inputs ``[a_0 = x, a_1, ...]``.
-    """
-    return _models.dense_stack_forward([(layer["w"], layer["b"]) for layer in params], x, activation, probes)
-
-
-def _dense_ghost(total_loss: Callable, probes: list[jax.Array], clip_norm: Any, weights: jax.Array,
-                 public_loss: Callable | None = None) -> tuple[list[dict], jax.Array, jax.Array, Any, Any]:
-    """Book-keeping ghost clipping of a dense stack: ``total_loss(probes) -> (sum of losses,
-    (losses [B], layer inputs, outputs))``; one backward pass to the probes gives every layer's
-    output gradients. ``public_loss(probes) -> sum_i w_i public_i`` (optional): its output gradients
-    give the exact public sums from the same stored inputs. Returns ``([{"w", "b"} per layer], norms [B], losses [B],
-    outputs, public sums or None)``."""
-    (_, (losses, inputs, out)), out_grads = jax.value_and_grad(total_loss, has_aux=True)(probes)
-    sq = sum((jnp.sum(jnp.square(a), 1) + 1.0) * jnp.sum(jnp.square(g), 1) for a, g in zip(inputs, out_grads))
-    norms = jnp.sqrt(sq)
-    size = sum((int(a.shape[1]) + 1) * int(g.shape[1]) for a, g in zip(inputs, out_grads)) + 2 * len(inputs)
-    c = clip_factors(norms, clip_norm, size) * weights
-    pub_grads = None if public_loss is None else jax.grad(public_loss)(probes)
-    grads, pub = [], None if public_loss is None else []
-    for l, (a, g) in enumerate(zip(inputs, out_grads)):
-        cg = g * c[:, None]
-        if public_loss is None:
-            grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
-            continue
-        pg = pub_grads[l]
-        grads.append({"w": (cg.T @ a).T, "b": jnp.sum(cg, axis=0)})
-        pub.append({"w": (pg.T @ a).T, "b": jnp.sum(pg, axis=0)})
-    return grads, norms, losses, out, pub
-
-
-@full_precision
-def mlp_clipped_grad_sum(
-    params: Sequence[dict],
-    x: jax.Array,
-    y: jax.Array,
-    output_loss: Callable[[jax.Array, jax.Array], jax.Array],
-    clip_norm: Any,
-    *,
-    activation: Callable[[jax.Array], jax.Array] = jnp.tanh,
-    mask: jax.Array | None = None,
-) -> tuple[list[dict], jax.Array, jax.Array]:
-    """Ghost clipping for a dense MLP: ``(clipped gradient sum, norms [B], losses [B])``.
-
-    ``params`` is a list of ``{"w": [in, out], "b": [out]}``; ``output_loss(outputs [B, out], y)``
-    returns the per-example losses ``[B]``. One backward pass, taken with respect to zero "probes"
-    added to every pre-activation, gives the per-example output gradients ``g_{l,i}`` of every layer
-    (example ``i``'s loss depends only on row ``i``). Then (dense-layer identity)
-    ``||grad_i||^2 = sum_l (||a_{l,i}||^2 + 1) ||g_{l,i}||^2`` and the clipped sum is
-    ``sum_i c_i a_{l,i}^T g_{l,i} = (c * g_l)^T a_l`` per layer, from stored activations.
-
-    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
-    """
-    v.check_clip_norm(clip_norm, allow_inf=True)
-    _check_mlp_params(params)
-    v.check_shape("x", x, ndim=2)
-    v.check_same_length(x=x, y=y, mask=mask)
-    x = jnp.asarray(x)
-    bsz = x.shape[0]
-    probes = [jnp.zeros((bsz, layer["w"].shape[1]), x.dtype) for layer in params]
-
-    def total_loss(pr):
-        out, inputs = mlp_forward(params, x, activation, pr)
-        losses = output_loss(out, y)
-        return jnp.sum(losses), (losses, inputs, out)
-
-    return _dense_ghost(total_loss, probes, clip_norm, _mask_weights(mask, bsz, x.dtype))[:3]
-
-
-@full_precision
-def cnn_clipped_grad_sum(model: Any, params: Any, x: jax.Array, y: jax.Array, output_loss: Any,
-                         clip_norm: Any, *, mask: jax.Array | None = None, method: str = "auto"):
-    """Ghost clipping for the kit's CNN (:func:`dpfair_jax.models.cnn`): ``(clipped sum, norms [B], losses [B])``.
-
-    :func:`~dpfair_jax.privacy.ghost.cnn_ghost_backward` (one backward pass with respect to zero
-    probes on every pre-activation of ``model.forward``; norms from the unfolded conv patches and
-    the dense head), then ``sum_i c_i grad_i`` layer by layer
-    (:func:`~dpfair_jax.privacy.ghost.cnn_weighted_grad`) with ``c_i = mask_i min(1, C / ||grad_i||)``;
-    the result has the structure of ``params``. ``output_loss(outputs, y) -> [B]``.
-
-    Privacy: L2 sensitivity ``clip_norm`` under add/remove-one (``2 clip_norm`` replace-one).
-    Norms, clip factors and sums are computed in float32; mixed-precision models
-    (``compute_dtype`` set) are refused (their norms would be rounded; use ``vmap(grad)``).
-    """
-    v.check_clip_norm(clip_norm, allow_inf=True)
-    sums, gh = _cnn_sum(model, params, x, y, output_loss, clip_norm, mask, method)
-    return sums, gh.norms, gh.losses
-
-
-def _cnn_sum(model, params, x, y, output_loss, clip_norm, mask, method="auto"):
-    """The CNN ghost pass and its clipped sum: ``(sums, CnnGhost)``; ``y`` any pytree of ``[B, ...]``."""
-    if getattr(model, "layers", None) == "cnn":
-        v.check_same_length(x=jnp.reshape(jnp.asarray(x), (-1, *model.hparams["image_shape"])),
-                            y=jax.tree_util.tree_leaves(y)[0], mask=mask)
-    gh = _ghost.cnn_ghost_backward(model, params, x, y, output_loss, method=method)
-    c = clip_factors(gh.norms, clip_norm, _param_count(params))
-    if mask is not None:
-        c = c * jnp.asarray(mask, c.dtype)
-    return _ghost.cnn_weighted_grad(model, gh, c), gh
-
-
-# ------------------------------------------------------------------------------------------------
-# The per-example clipped-gradient dispatcher
-# ------------------------------------------------------------------------------------------------
 PATHS = ("auto", "vmap", "ghost")
 
 
@@ -687,29 +323,10 @@ def clipped_grad_sum(
     which examples carry weight, so it must not depend on the protected data and its release
     voids amplification by subsampling.
 
-    Long only by this docstring: the code is under 50 lines.
+    Checks in :func:`_check_call`; paths ``_vmap_sum``, ``_glm_sum``, ``_mlp_sum``, ``_cnn_sum``.
     """
-    is_model = isinstance(loss_or_model, _models.Model)
-    parts = isinstance(clip_norm, (tuple, list))
-    if parts:
-        clip_norm = _check_part_clips(clip_norm, params, is_model)
-    else:
-        _check_clip(clip_norm)
-    _check_weights(weights)
-    mode = per_example_path(loss_or_model, path)
-    if not is_model and not callable(loss_or_model):
-        raise ValueError("loss_or_model must be a models.Model or a per-example loss function.")
-    if not is_model and loss is not None:
-        raise ValueError("loss= is only used with a models.Model; loss_or_model is already a loss.")
-    if public is not None and not callable(public):
-        raise ValueError("public must be a per-example loss (a callable) or None.")
-    if is_model:
-        if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
-            raise ValueError("with a models.Model, batch must be (x, y).")
-        batch = tuple(batch)
-        out_loss = _models.output_loss(loss_or_model, None, loss)
-    else:
-        batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+    is_model, parts, clip_norm, mode, batch, out_loss = _check_call(
+        loss_or_model, params, batch, clip_norm, weights, path, loss, public)
     n = v.check_same_length(**{f"batch[{i}]": jax.tree_util.tree_leaves(b)[0] for i, b in enumerate(batch)})
     dt = jnp.result_type(jax.tree_util.tree_leaves(batch[0])[0])
     dt = jnp.promote_types(dt, jnp.float32) if jnp.issubdtype(dt, jnp.floating) else jnp.float32
@@ -735,3 +352,32 @@ def clipped_grad_sum(
         if public is not None:
             pub = _model_public_sum(loss_or_model, params, *batch, public, w)
     return ClippedGradSum(sums, norms, losses, clip, pub, out)
+
+
+def _check_call(loss_or_model: Any, params: Any, batch: Any, clip_norm: Any, weights: Any, path: str,
+                loss: Any, public: Any) -> tuple:
+    """:func:`clipped_grad_sum`'s checks, before any compute: ``(is_model, parts, clip_norm, mode,
+    batch as a tuple, output loss or None)``."""
+    is_model = isinstance(loss_or_model, _models.Model)
+    parts = isinstance(clip_norm, (tuple, list))
+    if parts:
+        clip_norm = _check_part_clips(clip_norm, params, is_model)
+    else:
+        _check_clip(clip_norm)
+    _check_weights(weights)
+    mode = per_example_path(loss_or_model, path)
+    if not is_model and not callable(loss_or_model):
+        raise ValueError("loss_or_model must be a models.Model or a per-example loss function.")
+    if not is_model and loss is not None:
+        raise ValueError("loss= is only used with a models.Model; loss_or_model is already a loss.")
+    if public is not None and not callable(public):
+        raise ValueError("public must be a per-example loss (a callable) or None.")
+    out_loss = None
+    if is_model:
+        if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+            raise ValueError("with a models.Model, batch must be (x, y).")
+        batch = tuple(batch)
+        out_loss = _models.output_loss(loss_or_model, None, loss)
+    else:
+        batch = tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)
+    return is_model, parts, clip_norm, mode, batch, out_loss

@@ -52,6 +52,8 @@ GAUS = "dpfair_jax/privacy/gaussian.py"
 SMP = "dpfair_jax/privacy/sampling.py"
 SEL = "dpfair_jax/privacy/selection.py"
 CLIP = "dpfair_jax/privacy/clipping.py"
+CLIP_VMAP = "dpfair_jax/privacy/clipping_vmap.py"
+CLIP_GHOST = "dpfair_jax/privacy/clipping_ghost.py"
 GHOST = "dpfair_jax/privacy/ghost.py"
 BND = "dpfair_jax/privacy/bounding.py"
 SGDA = "dpfair_jax/algorithms/sgda/ledger.py"
@@ -154,7 +156,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("sensitivity", "relations.bounded_sum_sensitivity: add/remove max(|a|, |b|) -> |b|", REL,
       "add = np.maximum(np.abs(lo), np.abs(hi))", "add = np.abs(hi)",
       T_REL, T_BND),
-    M("sensitivity", "clipping.per_layer_sensitivity: first layer's C only", CLIP,
+    M("sensitivity", "clipping.per_layer_sensitivity: first layer's C only", CLIP_VMAP,
       "return jnp.sqrt(sum(jnp.square(c) for c in leaves))",
       "return jnp.sqrt(sum(jnp.square(c) for c in leaves[:1]))",
       T_CLIP),
@@ -347,22 +349,22 @@ MUTATIONS: tuple[Mutation, ...] = (
       RN, "return value + z / math.sqrt(2 * rho)", "return value + z / math.sqrt(4 * rho)",
       T_SYN, T_MEP),
     # ======================================================================== clipping and ghost norms
-    M("clipping", "clipping.per_example_norms: squared norm (sqrt dropped)", CLIP,
+    M("clipping", "clipping.per_example_norms: squared norm (sqrt dropped)", CLIP_VMAP,
       "return jnp.sqrt(sum(_leaf_sq_norms(leaf) for leaf in leaves))",
       "return sum(_leaf_sq_norms(leaf) for leaf in leaves)",
       T_CLIP, T_DPSGD_CLIP),
-    M("clipping", "clipping._scale_rows: sqrt of the clip factor", CLIP,
+    M("clipping", "clipping._scale_rows: sqrt of the clip factor", CLIP_VMAP,
       "return leaf * f", "return leaf * jnp.sqrt(f)",
       _ids("privacy/test_privacy_arithmetic.py", "test_clip_per_example_against_numpy_with_rows_below_and_above_the_bound"),
       T_CLIP, T_DPSGD_CLIP),
-    M("clipping", "clipping.clip_per_layer: squared layer norms", CLIP,
+    M("clipping", "clipping.clip_per_layer: squared layer norms", CLIP_VMAP,
       "norms = [jnp.sqrt(_leaf_sq_norms(leaf)) for leaf in leaves]",
       "norms = [_leaf_sq_norms(leaf) for leaf in leaves]",
       T_CLIP),
-    M("clipping", "clipping.glm_per_example_norms: intercept part dropped", CLIP,
+    M("clipping", "clipping.glm_per_example_norms: intercept part dropped", CLIP_GHOST,
       "total = x_sq * g_sq + (g_sq if fit_intercept else 0.0)", "total = x_sq * g_sq",
       T_CLIP, T_DPSGD_CLIP),
-    M("clipping", "clipping._sq_rows: largest logit gradient, not the sum over outputs", CLIP,
+    M("clipping", "clipping._sq_rows: largest logit gradient, not the sum over outputs", CLIP_GHOST,
       "return jnp.sum(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)",
       "return jnp.max(jnp.square(a), axis=-1) if a.ndim > 1 else jnp.square(a)",
       T_CLIP),

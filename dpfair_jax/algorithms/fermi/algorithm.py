@@ -135,14 +135,17 @@ def _fermi_parts(config: FermiConfig, P: jax.Array):
 
 
 def _grad_path(config: FermiConfig, x: jax.Array, theta0: Any) -> str:
-    """``"linear"`` (GLM ghost norms), ``"cnn"`` (CNN ghost norms) or ``"generic"`` (vmap), from
-    what the model declares (:func:`dpfair_jax.privacy.clipping.per_example_path`: ``Model.layers``)
-    for features ``x`` and parameters shaped like ``theta0``. MLPs take ``vmap(grad)`` here:
-    ``sgda.dpsgda(model=)`` offers the dispatcher's dense ghost path, which DP-FERMI does not use
-    yet (it would change an MLP run's rounding)."""
+    """``"linear"`` (GLM ghost norms), ``"mlp"`` (dense-stack ghost norms), ``"cnn"`` (CNN ghost
+    norms) or ``"generic"`` (vmap), from what the model declares
+    (:func:`dpfair_jax.privacy.clipping.per_example_path`: ``Model.layers``) for features ``x`` and
+    parameters shaped like ``theta0``. MLPs take the dispatcher's dense ghost path through
+    ``sgda.dpsgda(model=)``: the same clipped sums as ``vmap(grad)`` up to float32 rounding (the
+    norms come from ``||a_i||^2 ||g_i||^2`` instead of the materialized gradients)."""
     kind = clipping.per_example_path(config.model, "vmap" if config.grad_path == "generic" else "auto")
     if kind == "glm" and x.ndim == 2:
         return "linear"
+    if kind == "mlp" and x.ndim == 2:
+        return "mlp"
     if kind == "cnn" and ghost.cnn_matches_apply(config.model, theta0):
         return "cnn"
     return "generic"
@@ -307,7 +310,7 @@ def _fit_impl(config: FermiConfig, parts_builder: Any, key: jax.Array, data: dic
     res = sgda.dpsgda(
         k_run, examples, theta0, W0, hp, config.sgda_config(), private_loss=private,
         public_loss=public, batch_key=batch_key, validate=False, linear=path == "linear",
-        cnn_model=config.model if path == "cnn" else None,
+        cnn_model=config.model if path == "cnn" else None, model=config.model if path == "mlp" else None,
     )
     yhat = predict(model, res.theta, x)
     train = {"train_error": jnp.mean((yhat != data["y"]).astype(jnp.float32)),

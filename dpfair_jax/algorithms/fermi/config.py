@@ -47,7 +47,8 @@ class FermiConfig:
     ``models.cnn`` models (``sgda.dpsgda(cnn_model=...)``: book-keeping ghost clipping of the
     theta-gradients, ``privacy.ghost.cnn_ghost_backward``; a CNN built with ``compute_dtype``
     keeps ``vmap(grad)``); ``"generic"`` forces ``vmap(grad)`` over the parameters (same numbers
-    up to float rounding, slower). MLPs always take ``vmap(grad)``. ``w_relative``: the ratio
+    up to float rounding, slower). ``models.mlp`` models take the dense ghost path
+    (``sgda.dpsgda(model=...)``, ``privacy.clipping.clipped_grad_sum``). ``w_relative``: the ratio
     ``noise_w / noise_theta`` that :func:`calibrate` sets.
     """
 
