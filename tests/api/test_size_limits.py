@@ -33,7 +33,6 @@ FUNCTION_ALLOW: dict[str, str] = {
     "dpfair_jax/runner/context/__init__.py:RunContext.map_chunks": "chunked, resumable map with its checkpoint protocol in one place",
     "dpfair_jax/studies/synthesis.py:synthesis_study": "paper 003's study loop over variants, epsilons and seeds; split pending",
     "dpfair_jax/privacy/clipping.py:clipped_grad_sum": "the one clipping dispatcher: each path's branch is its documented contract",
-    "dpfair_jax/algorithms/sgda/steps.py:dpsgda": "one lax.scan whose step closes over the run's static choices",
     "dpfair_jax/runner/report.py:build_report": "the REPORT.md assembly; issue 29 reshapes the report, split with that",
     "dpfair_jax/data/frame.py:FrameEncoder.fit": "column inference for a frame, one pass; split pending",
     "dpfair_jax/audit/reductions_games.py:private_cgoo_game": "a game's setup, neighbours and claim, read top to bottom",
