@@ -35,12 +35,8 @@ FUNCTION_ALLOW: dict[str, str] = {
     "dpfair_jax/privacy/clipping.py:clipped_grad_sum": "the one clipping dispatcher: each path's branch is its documented contract",
     "dpfair_jax/runner/report.py:build_report": "the REPORT.md assembly; issue 29 reshapes the report, split with that",
     "dpfair_jax/data/frame.py:FrameEncoder.fit": "column inference for a frame, one pass; split pending",
-    "dpfair_jax/audit/reductions_games.py:private_cgoo_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/models/conv.py:cnn": "the CNN's layer table, init and apply written together",
-    "dpfair_jax/audit/reductions_games.py:exponential_sampling_game": "a game's setup, neighbours and claim, read top to bottom",
     "dpfair_jax/montecarlo.py:sweep": "the grid, vmap and chunking of one sweep; split pending",
-    "dpfair_jax/audit/dpsgd_games.py:dpsgd_game": "a game's setup, neighbours and claim, read top to bottom",
-    "dpfair_jax/audit/budget_tailoring_games.py:budget_tailoring_mechanism": "a game's mechanism and claim, read top to bottom",
 }
 
 
