@@ -372,7 +372,9 @@ def run_event(config: PFLDEpochConfig, n: int, noise_theta: float, noise_violati
     return dp_accounting.ComposedDpEvent([steps, releases])
 
 
-def _truncation(config: PFLDEpochConfig, n: int, epsilon: float) -> float:
+def truncation_charge(config: PFLDEpochConfig, n: int, epsilon: float) -> float:
+    """The Poisson padding's truncation probability over the run at ``epsilon`` (0 when the padded
+    batch holds every row): the part of delta the spends charge for it."""
     B = config.sgda_config(n).padded_batch(n)
     if B >= n:
         return 0.0
@@ -403,7 +405,7 @@ def _spend(config: PFLDEpochConfig, n: int, zt: float, zv: float) -> A.PrivacySp
     event = run_event(config, n, zt, zv)
     eps, total, extra = A.truncated_spend(  # the truncation charge comes out of delta
         lambda d: A.epsilon_of_event(event, d, accountant="rdp"), float(config.delta),
-        lambda e: _truncation(config, n, e))
+        lambda e: truncation_charge(config, n, e))
     B = config.sgda_config(n).padded_batch(n)
     notes += f"; Poisson padding {B} rows (truncation delta {extra:.2e} included)"
     return A.PrivacySpend(eps, min(total, 0.999999), event=event, relation="add_remove",
@@ -430,7 +432,7 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
     r = float(config.violation_noise_ratio)
     target_eps = float(eps_t)
     # the truncation charge at the target comes out of delta (refused when it alone reaches delta)
-    delta = A.calibration_delta(target_eps, float(config.delta), _truncation(config, n, target_eps))
+    delta = A.calibration_delta(target_eps, float(config.delta), truncation_charge(config, n, target_eps))
 
     def eps(z: float) -> float:
         return A.epsilon_of_event(run_event(config, n, z, r * z), delta, accountant="rdp")

@@ -61,7 +61,7 @@ def attribute_spend(config: _pe.PFLDEpochConfig, sizes: Any, hparams: _pe.PFLDEp
         return A.PrivacySpend(math.inf, config.delta, relation="replace_one", unit="sensitive_attribute",
                               notes=notes + "; zero noise: no guarantee")
     eps = At.attribute_selection_epsilon(attribute_rdp(config, n, zt, zv), None, config.delta)
-    extra = _pe._truncation(config, n, eps)
+    extra = _pe.truncation_charge(config, n, eps)
     return A.PrivacySpend(eps, min(config.delta + extra, 0.999999), relation="replace_one",
                           unit="sensitive_attribute", accountant="rdp",
                           notes=notes + f"; truncation delta {extra:.2e} included")
