@@ -54,14 +54,15 @@ Per-example gradients always come from ``vmap(grad)``, for every model (no ghost
 + gamma2 c2_a nabla u(x_i)`` contains a per-example Hessian-vector product of ``g_i`` itself,
 which is not a function of one backward pass's per-layer (input, output-gradient) pairs, so its
 norm has no ghost identity and the augmented gradient has to be formed example by example.
+
+The compiled run (one ``lax.scan`` over the steps) is :mod:`dpfair_jax.algorithms.mitigation_program`;
+this module holds the trio, the configuration and the accounting.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import dp_accounting
 import jax
@@ -71,184 +72,22 @@ import optax
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
 from dpfair_jax.algorithms import dpsgd as _dpsgd
-from dpfair_jax.analysis.hessian import prediction_uncertainty
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax._validation import is_traced
 from dpfair_jax.privacy import accounting as _acc
-from dpfair_jax.privacy import aggregation as _agg
-from dpfair_jax.privacy import bounding as _bnd
-from dpfair_jax.privacy import clipping as _clip
-from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
+from . import mitigation_program as _mp
 from ._trio import FitResult, hparams_pytree
+from .mitigation_program import STATS_SENSITIVITY, penalty_coefficients
 
 __all__ = ["padded_batch_size", "penalty_coefficients", "RECONSTRUCTION_NOTE", "STATS_SENSITIVITY",
            "MitigationConfig", "MitigationHparams", "fit", "spend", "calibrate"]
 
 RECONSTRUCTION_NOTE = ("paper 001 (gamma1, gamma2) mitigation: reconstruction (objective not in the "
                        "supplement); private plug-in surrogate, see dpfair_jax.algorithms.mitigation")
-STATS_SENSITIVITY = math.sqrt(3.0)
-
-
-class _Cfg(NamedTuple):
-    model: Any
-    loss: Any
-    n: int
-    batch_size: int
-    max_batch_size: int
-    steps: int
-    num_groups: int
-    num_outputs: int
-    optimizer: Any
-    diagnostics: bool
-    stats_every: int = 0  # 0: statistics of every step's batch; k >= 1: of the full data every k steps
-
-
-def penalty_coefficients(stat: jax.Array, fractions: jax.Array) -> jax.Array:
-    """``c_a = sign(stat_a - stat) / p_a - sum_b sign(stat_b - stat)`` with ``stat = sum_a p_a stat_a``.
-
-    ``(1/B) sum_i c_{a(i)} d_i`` is the gradient of ``sum_a |stat_a - stat|`` when ``stat_a`` is
-    the mean over group ``a`` of per-example quantities with gradients ``d_i`` (signs held fixed).
-    Lower level: use fit (records no spend).
-    """
-    p = jnp.asarray(fractions)
-    pop = jnp.sum(p * stat)
-    sgn = jnp.sign(stat - pop)
-    return sgn / jnp.maximum(p, 1e-6) - jnp.sum(sgn)
-
-
-def _safe_norm(tree) -> jax.Array:
-    sq = sum(jnp.sum(leaf * leaf) for leaf in jax.tree_util.tree_leaves(tree))
-    return jnp.sqrt(jnp.maximum(sq, 1e-24))
-
-
-@functools.partial(jax.jit, static_argnums=(0,))
-def _program(cfg: _Cfg, key, params, x, y, s, data_mask, clip_norm, noise_multiplier,
-             stats_noise_multiplier, gamma1, gamma2, learning_rate, penalty_clip_norm=None):
-    # float32 at least (as dpsgd.fit), whatever precision x comes in
-    dt = jnp.promote_types(jnp.result_type(x), jnp.float32)
-    x = x.astype(dt) if jnp.result_type(x) != dt else x
-    clip_norm = jnp.asarray(clip_norm, dt)
-    noise_multiplier = jnp.asarray(noise_multiplier, dt)
-    separate = penalty_clip_norm is not None  # clip the loss and the penalty parts separately
-    pclip = jnp.asarray(penalty_clip_norm, dt) if separate else None
-    # the sensitivity of the clipped sum (add/remove-one)
-    sensitivity = clip_norm + pclip if separate else clip_norm
-    denominator = jnp.asarray(cfg.batch_size, dt)
-    q = cfg.batch_size / cfg.n
-    opt = cfg.optimizer if isinstance(cfg.optimizer, optax.GradientTransformation) else cfg.optimizer(learning_rate)
-    opt_state = opt.init(params)
-    k_cls = max(cfg.num_outputs, 2)
-    u_max = 1.0 - 1.0 / k_cls
-    stats_std = _agg.gaussian_std(stats_noise_multiplier, STATS_SENSITIVITY, dt)
-    g1 = jnp.asarray(gamma1, dt)
-    g2 = jnp.asarray(gamma2, dt)
-
-    def probs_one(p, xi):
-        out = cfg.model.apply(p, xi)
-        return jax.nn.sigmoid(out) if cfg.num_outputs == 1 else jax.nn.softmax(out)
-
-    def grad_norm_i(p, xi, yi):
-        return _safe_norm(jax.grad(cfg.loss)(p, xi, yi))
-
-    def uncert_i(p, xi):
-        return prediction_uncertainty(probs_one(p, xi)[None])[0]
-
-    def group_stats(p, xs, ss, mask, k_stats):
-        """Noisy [K, 3] sums of (1, clipped norm / C, uncertainty / u_max) and their post-processing."""
-        norms = _clip.per_example_norms(jax.vmap(jax.grad(cfg.loss), in_axes=(None, 0, 0))(p, xs[0], xs[1]))
-        unc = jax.vmap(uncert_i, in_axes=(None, 0))(p, xs[0])
-        contrib = jnp.stack([jnp.ones_like(norms), _bnd.clip_to_interval(norms, 0.0, clip_norm) / clip_norm,
-                             jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
-        sums = jax.nn.one_hot(ss, cfg.num_groups, dtype=dt).T @ contrib  # [K, 3]
-        noisy = _mech.gaussian_mechanism(k_stats, sums, stats_std)
-        cnt = jnp.maximum(noisy[:, 0], 1.0)
-        frac = cnt / jnp.sum(cnt)
-        return noisy, frac, jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0), jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
-
-    full_mask = jnp.ones((cfg.n,), dt) if data_mask is None else data_mask.astype(dt)
-    seen: dict = {}  # what the traced step samples, for the run's SamplingReport
-
-    def step(carry, k):
-        if cfg.stats_every:  # statistics of the full data, refreshed every stats_every steps
-            params, opt_state, t, held = carry
-            held = jax.lax.cond(t % cfg.stats_every == 0,
-                                lambda: group_stats(params, (x, y), s, full_mask, jax.random.fold_in(k, 2)),
-                                lambda: held)
-        else:
-            params, opt_state = carry
-        k_sample, k_noise = jax.random.split(k)
-        sample = _sampling.poisson_sample(k_sample, cfg.n, q, cfg.max_batch_size)
-        idx, mask = sample.indices, sample.mask.astype(dt)
-        seen.update(sampler="poisson", sample_rate=q, batch_width=int(idx.shape[0]), dataset_size=cfg.n)
-        if data_mask is not None:
-            mask = mask * data_mask[idx].astype(dt)
-        xb, yb, sb = x[idx], y[idx], s[idx]
-        losses, grads = jax.vmap(jax.value_and_grad(cfg.loss), in_axes=(None, 0, 0))(params, xb, yb)
-        norms = _clip.per_example_norms(grads)
-        if cfg.stats_every:
-            noisy, frac, m_a, t_a = held
-        # --- private group statistics (group-weighted Gaussian noise on clipped contributions)
-        unc = jax.vmap(uncert_i, in_axes=(None, 0))(params, xb)
-        contrib = jnp.stack([jnp.ones_like(norms), _bnd.clip_to_interval(norms, 0.0, clip_norm) / clip_norm,
-                             jnp.clip(unc / u_max, 0.0, 1.0)], axis=1) * mask[:, None]
-        oh = jax.nn.one_hot(sb, cfg.num_groups, dtype=dt)
-        sums = oh.T @ contrib  # [K, 3]
-        # its own key: fold_in(k_noise, i) would be split(k_noise, L)[i], the gradient noise of leaf i
-        if not cfg.stats_every:
-            noisy = _mech.gaussian_mechanism(jax.random.fold_in(k, 2), sums, stats_std)
-            cnt = jnp.maximum(noisy[:, 0], 1.0)
-            frac = cnt / jnp.sum(cnt)
-            m_a = jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0)
-            t_a = jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
-        c1 = penalty_coefficients(m_a, frac)[sb]
-        c2 = penalty_coefficients(t_a, frac)[sb]
-        # --- per-example penalty gradients (zero contributions when gamma1 = gamma2 = 0)
-        pg1 = jax.vmap(jax.grad(grad_norm_i), in_axes=(None, 0, 0))(params, xb, yb)
-        pg2 = jax.vmap(jax.grad(uncert_i), in_axes=(None, 0))(params, xb)
-        w1 = g1 * c1
-        w2 = g2 * c2
-
-        def combine(g, a, b):
-            shp = (-1,) + (1,) * (g.ndim - 1)
-            return g + (w1.reshape(shp) * a + w2.reshape(shp) * b)
-
-        if separate:  # loss part clipped to C, penalty part to C_p: sensitivity C + C_p
-            pen = jax.tree_util.tree_map(lambda a, b: combine(jnp.zeros_like(a), a, b), pg1, pg2)
-            cf = _clip.clip_factors(norms, clip_norm, _clip.example_size(grads)) * mask
-            cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip, _clip.example_size(pen)) * mask
-            sums_g = jax.tree_util.tree_map(jnp.add, _clip.weighted_sum(grads, cf), _clip.weighted_sum(pen, cfp))
-        else:
-            aug = jax.tree_util.tree_map(combine, grads, pg1, pg2)
-            norms_aug = _clip.per_example_norms(aug)
-            cf = _clip.clip_factors(norms_aug, clip_norm, _clip.example_size(aug)) * mask
-            sums_g = _clip.weighted_sum(aug, cf)
-        grad = _agg.noised_mean(k_noise, sums_g, sensitivity=sensitivity, noise_multiplier=noise_multiplier,
-                                denominator=denominator)
-        updates, opt_state = opt.update(grad, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        if cfg.diagnostics:
-            bsz = jnp.maximum(jnp.sum(mask), 1.0)
-            diag = {"loss": jnp.sum(losses * mask) / bsz, "mean_grad_norm": jnp.sum(norms * mask) / bsz,
-                    "private_group_clipped_norm": m_a * clip_norm, "private_group_uncertainty": t_a * u_max,
-                    "private_group_fraction": frac, "private_group_sums": noisy}
-        else:
-            diag = {}
-        if cfg.stats_every:
-            return (params, opt_state, t + 1, held), diag
-        return (params, opt_state), diag
-
-    keys = jax.random.split(key, cfg.steps + 1)
-    if cfg.stats_every:
-        k_cnt = cfg.num_groups
-        held0 = (jnp.zeros((k_cnt, 3), dt), jnp.full((k_cnt,), 1.0 / k_cnt, dt), jnp.zeros((k_cnt,), dt),
-                 jnp.zeros((k_cnt,), dt))
-        (params, *_), diag = jax.lax.scan(step, (params, opt_state, jnp.int32(0), held0), keys[:-1])
-    else:
-        (params, _), diag = jax.lax.scan(step, (params, opt_state), keys[:-1])
-    return params, diag, _sampling.SamplingReport(steps=int(keys[:-1].shape[0]), **seen)  # scan length
+_program = _mp.program  # the compiled run (module attribute: fit calls it through this name)
 
 
 def _check_shape(config: "MitigationConfig", n: int) -> None:
@@ -443,7 +282,7 @@ def fit(key: jax.Array, data: Dataset, hparams: MitigationHparams, config: Mitig
     _dpsgd.check_labels(data.y, data.mask, out_loss, model)
     max_batch_size = _padded_width(n, config.batch_size, config.steps, config.max_batch_size)
     loss_fn = _models.example_loss(model, out_loss)
-    cfg = _Cfg(model, loss_fn, n, config.batch_size, max_batch_size, config.steps, data.num_groups,
+    cfg = _mp.ProgramConfig(model, loss_fn, n, config.batch_size, max_batch_size, config.steps, data.num_groups,
                model.num_outputs, config.optimizer, bool(config.diagnostics), config.stats_every)
     out, diag, report = _program(cfg, key, params, data.x, data.y, data.s, data.mask, hparams.clip_norm,
                                  hparams.noise_multiplier, hparams.stats_noise_multiplier, hparams.gamma1,

@@ -60,8 +60,9 @@ releases read ``s``; :mod:`dpfair_jax.privacy.attribute`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import dp_accounting
 import jax
@@ -72,10 +73,11 @@ from scipy import optimize
 from dpfair_jax import _validation as v
 from dpfair_jax.algorithms import fermi, sgda
 from dpfair_jax.algorithms._trio import FitResult, hparams_pytree
+from dpfair_jax.algorithms.pfld_epoch_terms import penalty_one, soft_counts, violations_from_counts
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
-from dpfair_jax.privacy import clipping as C
+from dpfair_jax.privacy import clipping as C  # noqa: F401  (pfld_epoch.C: the clipping the terms use)
 from dpfair_jax.privacy import mechanisms as Mech
 from dpfair_jax.privacy import minmax_noise as MM
 from dpfair_jax.privacy import sampling as Smp
@@ -222,42 +224,6 @@ def _check_data(data: Dataset, config: PFLDEpochConfig) -> None:
     v.check_labels(data.y, config.num_classes, "y")
 
 
-def penalty_one(probs: jax.Array, s: Any, c: Any, nu: jax.Array, p_s: jax.Array) -> jax.Array:
-    """``pen_i = sum_j F_j [nu_{c, s, j} / p(s | c) - sum_g nu_{c, g, j}]`` for one example
-    (``nu [C, k, l]``, ``p_s [C, k]``); its mean over the data is ``sum p(c) nu h`` (module docstring).
-    Rows are taken as masked sums (no scatter in the per-example gradient)."""
-    hit_c = (jnp.arange(nu.shape[0]) == c)[:, None, None]
-    nuc = jnp.sum(jnp.where(hit_c, nu, 0.0), axis=0)  # [k, l]
-    pc = jnp.sum(jnp.where(hit_c[:, :, 0], p_s, 0.0), axis=0)  # [k]
-    hit_s = jnp.arange(nuc.shape[0]) == s
-    row = jnp.sum(jnp.where(hit_s[:, None], nuc, 0.0), axis=0)  # [l]
-    ps = jnp.sum(jnp.where(hit_s, pc, 0.0))
-    coef = row / jnp.maximum(ps, 1e-12) - jnp.sum(nuc, axis=0)
-    return jnp.sum(coef * probs)
-
-
-def soft_counts(probs: jax.Array, s: jax.Array, c: jax.Array, num_conditions: int, num_groups: int,
-                clip: Any) -> jax.Array:
-    """Clipped sum of the per-example contributions ``e_{c_i} (x) e_{s_i} (x) F(x_i)``: ``[C, k, l]``.
-
-    The L2 norm of one contribution is ``|F(x_i)|_2``; it is clipped to ``clip``
-    (:func:`dpfair_jax.privacy.clipping.clip_per_example`), so the sum has L2 sensitivity ``clip``
-    under add/remove."""
-    cs = jax.nn.one_hot(c, num_conditions)[:, :, None] * jax.nn.one_hot(s, num_groups)[:, None, :]
-    contrib = cs[:, :, :, None] * probs[:, None, None, :]  # [n, C, k, l]
-    clipped = C.clip_per_example(contrib, clip)[0]
-    return jnp.sum(clipped, axis=0)
-
-
-def violations_from_counts(J: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """``(h [C, k, l], p(g | c) [C, k])`` from (noisy) soft joint counts ``J [C, k, l]``: group sizes
-    ``n_{c,g} = max(sum_j J, 1)``, ``h = J / n_{c,g} - sum_g J / sum_g n_{c,g}``."""
-    N = jnp.maximum(jnp.sum(J, axis=-1), 1.0)  # [C, k]
-    rate = J / N[..., None]
-    marg = jnp.sum(J, axis=1) / jnp.sum(N, axis=1, keepdims=True)  # [C, l]
-    return rate - marg[:, None, :], N / jnp.sum(N, axis=1, keepdims=True)
-
-
 def _grad_path(config: PFLDEpochConfig, data: Dataset) -> str:
     if config.grad_path == "generic":
         return "generic"
@@ -265,6 +231,69 @@ def _grad_path(config: PFLDEpochConfig, data: Dataset) -> str:
     if name in ("logistic", "multinomial_logistic") and data.x.ndim == 2:
         return "linear"
     return "generic"
+
+
+class _EpochRun(NamedTuple):
+    """What every epoch of one :func:`fit` run shares (keys, data, the primal's settings)."""
+
+    model: Any
+    hparams: PFLDEpochHparams
+    examples: dict  # x, y, s and the condition c of every row
+    path: str
+    mu: jax.Array
+    sgda_hparams: sgda.SGDAHparams
+    sgda_config: sgda.SGDAConfig
+    std_rel: jax.Array
+    k_run: jax.Array
+    k_batch: jax.Array
+    k_rel: jax.Array
+    shape: tuple  # (C, k, l)
+
+
+def _primal_epoch(run: _EpochRun, theta, nu, p_s, e, seen: dict):
+    """Epoch ``e``'s ``S`` DP-SGD steps on ``loss_i + mu pen_i`` at the held ``nu``, ``p(g | c)``
+    (:func:`dpfair_jax.algorithms.sgda.dpsgda`, the ascent variable unused)."""
+    model, mu = run.model, run.mu
+
+    def loss_of_logits(z, w, ex):
+        probs = E.soft_prediction(z)
+        return fermi.task_loss(model, z, ex["y"]) + mu * penalty_one(probs, ex["s"], ex["c"], nu, p_s)
+
+    if run.path == "linear":
+        private = loss_of_logits
+    else:
+        def private(th, w, ex):
+            return loss_of_logits(model.apply(th, ex["x"]), w, ex)
+
+    res = sgda.dpsgda(jax.random.fold_in(run.k_run, e), run.examples, theta, jnp.zeros((), jnp.float32),
+                      run.sgda_hparams, run.sgda_config, private_loss=private,
+                      batch_key=jax.random.fold_in(run.k_batch, e), validate=False, linear=run.path == "linear")
+    seen["epoch"] = res.report
+    return res
+
+
+def _violation_release(run: _EpochRun, theta, e, seen: dict) -> tuple[jax.Array, jax.Array]:
+    """Epoch ``e``'s noisy release of the full-data soft joint counts: ``(h_hat, p(g | c))``."""
+    Cn, k, _ = run.shape
+    ex = run.examples
+    probs = E.soft_predictions(run.model.apply(theta, ex["x"]))
+    J = soft_counts(probs, ex["s"], ex["c"], Cn, k, run.hparams.clip_violation)
+    J = J + Mech.gaussian_noise(jax.random.fold_in(run.k_rel, e), J.shape, run.std_rel, J.dtype)
+    seen["violations"] = seen.get("violations", 0) + 1
+    return violations_from_counts(J)
+
+
+def _epoch(run: _EpochRun, seen: dict, carry, e):
+    """One epoch: the primal steps, the violation release, the projected dual step."""
+    theta, lam, sign, p_s = carry
+    res = _primal_epoch(run, theta, lam * sign, p_s, e, seen)
+    theta = res.theta
+    h, p_new = _violation_release(run, theta, e, seen)
+    hp = run.hparams
+    lam = jnp.clip(lam + hp.lr_dual * (jnp.abs(h) - hp.tol), 0.0, hp.radius)
+    active = jnp.sign(h) * (jnp.abs(h) > hp.tol)  # subgradient of max(0, |h| - tol)
+    return (theta, lam, active, p_new), (h, res.diagnostics["truncated_steps"],
+                                         res.diagnostics["clipped_frac_theta"])
 
 
 @full_precision
@@ -296,57 +325,24 @@ def fit(key: jax.Array, data: Dataset, hparams: PFLDEpochHparams, config: PFLDEp
         _check_data(data, config)
         v.check_threefry_key(key)
         check_hparams(hparams)
-    model = config.model
     Cn, k, l = config.num_conditions, config.num_groups, config.num_classes
     k_init, k_run, k_batch = jax.random.split(key, 3)
     k_rel = jax.random.fold_in(key, _REL_KEY)
     k_batch = k_batch if batch_key is None else batch_key
     d = data.x.shape[1:] if data.x.ndim > 2 else data.x.shape[1]
-    theta0 = model.init(k_init, d) if params0 is None else params0
+    theta0 = config.model.init(k_init, d) if params0 is None else params0
     c = data.y if config.fairness == "eo" else jnp.zeros_like(data.s)
-    examples = {"x": data.x, "y": data.y, "s": data.s, "c": c}
-    path = _grad_path(config, data)
-    mu = jnp.asarray(hparams.lam, jnp.float32)
     hp = sgda.SGDAHparams(lr_theta=hparams.lr_theta, lr_w=0.0, clip_theta=hparams.clip_theta,
                           clip_w=0.0, noise_theta=hparams.noise_theta, noise_w=0.0, radius=jnp.inf)
-    scfg = config.sgda_config(n)
-    w_unused = jnp.zeros((), jnp.float32)
-    std_rel = MM.clipped_sum_std(hparams.noise_violation, hparams.clip_violation)
-
+    run = _EpochRun(config.model, hparams, {"x": data.x, "y": data.y, "s": data.s, "c": c},
+                    _grad_path(config, data), jnp.asarray(hparams.lam, jnp.float32), hp, config.sgda_config(n),
+                    MM.clipped_sum_std(hparams.noise_violation, hparams.clip_violation), k_run, k_batch, k_rel,
+                    (Cn, k, l))
     seen: dict = {}
-
-    def epoch(carry, e):
-        theta, lam, sign, p_s = carry
-        nu = lam * sign
-
-        def loss_of_logits(z, w, ex):
-            probs = E.soft_prediction(z)
-            return fermi.task_loss(model, z, ex["y"]) + mu * penalty_one(probs, ex["s"], ex["c"], nu, p_s)
-
-        if path == "linear":
-            private = loss_of_logits
-        else:
-            def private(th, w, ex):
-                return loss_of_logits(model.apply(th, ex["x"]), w, ex)
-
-        res = sgda.dpsgda(jax.random.fold_in(k_run, e), examples, theta, w_unused, hp, scfg,
-                          private_loss=private, batch_key=jax.random.fold_in(k_batch, e),
-                          validate=False, linear=path == "linear")
-        seen["epoch"] = res.report
-        theta = res.theta
-        probs = E.soft_predictions(model.apply(theta, data.x))
-        J = soft_counts(probs, data.s, c, Cn, k, hparams.clip_violation)
-        J = J + Mech.gaussian_noise(jax.random.fold_in(k_rel, e), J.shape, std_rel, J.dtype)
-        seen["violations"] = seen.get("violations", 0) + 1
-        h, p_new = violations_from_counts(J)
-        lam = jnp.clip(lam + hparams.lr_dual * (jnp.abs(h) - hparams.tol), 0.0, hparams.radius)
-        active = jnp.sign(h) * (jnp.abs(h) > hparams.tol)  # subgradient of max(0, |h| - tol)
-        return (theta, lam, active, p_new), (h, res.diagnostics["truncated_steps"],
-                                                  res.diagnostics["clipped_frac_theta"])
-
     init = (theta0, jnp.zeros((Cn, k, l), jnp.float32), jnp.zeros((Cn, k, l), jnp.float32),
             jnp.full((Cn, k), 1.0 / k, jnp.float32))
-    (theta, lam, sign, _), (hs, trunc, clipped) = jax.lax.scan(epoch, init, jnp.arange(config.epochs))
+    (theta, lam, sign, _), (hs, trunc, clipped) = jax.lax.scan(functools.partial(_epoch, run, seen), init,
+                                                               jnp.arange(config.epochs))
     diag = {"multipliers": lam, "signs": sign, "violations": hs, "truncated_steps": jnp.sum(trunc),
             "clipped_frac_theta": jnp.mean(clipped)}
     epochs_run = int(hs.shape[0])  # the outer scan's length; each epoch traced once
@@ -376,7 +372,9 @@ def run_event(config: PFLDEpochConfig, n: int, noise_theta: float, noise_violati
     return dp_accounting.ComposedDpEvent([steps, releases])
 
 
-def _truncation(config: PFLDEpochConfig, n: int, epsilon: float) -> float:
+def truncation_charge(config: PFLDEpochConfig, n: int, epsilon: float) -> float:
+    """The Poisson padding's truncation probability over the run at ``epsilon`` (0 when the padded
+    batch holds every row): the part of delta the spends charge for it."""
     B = config.sgda_config(n).padded_batch(n)
     if B >= n:
         return 0.0
@@ -407,7 +405,7 @@ def _spend(config: PFLDEpochConfig, n: int, zt: float, zv: float) -> A.PrivacySp
     event = run_event(config, n, zt, zv)
     eps, total, extra = A.truncated_spend(  # the truncation charge comes out of delta
         lambda d: A.epsilon_of_event(event, d, accountant="rdp"), float(config.delta),
-        lambda e: _truncation(config, n, e))
+        lambda e: truncation_charge(config, n, e))
     B = config.sgda_config(n).padded_batch(n)
     notes += f"; Poisson padding {B} rows (truncation delta {extra:.2e} included)"
     return A.PrivacySpend(eps, min(total, 0.999999), event=event, relation="add_remove",
@@ -434,7 +432,7 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
     r = float(config.violation_noise_ratio)
     target_eps = float(eps_t)
     # the truncation charge at the target comes out of delta (refused when it alone reaches delta)
-    delta = A.calibration_delta(target_eps, float(config.delta), _truncation(config, n, target_eps))
+    delta = A.calibration_delta(target_eps, float(config.delta), truncation_charge(config, n, target_eps))
 
     def eps(z: float) -> float:
         return A.epsilon_of_event(run_event(config, n, z, r * z), delta, accountant="rdp")
@@ -453,52 +451,25 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
 
 # ------------------------------------------------------------------------------------------------
 # the sensitive-attribute unit: the same run, accounted under a change of one s_i
+# (dpfair_jax.algorithms.pfld_epoch_attribute; imported on call, since it builds on this module)
 # ------------------------------------------------------------------------------------------------
 def attribute_rdp(config: PFLDEpochConfig, n: int, noise_theta: float, noise_violation: float, *,
                   orders=None):
-    """RDP at ``orders`` (default :data:`dpfair_jax.privacy.attribute.ORDERS`) of :func:`fit` under a
-    change of one record's ``s_i`` (paper 004's Definition 2.2; :mod:`dpfair_jax.privacy.attribute`).
-
-    What reads ``s``: the primal gradient (through ``pen_i``: one clipped row replaced by another,
-    shift ``2 / noise_theta`` in each of the ``K ~ Bin(T, m / n)`` steps the record is sampled) and
-    each epoch's soft joint counts (the record's clipped contribution ``e_c (x) e_s (x) F`` moves
-    between the cells of two groups: shift ``sqrt 2 / noise_violation``, ``epochs`` times). (a)
-    membership visible, exact, and (b) :func:`run_event` carried to the change by the weak
-    triangle inequality; the pointwise minimum.
+    """RDP of :func:`fit` under a change of one record's ``s_i``:
+    :func:`dpfair_jax.algorithms.pfld_epoch_attribute.attribute_rdp`.
 
     Privacy: an RDP bound for substitution of one ``s_i`` only (unit ``"sensitive_attribute"``)."""
-    from dpfair_jax.privacy import attribute as At
+    from dpfair_jax.algorithms import pfld_epoch_attribute as _at
 
-    orders = At.ORDERS if orders is None else orders
-    mu = At.shift(noise_theta, At.CLIPPED_SUM_FACTOR)
-    extra = math.sqrt(config.epochs) * At.shift(noise_violation, At.MOVED_CELL_FACTOR)
-    part = At.poisson_participation(config.steps(n), config.batch_size / n)
-    event = run_event(config, n, float(noise_theta), float(noise_violation))
-    return At.attribute_rdp(mu, part, extra_mu=extra, example_event=event, orders=orders)
+    return _at.attribute_rdp(config, n, noise_theta, noise_violation, orders=orders)
 
 
 def attribute_spend(config: PFLDEpochConfig, sizes: Any, hparams: PFLDEpochHparams) -> A.PrivacySpend:
-    """The spend of :func:`fit` with these multipliers for the sensitive-attribute unit (a change of
-    one ``s_i``; :func:`attribute_rdp` converted at ``config.delta``, with the Poisson padding's
-    truncation probability in delta). The run is the same as for :func:`spend`; only the unit
-    differs.
+    """The spend of :func:`fit` for the sensitive-attribute unit:
+    :func:`dpfair_jax.algorithms.pfld_epoch_attribute.attribute_spend`.
 
     Privacy: (epsilon, delta)-DP under substitution of one record's ``s_i``, relation
     ``"replace_one"``, unit ``"sensitive_attribute"``."""
-    from dpfair_jax.privacy import attribute as At
+    from dpfair_jax.algorithms import pfld_epoch_attribute as _at
 
-    n = v.training_size(sizes)
-    config.validate(n)
-    check_hparams(hparams)
-    zt = v.host_float("noise_theta", hparams.noise_theta)
-    zv = v.host_float("noise_violation", hparams.noise_violation)
-    notes = (f"PF-LD per-epoch dual ({config.fairness}) under a change of one s_i: min of the "
-             "membership-visible curve of the parts that read s and the example-level curve (weak triangle)")
-    if zt == 0 or zv == 0:
-        return A.PrivacySpend(math.inf, config.delta, relation="replace_one", unit="sensitive_attribute",
-                              notes=notes + "; zero noise: no guarantee")
-    eps = At.attribute_selection_epsilon(attribute_rdp(config, n, zt, zv), None, config.delta)
-    extra = _truncation(config, n, eps)
-    return A.PrivacySpend(eps, min(config.delta + extra, 0.999999), relation="replace_one",
-                          unit="sensitive_attribute", accountant="rdp",
-                          notes=notes + f"; truncation delta {extra:.2e} included")
+    return _at.attribute_spend(config, sizes, hparams)

@@ -137,6 +137,37 @@ def _gaussian_llr(m0: float, s0: float, m1: float, s1: float) -> Callable[[jax.A
     return llr
 
 
+def _stage2_neighbours(game: str, n0: int, n1: int, canary_scale: Any, clip: Any, seed: int) -> tuple:
+    """``(D0, D1, group-0 sizes, group-0 clipped gradient sums)`` of the stage-2 game: group 0 =
+    ``n0`` rows (gradient ``-Delta``) + the canary slot (last row), group 1 = ``n1`` unrelated
+    rows; the canary's clipped gradient is ``+Delta`` in ``D1``, and in ``D0`` it is replaced by
+    another row of group 0 (``game`` replace-one within a group) or left out (add/remove)."""
+    n = n0 + n1 + 1
+    rng = np.random.default_rng(seed)
+    x = np.empty((n, 1), np.float32)
+    y = np.empty((n,), np.float32)
+    x[:n0, 0], y[:n0] = canary_scale, 1.0
+    x[n0:n0 + n1, 0] = rng.normal(size=n1)
+    y[n0:n0 + n1] = rng.normal(size=n1)
+    x[-1, 0] = canary_scale
+    s = np.r_[np.zeros(n0, np.int32), np.ones(n1, np.int32), np.zeros(1, np.int32)]
+    y1 = y.copy()
+    y1[-1] = -1.0  # canary: clipped gradient +Delta
+    if game == REPLACE_ONE_WITHIN_GROUP:
+        y0 = y.copy()
+        y0[-1] = 1.0  # replaced by another row of group 0 (gradient -Delta)
+        d0 = make_dataset(x, y0, s, num_groups=2, num_classes=0)
+        sizes = (n0 + 1, n0 + 1)
+        sums = (-(n0 + 1) * clip, -(n0 - 1) * clip)
+    else:
+        mask0 = np.ones(n, np.float32)
+        mask0[-1] = 0.0
+        d0 = make_dataset(x, y1, s, num_groups=2, num_classes=0, mask=mask0)
+        sizes = (n0, n0 + 1)
+        sums = (-n0 * clip, -(n0 - 1) * clip)
+    return d0, make_dataset(x, y1, s, num_groups=2, num_classes=0), sizes, sums
+
+
 def budget_tailoring_mechanism(
     *,
     bug: str | None = None,
@@ -180,31 +211,7 @@ def budget_tailoring_mechanism(
     run_rho = rho * factor
     hp = bt.Hyperparams(rho=run_rho, tau_fraction=tf, clip=float(clip), count_fraction=cf)
 
-    # data: group 0 = n0 rows (gradient -Delta) + the canary slot (last row); group 1 = n1 rows
-    n = n0 + n1 + 1
-    rng = np.random.default_rng(seed)
-    x = np.empty((n, 1), np.float32)
-    y = np.empty((n,), np.float32)
-    x[:n0, 0], y[:n0] = canary_scale, 1.0
-    x[n0:n0 + n1, 0] = rng.normal(size=n1)
-    y[n0:n0 + n1] = rng.normal(size=n1)
-    x[-1, 0] = canary_scale
-    s = np.r_[np.zeros(n0, np.int32), np.ones(n1, np.int32), np.zeros(1, np.int32)]
-    y1 = y.copy()
-    y1[-1] = -1.0  # canary: clipped gradient +Delta
-    if game == REPLACE_ONE_WITHIN_GROUP:
-        y0 = y.copy()
-        y0[-1] = 1.0  # replaced by another row of group 0 (gradient -Delta)
-        d0 = make_dataset(x, y0, s, num_groups=2, num_classes=0)
-        sizes = (n0 + 1, n0 + 1)
-        sums = (-(n0 + 1) * clip, -(n0 - 1) * clip)
-    else:
-        mask0 = np.ones(n, np.float32)
-        mask0[-1] = 0.0
-        d0 = make_dataset(x, y1, s, num_groups=2, num_classes=0, mask=mask0)
-        sizes = (n0, n0 + 1)
-        sums = (-n0 * clip, -(n0 - 1) * clip)
-    d1 = make_dataset(x, y1, s, num_groups=2, num_classes=0)
+    d0, d1, sizes, sums = _stage2_neighbours(game, n0, n1, canary_scale, clip, seed)
     mu_run = run_rho * kept
     sigma_sum = float(bt.group_noise_stds(se, mu_run, steps, clip, relation=cfg.relation)[0][0])
     llr = _gaussian_llr(sums[0] / sizes[0], sigma_sum / sizes[0], sums[1] / sizes[1],

@@ -147,6 +147,30 @@ def _game_model(model_name: str, d: int, seed: int) -> tuple[Any, Any]:
     return model, {"layers": {**params0["layers"], first: {**params0["layers"][first], "kernel": kernel}}}
 
 
+def _canary_rows(n: int, d: int, seed: int, canary: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(x [n, d], y [n])``: Gaussian rows that are 0 in feature 0 with random labels, and the
+    canary as the last row, ``x = canary e_0``, ``y = 1``."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    x[:, 0] = 0.0
+    y = rng.integers(0, 2, size=n).astype(np.int32)
+    x[-1] = 0.0
+    x[-1, 0] = canary  # the canary: last row
+    y[-1] = 1
+    return x, y
+
+
+def _canary_coordinate(model_name: str, params0: Any) -> Callable[[Any], jax.Array]:
+    """The parameter coordinate the canary moves: ``w[0, 0]`` of the logistic model; for the MLP,
+    the first layer's kernel row 0 projected on the initial output kernel ``v / ||v||``."""
+    if model_name == "logistic":
+        return lambda p: p["w"][0, 0]
+    first, last = sorted(params0["layers"])
+    v = np.asarray(params0["layers"][last]["kernel"][:, 0], np.float64)
+    v_hat = jnp.asarray(v / np.linalg.norm(v), jnp.float32)
+    return lambda p: jnp.dot(p["layers"][first]["kernel"][0], v_hat)
+
+
 def dpsgd_game(family: str = "dpsgd", *, bug: str | None = None, noise_multiplier: float | None = None,
                clip_norm: float = 3.0, n: int = 32, batch_size: int | None = None, steps: int | None = None,
                delta: float = 1e-2, learning_rate: float = 1e-4, canary_scale: float = 100.0,
@@ -177,26 +201,10 @@ def dpsgd_game(family: str = "dpsgd", *, bug: str | None = None, noise_multiplie
     if not batch_size < n - 1:
         raise ValueError(f"batch_size must be < n - 1 (sampling rate < 1 on both worlds), got {batch_size}, n={n}.")
     d = 3
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    x[:, 0] = 0.0
-    y = rng.integers(0, 2, size=n).astype(np.int32)
-    x[-1] = 0.0
-    x[-1, 0] = float(canary_scale) * float(clip_norm)  # the canary: last row
-    y[-1] = 1
+    x, y = _canary_rows(n, d, seed, float(canary_scale) * float(clip_norm))
     model_name = "mlp" if family == "dpsgd_mlp" else "logistic"
     model, params0 = _game_model(model_name, d, seed)
-    if model_name == "logistic":
-        def coordinate(p):
-            return p["w"][0, 0]
-    else:
-        first, last = sorted(params0["layers"])
-        v = np.asarray(params0["layers"][last]["kernel"][:, 0], np.float64)
-        v_hat = jnp.asarray(v / np.linalg.norm(v), jnp.float32)
-
-        def coordinate(p):
-            return jnp.dot(p["layers"][first]["kernel"][0], v_hat)
-
+    coordinate = _canary_coordinate(model_name, params0)
     config = dpsgd.DPSGDConfig(model=model, sampling="fixed_size" if replace else "poisson", delta=float(delta),
                                batch_size=batch_size, steps=steps,
                                diagnostics=False)  # every other field at its default

@@ -172,9 +172,57 @@ def _log_probs_em(L, prob, G, epsilon, n) -> np.ndarray:
     return np.log(np.maximum(np.asarray(p, np.float64), 1e-300))
 
 
+def _instance(canary: str, bug: str | None, n: int, gap: float, slack: float, temperature: float) -> tuple:
+    """``(per0, per1, s, L0, L1, problem0, problem1)``: the canary's per-example losses in ``D0`` /
+    ``D1``, their group losses and each world's ``_problem`` (from the public split; from each
+    world's private split under the ``"private_thresholds"`` bug)."""
+    if canary == "tight":
+        per0, per1, s, per_pub, s_pub = _tight_instance(n, gap)
+    else:
+        per0, per1, s, per_pub, s_pub = _threshold_instance(n)
+    L0, L1 = _group_losses(per0, s), _group_losses(per1, s)
+    if bug == "private_thresholds":  # the old experiments: thresholds from each world's private split
+        prob0 = _problem(L0, s, slack, temperature)
+        prob1 = _problem(L1, s, slack, temperature)
+    else:
+        prob0 = prob1 = _problem(_group_losses(per_pub, s_pub), s_pub, slack, temperature)
+    return per0, per1, s, L0, L1, prob0, prob1
+
+
+def _neighbours(per0: np.ndarray, per1: np.ndarray, s: np.ndarray, n_run: int, bug: str | None,
+                configs: tuple) -> tuple[Any, dict[str, Any]]:
+    """The game's neighbours, ``flag -> GridData`` (the loss matrix as the experiments build it,
+    with the public ``n_run``), and its ``world_configs`` (both worlds' configs under the
+    ``"private_thresholds"`` bug: ``configs``, else none)."""
+    per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
+    s_j = jnp.asarray(s)
+
+    def grid(flag: jax.Array) -> R.GridData:
+        return R.GridData(R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K), n_run)
+
+    if bug == "private_thresholds":
+        return (grid(jnp.int32(0)), grid(jnp.int32(1))), {"world_configs": configs}
+    return grid, {}
+
+
 # ----------------------------------------------------------------------------------------------
 # Algorithm 1
 # ----------------------------------------------------------------------------------------------
+def _rare_gap(n: int, bug: str | None, slack: float, temperature: float, G: float, eps_run: float, n_run: int,
+              rare_probability: float) -> float:
+    """The gap of ``A``'s group-1 loss in the tight instance at which ``p0(A) = rare_probability``
+    under the run's mechanism (``brentq``; ``p0(A)`` falls with the gap), 0 when already below."""
+    from scipy import optimize
+
+    def excess(gap):
+        _, _, _, L0, _, (pr, _, _), _ = _instance("tight", bug, n, gap, slack, temperature)
+        return _log_probs_em(L0, pr, G, eps_run, n_run)[0] - math.log(rare_probability)
+
+    if excess(0.0) > 0.0:
+        return optimize.brentq(excess, 0.0, 0.5, xtol=1e-9)
+    return 0.0
+
+
 def exponential_sampling_game(
     *,
     epsilon: float = 1.0,
@@ -210,49 +258,20 @@ def exponential_sampling_game(
     eps_run = 2.0 * eps if bug == "epsilon_x2" else eps
     n_run = n * _SENS_BUG if bug == "sensitivity" else n
 
-    def build(gap):
-        if canary == "tight":
-            per0, per1, s, per_pub, s_pub = _tight_instance(n, gap)
-        else:
-            per0, per1, s, per_pub, s_pub = _threshold_instance(n)
-        L0, L1 = _group_losses(per0, s), _group_losses(per1, s)
-        if bug == "private_thresholds":  # the old experiments: thresholds from each world's private split
-            prob0 = _problem(L0, s, slack, temperature)
-            prob1 = _problem(L1, s, slack, temperature)
-        else:
-            prob0 = prob1 = _problem(_group_losses(per_pub, s_pub), s_pub, slack, temperature)
-        return per0, per1, s, L0, L1, prob0, prob1
-
     gap = 0.0
     if canary == "tight":  # solve the gap of A's group-1 loss for p0(A) = rare_probability (monotone)
-        from scipy import optimize
-
-        def excess(gap):
-            _, _, _, L0, _, (pr, _, _), _ = build(gap)
-            return _log_probs_em(L0, pr, G, eps_run, n_run)[0] - math.log(rare_probability)
-
-        if excess(0.0) > 0.0:
-            gap = optimize.brentq(excess, 0.0, 0.5, xtol=1e-9)
-    per0, per1, s, L0, L1, (prob0, eta0, _), (prob1, eta1, _) = build(gap)
+        gap = _rare_gap(n, bug, slack, temperature, G, eps_run, n_run, rare_probability)
+    per0, per1, s, L0, L1, (prob0, eta0, _), (prob1, eta1, _) = _instance(canary, bug, n, gap, slack, temperature)
     lp0 = _log_probs_em(L0, prob0, G, eps_run, n_run)
     lp1 = _log_probs_em(L1, prob1, G, eps_run, n_run)
     llr = jnp.asarray(lp1 - lp0, jnp.float32)
-    per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
-    s_j = jnp.asarray(s)
     config = R.SamplingConfig(problem=prob0)
     hp = R.calibrate(config, n, (eps, config.delta), hparams=R.SamplingHparams(G=G))
-
-    def grid(flag: jax.Array) -> R.GridData:  # the loss matrix as the experiments build it
-        return R.GridData(R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K), n_run)
 
     def stat(res) -> jax.Array:
         return llr[res.params]
 
-    neighbours: Any = grid
-    worlds: dict[str, Any] = {}
-    if bug == "private_thresholds":
-        neighbours = (grid(jnp.int32(0)), grid(jnp.int32(1)))
-        worlds = {"world_configs": (config, R.SamplingConfig(problem=prob1))}
+    neighbours, worlds = _neighbours(per0, per1, s, n_run, bug, (config, R.SamplingConfig(problem=prob1)))
     return FitSpendGame(
         algorithm=R, config=config, hparams=hp, neighbours=neighbours, statistic=stat, sizes=(n, n),
         relation="replace_one", run_hparams=dataclasses.replace(hp, epsilon=2.0 * hp.epsilon) if bug == "epsilon_x2" else None,
@@ -288,6 +307,31 @@ def exact_lower_bound(p_in: Any, p_out: Any, llr: Any, trials: int, *, delta: fl
 # ----------------------------------------------------------------------------------------------
 # Algorithm 2
 # ----------------------------------------------------------------------------------------------
+def _cgoo_statistic(problems: tuple, losses: tuple, steps: int, G: float, smoothing: float, o_eps: float,
+                    scale: float, lsens: float) -> Callable[[Any], jax.Array]:
+    """The exact log-likelihood ratio ``log p1(output) - log p0(output)`` of Algorithm 2's whole
+    output (module docstring), for the run's ``o_eps``, Laplace ``scale`` and EM sensitivity."""
+    Ls = tuple(jnp.asarray(L, jnp.float32) for L in losses)
+
+    def log_lik(res, L, prob):
+        """Log-density of the output (indices, released) under world ``(L, prob)``, up to a constant."""
+        indices, released = res.params[0], res.diagnostics["released"]
+        prev = jnp.concatenate([jnp.zeros((1,), jnp.int32), indices[:-1]])
+        lap = -jnp.sum(jnp.abs(released - L[prev])) / scale
+        t = jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
+        at = jnp.cumsum(released, axis=0) / t
+        r = jax.vmap(lambda l: R.penalized_grad(prob, l, G, smoothing=smoothing))(at)  # [T, K]
+        w = r / jnp.maximum(jnp.linalg.norm(r, axis=1, keepdims=True), 1e-30)
+        logits = -o_eps * (w @ L.T) / (2.0 * lsens)  # [T, M]
+        em = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=1), indices[:, None], axis=1)
+        return lap + jnp.sum(em)
+
+    def stat(res) -> jax.Array:
+        return log_lik(res, Ls[1], problems[1]) - log_lik(res, Ls[0], problems[0])
+
+    return stat
+
+
 def private_cgoo_game(
     *,
     epsilon: float = 1.0,
@@ -323,17 +367,7 @@ def private_cgoo_game(
     V.check_choice("canary", canary, ("tight", "threshold"))
     G = _alpha_G(alpha)
     n_run = int(round(n * sensitivity_factor)) if bug == "sensitivity" else n
-    if canary == "tight":
-        per0, per1, s, per_pub, s_pub = _tight_instance(n, 0.0)
-    else:
-        per0, per1, s, per_pub, s_pub = _threshold_instance(n)
-    L0, L1 = _group_losses(per0, s), _group_losses(per1, s)
-    if bug == "private_thresholds":
-        prob0, eta0, _ = _problem(L0, s, slack, temperature)
-        prob1, eta1, _ = _problem(L1, s, slack, temperature)
-    else:
-        prob0, eta0, _ = _problem(_group_losses(per_pub, s_pub), s_pub, slack, temperature)
-        prob1, eta1 = prob0, eta0
+    per0, per1, s, L0, L1, (prob0, eta0, _), (prob1, eta1, _) = _instance(canary, bug, n, 0.0, slack, temperature)
     config = R.PrivateCGOOConfig(problem=prob0, steps=steps, delta=float(delta), smoothing=float(smoothing))
 
     def hparams_at(rows: int) -> R.PrivateCGOOHparams:  # the exact per-round budget (Lemma A.4)
@@ -343,34 +377,8 @@ def private_cgoo_game(
     hp, run = hparams_at(n), hparams_at(n_run)
     o_eps, scale = float(run.oracle_epsilon), float(run.laplace_scale)
     lsens = R.loss_sensitivity(n_run, _K)
-    per0_j, dper = jnp.asarray(per0, jnp.float32), jnp.asarray(per1 - per0, jnp.float32)
-    s_j = jnp.asarray(s)
-    Ls = (jnp.asarray(L0, jnp.float32), jnp.asarray(L1, jnp.float32))
-
-    def log_lik(res, L, prob):
-        """Log-density of the output (indices, released) under world ``(L, prob)``, up to a constant."""
-        indices, released = res.params[0], res.diagnostics["released"]
-        prev = jnp.concatenate([jnp.zeros((1,), jnp.int32), indices[:-1]])
-        lap = -jnp.sum(jnp.abs(released - L[prev])) / scale
-        t = jnp.arange(1, steps + 1, dtype=jnp.float32)[:, None]
-        at = jnp.cumsum(released, axis=0) / t
-        r = jax.vmap(lambda l: R.penalized_grad(prob, l, G, smoothing=smoothing))(at)  # [T, K]
-        w = r / jnp.maximum(jnp.linalg.norm(r, axis=1, keepdims=True), 1e-30)
-        logits = -o_eps * (w @ L.T) / (2.0 * lsens)  # [T, M]
-        em = jnp.take_along_axis(jax.nn.log_softmax(logits, axis=1), indices[:, None], axis=1)
-        return lap + jnp.sum(em)
-
-    def stat(res) -> jax.Array:
-        return log_lik(res, Ls[1], prob1) - log_lik(res, Ls[0], prob0)
-
-    def grid(flag: jax.Array) -> R.GridData:
-        return R.GridData(R.group_losses(per0_j + flag.astype(jnp.float32) * dper, s_j, _K), n_run)
-
-    neighbours: Any = grid
-    worlds: dict[str, Any] = {}
-    if bug == "private_thresholds":
-        neighbours = (grid(jnp.int32(0)), grid(jnp.int32(1)))
-        worlds = {"world_configs": (config, dataclasses.replace(config, problem=prob1))}
+    stat = _cgoo_statistic((prob0, prob1), (L0, L1), steps, G, smoothing, o_eps, scale, lsens)
+    neighbours, worlds = _neighbours(per0, per1, s, n_run, bug, (config, dataclasses.replace(config, problem=prob1)))
     return FitSpendGame(
         algorithm=R, config=config, hparams=hp, neighbours=neighbours, statistic=stat, sizes=(n, n),
         relation="replace_one", run_hparams=run,

@@ -52,6 +52,7 @@ FERMI_CFG = "dpfair_jax/algorithms/fermi/config.py"
 FERMI_LEDGER = "dpfair_jax/algorithms/fermi/ledger.py"
 DPSGD = "dpfair_jax/algorithms/dpsgd/ledger.py"
 MIT = "dpfair_jax/algorithms/mitigation.py"
+MIT_PROG = "dpfair_jax/algorithms/mitigation_program.py"
 OP = "dpfair_jax/algorithms/output_perturbation.py"
 BT = "dpfair_jax/algorithms/budget_tailoring/core.py"
 BT1 = "dpfair_jax/algorithms/budget_tailoring/stage1.py"
@@ -194,15 +195,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       "noisy = noisy_sum(key, clipped_sum, 0.5 * gaussian_std(noise_multiplier, sensitivity, dt))",
       ("tests/algorithms/test_dpsgd.py::test_noise_has_configured_scale_and_generic_pytree_loss",)),
     # ---------------------------------------------------------------- mitigation
-    M("mitigation: update noise", MIT,
+    M("mitigation: update noise", MIT_PROG,
       "sensitivity = clip_norm + pclip if separate else clip_norm",
       "sensitivity = 0.5 * (clip_norm + pclip if separate else clip_norm)",
       ("tests/algorithms/test_mitigation.py::test_update_noise_scale",)),
-    M("mitigation: group statistics noise", MIT,
+    M("mitigation: group statistics noise", MIT_PROG,
       "stats_std = _agg.gaussian_std(stats_noise_multiplier, STATS_SENSITIVITY, dt)",
       "stats_std = 0.5 * _agg.gaussian_std(stats_noise_multiplier, STATS_SENSITIVITY, dt)",
       ("tests/algorithms/test_mitigation.py::test_private_statistics_noise_scale",)),
-    M("mitigation: statistics sensitivity sqrt(3)", MIT,
+    M("mitigation: statistics sensitivity sqrt(3)", MIT_PROG,
       "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = 0.5 * math.sqrt(3.0)",
       ("tests/algorithms/test_mitigation.py::test_private_statistics_noise_scale",)),
     # ---------------------------------------------------------------- output perturbation

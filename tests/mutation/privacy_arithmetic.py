@@ -59,6 +59,7 @@ BND = "dpfair_jax/privacy/bounding.py"
 SGDA = "dpfair_jax/algorithms/sgda/ledger.py"
 DPSGD = "dpfair_jax/algorithms/dpsgd/ledger.py"
 MIT = "dpfair_jax/algorithms/mitigation.py"
+MIT_PROG = "dpfair_jax/algorithms/mitigation_program.py"
 FL = "dpfair_jax/algorithms/fermi/ledger.py"
 PE = "dpfair_jax/algorithms/pfld_epoch.py"
 OP = "dpfair_jax/algorithms/output_perturbation.py"
@@ -185,7 +186,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       'w_eps = _rn.laplace_epsilon(loss_sensitivity(n, config.problem.num_groups, norm="l1"), scale) if scale > 0 else 0.0',
       'w_eps = _rn.laplace_epsilon(loss_sensitivity(n, config.problem.num_groups, norm="l2"), scale) if scale > 0 else 0.0',
       T_REDP),
-    M("sensitivity", "mitigation: statistics sensitivity sqrt(3) -> sqrt(2)", MIT,
+    M("sensitivity", "mitigation: statistics sensitivity sqrt(3) -> sqrt(2)", MIT_PROG,
       "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = math.sqrt(2.0)",
       T_MIT_NOISE),
     # ======================================================================== composed counts
@@ -390,7 +391,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("clipping", "bounding.clip_to_interval: upper bound doubled", BND,
       "return jnp.clip(values, lower, upper)", "return jnp.clip(values, lower, 2.0 * upper)",
       T_BND),
-    M("clipping", "mitigation (separate clipping): penalty part left unclipped", MIT,
+    M("clipping", "mitigation (separate clipping): penalty part left unclipped", MIT_PROG,
       "cfp = _clip.clip_factors(_clip.per_example_norms(pen), pclip, _clip.example_size(pen)) * mask",
       "cfp = mask",
       _ids("algorithms/test_mitigation.py", "test_noiseless_update_is_within_its_sensitivity_under_large_penalties"), T_MIT_NOISE),

@@ -715,12 +715,13 @@ def _mutated(module: Any, name: str, old: str, new: str) -> Any:
 def _plant_unclipped_penalty(mp) -> None:
     """The mitigation's penalty gradient added after clipping (the issue's example)."""
     from dpfair_jax.algorithms import mitigation as M
+    from dpfair_jax.algorithms import mitigation_program as MP
 
     mp.setattr(M, "_program", _mutated(
-        M, "_program", "            sums_g = _clip.weighted_sum(aug, cf)\n",
-        "            pen = jax.tree_util.tree_map(lambda a, b: combine(jnp.zeros_like(a), a, b), pg1, pg2)\n"
-        "            cf = _clip.clip_factors(norms, clip_norm) * mask\n"
-        "            sums_g = jax.tree_util.tree_map(jnp.add, _clip.weighted_sum(grads, cf), "
+        MP, "program", "    return _clip.weighted_sum(aug, cf)\n",
+        "    pen = jax.tree_util.tree_map(lambda a, b: combine(jnp.zeros_like(a), a, b), pg1, pg2)\n"
+        "    cf = _clip.clip_factors(norms, run.clip_norm) * mask\n"
+        "    return jax.tree_util.tree_map(jnp.add, _clip.weighted_sum(grads, cf), "
         "_clip.weighted_sum(pen, mask))\n"))
 
 

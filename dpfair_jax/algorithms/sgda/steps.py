@@ -200,23 +200,46 @@ def _step_stats(trunc: jax.Array, sums: _Sums, mask: jax.Array) -> tuple:
     denom = jnp.maximum(jnp.sum(mask), 1.0)
     return trunc.astype(jnp.float32), jnp.sum(sums.c_theta * mask) / denom, jnp.sum(sums.c_w * mask) / denom
 
+def _keep_if(pick: jax.Array, kept: PyTree, new: PyTree) -> PyTree:
+    """``new`` where ``pick`` else ``kept``, leaf by leaf (the random iterate's selection)."""
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), kept, new)
+
+
+def _step_fn(data: PyTree, sums_fn: Callable, k_noise: jax.Array, std_theta: jax.Array, std_w: jax.Array,
+             t_hat: jax.Array, hparams: SGDAHparams, config: SGDAConfig) -> Callable:
+    """One step of the scan, ``(carry, t, indices, mask, truncated) -> (carry, stats)``: the batch's
+    clipped sums, their noise (key ``fold_in(k_noise, t)``), the simultaneous update and, for
+    ``iterate="random"``, the selected iterate; the run's static choices are the arguments."""
+
+    def step(carry, t, idx, mask, trunc):
+        theta, w, sel_theta, sel_w = carry
+        batch = jax.tree_util.tree_map(lambda a: a[idx], data)
+        sums = sums_fn(theta, w, batch, mask)
+        s_th, s_w = _noisy_sums(jax.random.fold_in(k_noise, t), sums, std_theta, std_w)
+        new_theta, new_w = _update(theta, w, s_th, s_w, hparams, config)
+        if config.iterate == "random":
+            pick = (t + 1) == t_hat
+            sel_theta, sel_w = _keep_if(pick, sel_theta, new_theta), _keep_if(pick, sel_w, new_w)
+        return (new_theta, new_w, sel_theta, sel_w), _step_stats(trunc, sums, mask)
+
+    return step
+
+
+def _result(final: tuple, stats: tuple, report: Any, config: SGDAConfig) -> SGDAResult:
+    """The :class:`SGDAResult` of the scan's final carry and per-step stats."""
+    theta, w, sel_theta, sel_w = final
+    trunc, cth, cw = stats
+    diag = {"truncated_steps": jnp.sum(trunc), "clipped_frac_theta": jnp.mean(cth), "clipped_frac_w": jnp.mean(cw)}
+    if config.iterate == "random":
+        return SGDAResult(sel_theta, sel_w, theta, w, diag, report)
+    return SGDAResult(theta, w, theta, w, diag, report)
+
+
 @full_precision
-def dpsgda(
-    key: jax.Array,
-    data: PyTree,
-    theta0: PyTree,
-    w0: PyTree,
-    hparams: SGDAHparams,
-    config: SGDAConfig,
-    *,
-    private_loss: Callable[..., jax.Array],
-    public_loss: Callable[..., jax.Array] | None = None,
-    batch_key: jax.Array | None = None,
-    validate: bool = True,
-    linear: bool = False,
-    cnn_model: Any = None,
-    model: Any = None,
-) -> SGDAResult:
+def dpsgda(key: jax.Array, data: PyTree, theta0: PyTree, w0: PyTree, hparams: SGDAHparams, config: SGDAConfig,
+           *, private_loss: Callable[..., jax.Array], public_loss: Callable[..., jax.Array] | None = None,
+           batch_key: jax.Array | None = None, validate: bool = True, linear: bool = False,
+           cnn_model: Any = None, model: Any = None) -> SGDAResult:
     """Noisy DP-SGDA (Algorithm 2): simultaneous projected descent-ascent with clipping and noise.
     Lower level: use fit (this records no spend; it takes a public part and a shared batch key for
     DP-FERMI and PF-LD, which account their runs themselves).
@@ -274,26 +297,6 @@ def dpsgda(
     std_theta = _mm.clipped_sum_std(hparams.noise_theta, hparams.clip_theta, fct)
     std_w = _mm.clipped_sum_std(hparams.noise_w, hparams.clip_w, fct)
     sums_fn = _sums_fn(theta0, private_loss, public_loss, hparams, linear, cnn_model, model)
-
-    def step(carry, t, idx, mask, trunc):
-        theta, w, sel_theta, sel_w = carry
-        batch = jax.tree_util.tree_map(lambda a: a[idx], data)
-        sums = sums_fn(theta, w, batch, mask)
-        s_th, s_w = _noisy_sums(jax.random.fold_in(k_noise, t), sums, std_theta, std_w)
-        new_theta, new_w = _update(theta, w, s_th, s_w, hparams, config)
-        if config.iterate == "random":
-            pick = (t + 1) == t_hat
-            sel_theta = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_theta, new_theta)
-            sel_w = jax.tree_util.tree_map(lambda a, b: jnp.where(pick, b, a), sel_w, new_w)
-        return (new_theta, new_w, sel_theta, sel_w), _step_stats(trunc, sums, mask)
-
-    final, (trunc, cth, cw), report = _scan_batches(step, (theta0, w0, theta0, w0), k_batch, n, config)
-    theta, w, sel_theta, sel_w = final
-    diag = {
-        "truncated_steps": jnp.sum(trunc),
-        "clipped_frac_theta": jnp.mean(cth),
-        "clipped_frac_w": jnp.mean(cw),
-    }
-    if config.iterate == "random":
-        return SGDAResult(sel_theta, sel_w, theta, w, diag, report)
-    return SGDAResult(theta, w, theta, w, diag, report)
+    step = _step_fn(data, sums_fn, k_noise, std_theta, std_w, t_hat, hparams, config)
+    final, stats, report = _scan_batches(step, (theta0, w0, theta0, w0), k_batch, n, config)
+    return _result(final, stats, report, config)
