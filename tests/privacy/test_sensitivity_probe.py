@@ -715,7 +715,7 @@ def _mutated(module: Any, name: str, old: str, new: str) -> Any:
 def _plant_unclipped_penalty(mp) -> None:
     """The mitigation's penalty gradient added after clipping (the issue's example)."""
     from dpfair_jax.algorithms import mitigation as M
-    from dpfair_jax.algorithms import mitigation_program as MP
+    from dpfair_jax.algorithms.mitigation import program as MP
 
     mp.setattr(M, "_program", _mutated(
         MP, "program", "    return _clip.weighted_sum(aug, cf)\n",

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
 from dpfair_jax.privacy import ghost as _ghost
-from dpfair_jax.privacy.clipping_vmap import _mask_weights, _param_count, clip_factors
+from dpfair_jax.privacy.clipping.vmap import _mask_weights, _param_count, clip_factors
 from dpfair_jax.privacy.precision import full_precision
 
 

@@ -73,7 +73,7 @@ from scipy import optimize
 from dpfair_jax import _validation as v
 from dpfair_jax.algorithms import fermi, sgda
 from dpfair_jax.algorithms._trio import FitResult, hparams_pytree
-from dpfair_jax.algorithms.pfld_epoch_terms import penalty_one, soft_counts, violations_from_counts
+from dpfair_jax.algorithms.pfld_epoch.terms import penalty_one, soft_counts, violations_from_counts
 from dpfair_jax.data.dataset import Dataset
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
@@ -451,25 +451,25 @@ def calibrate(config: PFLDEpochConfig, sizes: Any, target: tuple[float, float], 
 
 # ------------------------------------------------------------------------------------------------
 # the sensitive-attribute unit: the same run, accounted under a change of one s_i
-# (dpfair_jax.algorithms.pfld_epoch_attribute; imported on call, since it builds on this module)
+# (dpfair_jax.algorithms.pfld_epoch.attribute; imported on call, since it builds on this module)
 # ------------------------------------------------------------------------------------------------
 def attribute_rdp(config: PFLDEpochConfig, n: int, noise_theta: float, noise_violation: float, *,
                   orders=None):
     """RDP of :func:`fit` under a change of one record's ``s_i``:
-    :func:`dpfair_jax.algorithms.pfld_epoch_attribute.attribute_rdp`.
+    :func:`dpfair_jax.algorithms.pfld_epoch.attribute.attribute_rdp`.
 
     Privacy: an RDP bound for substitution of one ``s_i`` only (unit ``"sensitive_attribute"``)."""
-    from dpfair_jax.algorithms import pfld_epoch_attribute as _at
+    from dpfair_jax.algorithms.pfld_epoch import attribute as _at
 
     return _at.attribute_rdp(config, n, noise_theta, noise_violation, orders=orders)
 
 
 def attribute_spend(config: PFLDEpochConfig, sizes: Any, hparams: PFLDEpochHparams) -> A.PrivacySpend:
     """The spend of :func:`fit` for the sensitive-attribute unit:
-    :func:`dpfair_jax.algorithms.pfld_epoch_attribute.attribute_spend`.
+    :func:`dpfair_jax.algorithms.pfld_epoch.attribute.attribute_spend`.
 
     Privacy: (epsilon, delta)-DP under substitution of one record's ``s_i``, relation
     ``"replace_one"``, unit ``"sensitive_attribute"``."""
-    from dpfair_jax.algorithms import pfld_epoch_attribute as _at
+    from dpfair_jax.algorithms.pfld_epoch import attribute as _at
 
     return _at.attribute_spend(config, sizes, hparams)

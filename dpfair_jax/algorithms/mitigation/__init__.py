@@ -55,7 +55,7 @@ Per-example gradients always come from ``vmap(grad)``, for every model (no ghost
 which is not a function of one backward pass's per-layer (input, output-gradient) pairs, so its
 norm has no ghost identity and the augmented gradient has to be formed example by example.
 
-The compiled run (one ``lax.scan`` over the steps) is :mod:`dpfair_jax.algorithms.mitigation_program`;
+The compiled run (one ``lax.scan`` over the steps) is :mod:`dpfair_jax.algorithms.mitigation.program`;
 this module holds the trio, the configuration and the accounting.
 """
 
@@ -78,9 +78,9 @@ from dpfair_jax.privacy import accounting as _acc
 from dpfair_jax.privacy import sampling as _sampling
 from dpfair_jax.privacy.precision import full_precision
 
-from . import mitigation_program as _mp
-from ._trio import FitResult, hparams_pytree
-from .mitigation_program import STATS_SENSITIVITY, penalty_coefficients
+from . import program as _mp
+from .._trio import FitResult, hparams_pytree
+from .program import STATS_SENSITIVITY, penalty_coefficients
 
 __all__ = ["padded_batch_size", "penalty_coefficients", "RECONSTRUCTION_NOTE", "STATS_SENSITIVITY",
            "MitigationConfig", "MitigationHparams", "fit", "spend", "calibrate"]

@@ -29,8 +29,8 @@ result carries the clip norm, hence its sensitivity under each neighbouring rela
 path may use it). All functions are pure and jit/vmap-able; ``clip_norm`` may be a traced scalar.
 
 The module is the public path of every name above; the code lives in three modules:
-:mod:`~dpfair_jax.privacy.clipping_vmap` (materialized per-example gradients, clip factors),
-:mod:`~dpfair_jax.privacy.clipping_ghost` (ghost norms of GLMs, dense stacks and the CNN) and this
+:mod:`~dpfair_jax.privacy.clipping.vmap` (materialized per-example gradients, clip factors),
+:mod:`~dpfair_jax.privacy.clipping.ghost` (ghost norms of GLMs, dense stacks and the CNN) and this
 one (the dispatcher :func:`clipped_grad_sum` and :class:`ClippedGradSum`).
 """
 
@@ -45,7 +45,7 @@ import numpy as np
 from dpfair_jax import _validation as v
 from dpfair_jax import models as _models
 from dpfair_jax.privacy import relations as _rel
-from dpfair_jax.privacy.clipping_ghost import (  # noqa: F401  (re-exported: the public path)
+from dpfair_jax.privacy.clipping.ghost import (  # noqa: F401  (re-exported: the public path)
     _cnn_sum,
     _dense_ghost,
     _glm_clipped,
@@ -57,7 +57,7 @@ from dpfair_jax.privacy.clipping_ghost import (  # noqa: F401  (re-exported: the
     mlp_clipped_grad_sum,
     mlp_forward,
 )
-from dpfair_jax.privacy.clipping_vmap import (  # noqa: F401  (re-exported: the public path)
+from dpfair_jax.privacy.clipping.vmap import (  # noqa: F401  (re-exported: the public path)
     _scale_rows,
     clip_factors,
     clip_per_example,
