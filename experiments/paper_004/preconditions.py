@@ -98,28 +98,12 @@ def _reference_check(table: pd.DataFrame, ref: pd.DataFrame, method: str, config
 
 def monotone_rise(sub: pd.DataFrame, *, alpha: float, tol: float) -> dict:
     """Whether the violation of ``sub`` (columns ``lam``, ``replicate``, ``violation``) is shown not
-    to rise in lambda: per pair of adjacent lambdas, the paired per-split increase's mean, its
-    one-sided ``1 - alpha / pairs`` t-interval ``[lower, upper]``, and the largest single split's
-    increase; ``monotone`` iff every ``upper <= tol`` (one split: the point increase ``<= 0``).
-    Returns ``{"monotone", "pairs", "worst"}`` (``worst``: the pair with the largest ``upper``)."""
-    from scipy import stats
+    to rise in lambda: :func:`~dpfair_jax.studies.tradeoff.convergence.monotone_check` with
+    ``tol`` (every pair's one-sided upper bound of the mean increase at most ``tol``; one split:
+    the point increase at most 0). Returns ``{"monotone", "pairs", "worst"}``."""
+    from dpfair_jax.studies.tradeoff.convergence import monotone_check
 
-    wide = sub.pivot_table(index="replicate", columns="lam", values="violation", aggfunc="mean").sort_index(axis=1)
-    lams = list(wide.columns)
-    k = max(len(lams) - 1, 1)
-    rows = []
-    for a, b in zip(lams[:-1], lams[1:]):
-        d = (wide[b] - wide[a]).dropna().to_numpy(float)
-        if d.size == 0:
-            continue
-        mean = float(np.mean(d))
-        half = float(stats.t.ppf(1 - alpha / k, d.size - 1)) * float(np.std(d, ddof=1)) / math.sqrt(d.size) \
-            if d.size >= 2 else 0.0
-        ok = (mean + half <= tol) if d.size >= 2 else (mean <= 0.0)
-        rows.append({"from": float(a), "to": float(b), "increase": mean, "lower": mean - half, "upper": mean + half,
-                     "max_split_increase": float(np.max(d)), "replicates": int(d.size), "ok": bool(ok)})
-    worst = max(rows, key=lambda r: r["upper"]) if rows else None
-    return {"monotone": all(r["ok"] for r in rows), "pairs": rows, "worst": worst}
+    return monotone_check(sub, alpha=alpha, tol=tol)
 
 
 def _monotone(table: pd.DataFrame, method: str, config: dict) -> tuple[bool, dict, str]:
