@@ -268,7 +268,7 @@ def test_report_notes_tallies_old_figures_predates_and_terms(tmp_path):
     assert "eps 11 vs pfld" in notes  # the reason's list in full (it fits the note's length)
     assert "| lambda = 0 is converged | <= 0.2 | 0.1 | holds |  |" in lines  # nothing cut: no note
     assert "![tradeoff_old](../runs/p_app/tradeoff_old.png)" in text
-    assert "Stored results that predate the current code:** computed by an earlier study version." in " ".join(lines)
+    assert "Stored results that predate the current code**: computed by an earlier study version." in " ".join(lines)
     terms = " ".join(text[text.index("Terms: "):].split("\n\n")[0].split())
     assert "DP-FERMI: paper 004's method" in terms and "lambda: the fairness weight" in terms
     assert "PF-LD" not in terms and "R_clip" not in terms and "add/remove" not in terms  # not used here

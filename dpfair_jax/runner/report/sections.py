@@ -108,11 +108,13 @@ def _paper_section(lines: list[str], pid: str, runs: list[dict[str, Any]], pages
         lines += _wrap(f"{citation(pid)} What the kit takes from it: {PAPERS[pid]['topic']}.{study}") + [""]
     elif pid == "kit":
         lines += _wrap("The kit's own checks of its privacy accounting and mechanisms (no paper)." + study) + [""]
+    said: set[str] = set()  # a reason why stored results predate the code, given once per paper
     for r in runs:
-        _run_block(lines, r, scans.get(r["name"]), report_dir)
+        _run_block(lines, r, scans.get(r["name"]), report_dir, said)
 
 
-def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | None, report_dir: Path) -> None:
+def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | None, report_dir: Path,
+               said: set[str] | None = None) -> None:
     """A run: its heading, one paragraph (description, status, counts, privacy), its claims table and figures."""
     name, meta = r["name"], r["meta"]
     folder = f"../runs/{name}"
@@ -145,7 +147,11 @@ def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | No
     if _delta_is_inverse_n2(r):
         parts.append("Config `delta: 0` means delta = 1/n^2 (n: training rows).")
     if r.get("predates"):
-        parts.append(f"**Stored results that predate the current code:** {r['predates'].rstrip('.')}.")
+        seen = said is not None and r["predates"] in said
+        parts.append("**Stored results that predate the current code**" + (" (as above)." if seen else
+                     f": {r['predates'].rstrip('.')}."))
+        if said is not None:
+            said.add(r["predates"])
     parts.append(f"Full rows: [details.md]({folder}/details.md).")
     lines.append(f"### {name}")
     lines += _wrap(" ".join(p for p in parts if p), 198)
