@@ -50,6 +50,9 @@ _GLOSSARY = (
      "(DP alone, as in 'Adult DP', is demographic parity; DP- in a method's name is differential privacy)"),
     (r"\beo_violation\b|\bEO\b|equalized odds", "EO (eo_violation): equalized-odds gap"),
     (r"\bR_clip\b|R_a\^clip|\bR_a\b", "R_a, R_clip: group a's excessive risk, its clipping part (paper 001)"),
+    (r"\bpsi\b|\bpsi_a\b", "psi_a: the Hessian part of R_a^clip (paper 001, Fig 10)"),
+    (r"\bTr\(H|Hessian trace", "Tr(H_a): the trace of group a's loss Hessian (Hutchinson: its randomized estimate)"),
+    (r"\bvs C\b|\bC=|clip norm", "C: the per-example gradient clip norm"),
     (r"\beps\b|\bepsilon\b", "epsilon (eps), delta: the privacy budget; delta 1/n^2 when a config says 0"),
     (r"add/remove|replace-one", "add/remove, replace-one: neighbouring data sets differ by one record added or "
      "removed, or one record replaced"),
