@@ -134,7 +134,7 @@ def test_row_stationarity_is_small_at_the_optimum_and_one_at_the_start(method):
     else:
         f = lambda th: _objective_np(th, x, y, s, lam if method == "dpfermi" else 0.0, "dp", 0.0)  # noqa: E731
     opt = minimize(f, np.zeros(4), method="BFGS", options={"gtol": 1e-9}).x
-    train = SimpleNamespace(x=np.float32(x), y=y, s=s, num_groups=2)
+    train = SimpleNamespace(x=np.float32(x), y=y, s=s, num_groups=2)  # the split the objective is read on
     model = M.logistic()
 
     def ratio(th):

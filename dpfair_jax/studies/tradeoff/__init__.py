@@ -33,10 +33,10 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
 - evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
   the violations, the spend, the selection, a ``degenerate`` flag (constant predictions, or a
   test error within 0.005 of the base-rate error or above it) and a ``converged`` flag (the
-  released run's ``stationarity``, the gradient norm of its method's own objective on the training
-  split over the norm at the start, at most :data:`.convergence.STATIONARITY_RTOL`:
-  :func:`.convergence.row_stationarity`; computed inside the compiled program from the trained
-  model, no extra training);
+  released run's ``stationarity``, the gradient norm of its method's own objective on the test
+  split, evaluation like the test metrics, over the norm at the start, at most
+  :data:`.convergence.STATIONARITY_RTOL`: :func:`.convergence.row_stationarity`; computed inside
+  the compiled program from the trained model, no extra training);
 - the models: each row's released model (the winning run's trained parameters, float32 NumPy,
   with the row's spend, candidate and metrics) in :attr:`TradeoffStudy.models` /
   :meth:`TradeoffStudy.model`, saveable with :func:`dpfair_jax.serialization.save_run`

@@ -39,7 +39,7 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
     """One compiled program (cached: studies of the same shapes and configs share it): ``vmap`` over the runs of one replicate (its splits are arguments, so
     every replicate reuses the program). Outputs ``[L]``: the test metrics, the noisy validation
     score, the truncation count, ``stationarity`` (:func:`.convergence.row_stationarity` of the
-    run's method at its trained model on the training split; NaN for ``"mitigation"``, whose
+    run's method at its trained model on the test split; NaN for ``"mitigation"``, whose
     penalized objective has no gradient to test) and ``params`` (each run's trained model, leaves
     ``[L, ...]``)."""
     from dpfair_jax.algorithms import pfld_epoch as PE
@@ -56,7 +56,7 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
             out["score_errors"] = val_errors + Mech.gaussian_noise(jax.random.fold_in(key, _SCORE_TAG), (), zs)
             out["truncated_steps"] = truncated
             out["stationarity"] = (jnp.full((), jnp.nan, jnp.float32) if kind == "mitigation" else row_stationarity(
-                kind, model, out["params"]["classifier"], train, 0.0, num_classes=num_classes, fairness=cfg.fairness))
+                kind, model, out["params"]["classifier"], test, 0.0, num_classes=num_classes, fairness=cfg.fairness))
             return out  # its trained params are in out["params"] (BL.run_one)
         if kind == "pfld_epoch":
             h = PE.PFLDEpochHparams(lam=lam, lr_theta=hp["lr_theta"], lr_dual=hp["lr_dual"],
@@ -79,7 +79,7 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
         out["pred_share"] = jnp.max(jnp.mean(jax.nn.one_hot(yhat, num_classes), axis=0))
         out["score_errors"] = noisy
         out["truncated_steps"] = res.diagnostics["truncated_steps"]
-        out["stationarity"] = row_stationarity("dpfermi" if kind == "fermi" else kind, model, params, train, lam,
+        out["stationarity"] = row_stationarity("dpfermi" if kind == "fermi" else kind, model, params, test, lam,
                                                num_classes=num_classes, fairness=cfg.fairness, multipliers=nu)
         out["params"] = params  # the trained model: the host keeps only each search's winner
         return out

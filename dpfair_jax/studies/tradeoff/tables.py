@@ -84,8 +84,8 @@ class TradeoffStudy:
 
     ``table``: one row per (method, epsilon, lam, replicate), with ``converged`` (nullable boolean)
     and ``stationarity``: the released run's gradient norm of its method's own objective on the
-    training split over the norm at the methods' start, converged when at most
-    :data:`~dpfair_jax.studies.tradeoff.convergence.STATIONARITY_RTOL`
+    held-out test split (evaluation, like the test metrics) over the norm at the methods' start,
+    converged when at most :data:`~dpfair_jax.studies.tradeoff.convergence.STATIONARITY_RTOL`
     (:func:`~dpfair_jax.studies.tradeoff.convergence.row_stationarity`: DP-FERMI's ERMI objective,
     DP-SGD's task loss, both PF-LDs' Lagrangian at their final multipliers; Jagielski et al.'s
     post-processing is an exact linear program, converged by construction, so its flag is its DP-SGD
