@@ -215,7 +215,7 @@ def test_report_reads_rows_written_before_statuses(tmp_path):
                                    '"target": 1, "passed": false}, {"id": "c", "paper": "000", "statement": "s", '
                                    '"measured": 0, "target": 1, "passed": false, "status": "failed"}]')
     text = report.build_report(tmp_path).read_text()
-    assert "3 claims in 1 experiment runs: **1 hold, 2 fail, 0 skipped**; 0 formula checks" in text
+    assert "3 claims in 1 experiment run: **1 hold, 2 fail, 0 skipped**; 0 formula checks" in text
     assert "| s | 1 | 1 | holds |  |" in text and text.count("| s | 1 | 0 | **fails** | no reason recorded |") == 2
 
 
@@ -231,3 +231,44 @@ def test_full_size_intro(tmp_path):
     run_experiment(Experiment("r_full", "kit", "Full.", {"quick": {}, "full": {}}, lambda c, x: None), size="full",
                    root=tmp_path, progress=False)
     assert report.build_report(tmp_path).read_text().splitlines()[2].startswith("**Full size.**")
+
+
+def _appendix_run(config, ctx):
+    per_eps = {f"eps={e}": {"level": 0.17, **{b: {"value": 0.1, "vs": 0.12, "diff": -0.02, "ci": [-0.05, 0.01],
+                                                  "status": st, "names": ["dpfermi", b]}
+                                              for b, st in (("dpsgd", "lower"), ("pfld", "unresolved"))}}
+               for e in (0.5, 1, 3)}
+    long_reason = "not resolved at this size: " + "; ".join(f"eps {e} vs pfld: unresolved, diff +0.01" for e in range(12))
+    ctx.add_claim("c_long", "At every finite epsilon DP-FERMI reaches a lower violation than each baseline at equal "
+                  "error (paired bootstrap over splits)", measured=per_eps, target="lower", passed=False,
+                  reason=long_reason)
+    ctx.add_claim("c_short", "lambda = 0 is converged", measured=0.1, target="<= 0.2", passed=True)
+
+
+def test_report_notes_tallies_old_figures_predates_and_terms(tmp_path):
+    """What a reader of the appendix needs: nested comparisons counted by status (not a dict dump),
+    a cut statement or reason given in full in a numbered note below the table, figures stored in
+    the run folder itself inlined, stored results that predate the code said so, the terms used
+    explained, and counts in the singular when there is one."""
+    run_experiment(Experiment("p_app", "004", "Tradeoff.", {"quick": {}}, _appendix_run), root=tmp_path,
+                   progress=False)
+    d = tmp_path / "runs" / "p_app"
+    fig = plots.error_vs_budget(pd.DataFrame({"eps": [1.0, 2.0], "seed": [0, 0], "err": [0.3, 0.2]}), "eps", "err")
+    fig.savefig(d / "tradeoff_old.png")
+    (tmp_path / "runs" / "PREDATES.json").write_text('{"reason": "computed by an earlier study version"}')
+    text = report.build_report(tmp_path).read_text()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 200
+    assert "2 claims in 1 experiment run:" in text and "0 formula checks" in text
+    row = next(ln for ln in lines if ln.startswith("| At every finite epsilon"))
+    assert "| 6 comparisons: 3 lower, 3 unresolved |" in row and row.endswith(" [1] |")
+    notes = " ".join(ln for ln in text[text.index("- [1] "):].split("\n\n")[0].splitlines())
+    assert notes.startswith("- [1] Claim: At every finite epsilon DP-FERMI reaches a lower violation than each "
+                            "baseline at equal error (paired bootstrap over splits). Reason: not resolved")
+    assert "eps 11 vs pfld" in notes  # the reason's list in full (it fits the note's length)
+    assert "| lambda = 0 is converged | <= 0.2 | 0.1 | holds |  |" in lines  # nothing cut: no note
+    assert "![tradeoff_old](../runs/p_app/tradeoff_old.png)" in text
+    assert "Stored results that predate the current code**: computed by an earlier study version." in " ".join(lines)
+    terms = " ".join(text[text.index("Terms: "):].split("\n\n")[0].split())
+    assert "DP-FERMI: paper 004's method" in terms and "lambda: the fairness weight" in terms
+    assert "PF-LD" not in terms and "R_clip" not in terms and "add/remove" not in terms  # not used here

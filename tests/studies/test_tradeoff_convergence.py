@@ -86,3 +86,66 @@ def test_edge_share():
     assert C.edge_share([3.0, 1.0, 3.0, 0.1], [0.1, 1.0, 3.0]) == pytest.approx(0.5)
     assert C.edge_share([0.1], [0.1, 1.0]) == 0.0
     assert np.isnan(C.edge_share([], [1.0]))
+
+
+def _lagrangian_np(th, x, y, s, lam, nu, fairness):
+    """PF-LD's Lagrangian written out: mean loss + lam sum_c p(c) sum_{g,j} nu_{c,g,j} (P(j | g, c) - P(j | c))."""
+    d = x.shape[1]
+    z = x @ th[:d] + th[d]
+    p = 1 / (1 + np.exp(-z))
+    F = np.stack([1 - p, p], 1)
+    conds = [np.ones_like(y, bool)] if fairness == "dp" else [y == c for c in (0, 1)]
+    pen = 0.0
+    for c, inc in enumerate(conds):
+        h = np.stack([F[inc & (s == g)].mean(0) - F[inc].mean(0) for g in range(2)])  # [k, l]
+        pen += inc.mean() * np.sum(nu[c] * h)
+    return np.mean(np.logaddexp(0, z) - y * z) + lam * pen
+
+
+def _as_params(th, d):
+    import jax.numpy as jnp
+
+    return {"w": jnp.asarray(th[:d, None], jnp.float32), "b": jnp.asarray(th[d:], jnp.float32)}
+
+
+@pytest.mark.parametrize("fairness", ["dp", "eo"])
+def test_lagrangian_objective_matches_numpy(fairness):
+    x, y, s = (a[0] for a in _toy())
+    rng = np.random.default_rng(3)
+    th = rng.normal(size=4) * 0.5
+    nu = rng.normal(size=(1 if fairness == "dp" else 2, 2, 2))
+    got = C.lagrangian_objective(_as_params(th, 3), M.logistic(), np.float32(x), y, s, 2.5, np.float32(nu),
+                                 num_groups=2, num_classes=2, fairness=fairness)
+    np.testing.assert_allclose(float(got), _lagrangian_np(th, x, y, s, 2.5, nu, fairness), rtol=2e-5)
+
+
+@pytest.mark.parametrize("method", ["dpfermi", "dpsgd", "pfld_epoch"])
+def test_row_stationarity_is_small_at_the_optimum_and_one_at_the_start(method):
+    """At SciPy's minimizer of the method's own NumPy objective the ratio is far below the tolerance;
+    at the zero start it is 1; a few tiny gradient steps from the start stay above the tolerance."""
+    from types import SimpleNamespace
+
+    import jax
+
+    x, y, s = (a[0] for a in _toy(n=400))
+    lam, nu = 1.5, np.array([[[0.3, -0.3], [-0.2, 0.2]]])
+    if method == "pfld_epoch":
+        f = lambda th: _lagrangian_np(th, x, y, s, lam, nu, "dp")  # noqa: E731
+    else:
+        f = lambda th: _objective_np(th, x, y, s, lam if method == "dpfermi" else 0.0, "dp", 0.0)  # noqa: E731
+    opt = minimize(f, np.zeros(4), method="BFGS", options={"gtol": 1e-9}).x
+    train = SimpleNamespace(x=np.float32(x), y=y, s=s, num_groups=2)  # the split the objective is read on
+    model = M.logistic()
+
+    def ratio(th):
+        return float(C.row_stationarity(method, model, _as_params(th, 3), train, lam, num_classes=2, fairness="dp",
+                                        multipliers=np.float32(nu)))
+
+    assert ratio(opt) < 0.01 * C.STATIONARITY_RTOL
+    assert ratio(np.zeros(4)) == pytest.approx(1.0)
+    g = jax.grad(lambda p: C.ermi_objective(p, model, np.float32(x), y, s, 0.0, num_groups=2, num_classes=2))(
+        _as_params(np.zeros(4), 3))
+    tiny = -1e-3 * np.r_[np.asarray(g["w"])[:, 0], np.asarray(g["b"])]  # one step of lr 1e-3: far from stationary
+    assert ratio(tiny) > C.STATIONARITY_RTOL
+    with pytest.raises(ValueError, match="no convergence criterion"):
+        C.row_stationarity("mitigation", model, _as_params(opt, 3), train, lam, num_classes=2, fairness="dp")

@@ -118,3 +118,31 @@ def test_plot_tradeoff_draws_the_sweeps_frontiers():
     texts = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert {"DP-FERMI", "PF-LD"} <= set(texts) and all(plots.is_public(t) for t in texts)
     assert not any(ax.get_legend() for ax in fig.axes)  # the legend is below the panels, off the data
+
+
+def test_unconverged_points_are_marked_and_the_frontier_carries_the_share():
+    """``converged`` (a nullable boolean per row): ``frontier()`` gives the share of converged replicates
+    per point (NaN where no replicate has a flag), and the plot draws a hollow square on exactly the
+    points with an unconverged replicate; points without a criterion are not marked."""
+    t = _table(2)
+    flag = pd.Series(True, index=t.index, dtype="boolean")
+    flag[(t.method == "pfld_epoch") & (t.epsilon == 1.0)] = False  # every replicate unconverged
+    flag[(t.method == "dpfermi") & (t.epsilon == 1.0) & (t.lam == 2.0) & (t.replicate == 1)] = False
+    flag[t.method == "dpsgd"] = pd.NA  # no criterion: not assessed
+    t["converged"] = flag
+    st = TradeoffStudy(t, spends={}, fairness="dp")
+    ft = st.frontier()
+    share = ft.set_index(["method", "epsilon", "lam"])["converged"]
+    assert (share.loc["pfld_epoch", 1.0] == 0.0).all() and (share.loc["pfld_epoch", np.inf] == 1.0).all()
+    assert share.loc[("dpfermi", 1.0, 2.0)] == 0.75 and share.loc[("dpfermi", 1.0, 0.5)] == 1.0
+    assert share.loc["dpsgd"].isna().all()
+    fig = st.plot()
+    for ax, eps in zip(fig.axes, (1.0, np.inf)):
+        squares = [ln for ln in ax.get_lines() if ln.get_marker() == "s" and ln.get_markerfacecolor() == "none"]
+        got = sorted(zip(np.concatenate([ln.get_xdata() for ln in squares]) if squares else [],
+                         np.concatenate([ln.get_ydata() for ln in squares]) if squares else []))
+        want = ft[(ft.epsilon == eps) & (ft.converged < 1.0)]
+        assert got == sorted(zip(want.error_mean, want.violation_mean))
+        assert len(got) == (5 if eps == 1.0 else 0)
+    texts = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "not converged" in texts and all(plots.is_public(x) for x in texts)

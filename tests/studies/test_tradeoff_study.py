@@ -272,3 +272,32 @@ def test_compare_frontiers_statuses_on_a_constructed_table():
 def test_bad_inputs_are_refused_before_compute(kw, field):
     with pytest.raises(ValueError, match=field):
         T.tradeoff_frontier_study(_frame(200), **{**KW, **kw})
+
+
+@pytest.mark.slow
+def test_converged_flag_separates_a_method_forced_short_of_its_optimum():
+    """The per-row convergence flag on a real (non-private, eps = inf) study: DP-SGD with a workable
+    learning rate converges in every replicate; DP-FERMI forced short (learning rate 1e-4) does not.
+    ``frontier()`` carries the shares (1 and 0) and the plot's hollow squares sit on exactly DP-FERMI's
+    points."""
+    from dpfair_jax.studies.tradeoff.convergence import STATIONARITY_RTOL
+
+    kw = {**KW, "lams": [1.0, 4.0], "epsilons": [math.inf], "epochs": 8, "methods": ["dpfermi", "dpsgd"],
+          "selection": "nonprivate", "progress": False,
+          "search": {"dpsgd": {"lr_theta": [3.0], "clip_theta": [4.0]},
+                     "dpfermi": {"lr_theta": [1e-4], "clip_theta": [4.0], "lr_w": [0.05], "radius": [1.0]}}}
+    kw.pop("runs")
+    study = T.tradeoff_frontier_study(_frame(), **kw)
+    t = study.table
+    assert str(t["converged"].dtype) == "boolean"
+    sgd, fermi = t[t["method"] == "dpsgd"], t[t["method"] == "dpfermi"]
+    assert (sgd["stationarity"] <= STATIONARITY_RTOL).all() and sgd["converged"].all()
+    assert (fermi["stationarity"] > 0.9).all() and not fermi["converged"].any()  # barely moved from the start
+    ft = study.frontier()
+    assert (ft.loc[ft["method"] == "dpsgd", "converged"] == 1.0).all()
+    assert (ft.loc[ft["method"] == "dpfermi", "converged"] == 0.0).all()
+    ax = study.plot().axes[0]
+    squares = [ln for ln in ax.get_lines() if ln.get_marker() == "s" and ln.get_markerfacecolor() == "none"]
+    got = sorted(zip(np.concatenate([ln.get_xdata() for ln in squares]), np.concatenate([ln.get_ydata() for ln in squares])))
+    want = ft[ft["method"] == "dpfermi"]
+    assert got == sorted(zip(want["error_mean"], want["violation_mean"]))

@@ -56,7 +56,7 @@ from dpfair_jax.runner.report.rows import (
     skip_kind,
 )
 from dpfair_jax.runner.report.runs import _study_page, collect_runs
-from dpfair_jax.runner.report.sections import _paper_heading, _paper_section, _size_intro, _timings
+from dpfair_jax.runner.report.sections import _paper_heading, _paper_section, _size_intro, _terms_lines, _timings
 
 __all__ = ["STATUSES", "build_report", "collect_runs", "format_measured", "format_number", "format_short",
            "format_target", "row_kind", "row_status", "skip_kind"]
@@ -88,6 +88,7 @@ def build_report(
     lines: list[str] = [f"# {title}", ""]
     lines += _size_intro(runs, pages, report_dir)
     lines += _summary_lines(runs, scans)
+    terms_at = len(lines)
     by_paper: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_paper.setdefault(str(r["paper"]), []).append(r)
@@ -97,6 +98,7 @@ def build_report(
         lines += _wrap("Contents: " + ", ".join(items), 198) + [""]
     for pid, prs in by_paper.items():
         _paper_section(lines, pid, prs, pages, scans, report_dir)
+    lines[terms_at:terms_at] = _terms_lines("\n".join(lines))
     lines = _closing_lines(lines, runs, scans, import_errors)
     text = "\n".join(lines).rstrip() + "\n"
     store.atomic_write_text(report_dir / "REPORT.md", text)
@@ -116,9 +118,9 @@ def _summary_lines(runs: list[dict[str, Any]], scans: Mapping[str, Any]) -> list
     skip_kinds = _skip_counts([c for _, c in claims])
     lines: list[str] = []
     summary = (
-        f"{len(claims)} claims in {len(runs)} experiment runs: **{_count_text(cc)}**"
+        f"{len(claims)} claim{_s(claims)} in {len(runs)} experiment run{_s(runs)}: **{_count_text(cc)}**"
         + (f" ({_skip_text(skip_kinds)}; not failures)" if cc["skipped"] else "")
-        + f"; {len(checks)} formula checks: **{fc['holds']} hold, {fc['fails']} fail"
+        + f"; {len(checks)} formula check{_s(checks)}: **{fc['holds']} hold, {fc['fails']} fail"
         + (f", {fc['skipped']} skipped" if fc["skipped"] else "") + "**."
         + (f" {len(skipped_runs)} run(s) skipped (see their sections)." if skipped_runs else "")
         + (f" {len(failed_runs)} run(s) did not complete." if failed_runs else "")
@@ -137,6 +139,11 @@ def _summary_lines(runs: list[dict[str, Any]], scans: Mapping[str, Any]) -> list
     if not rows:
         lines += ["No claims recorded yet: run `dpfair reproduce --quick`.", "", "No formula checks recorded.", ""]
     return lines
+
+
+def _s(items: list) -> str:
+    """The plural ending for ``len(items)`` things."""
+    return "" if len(items) == 1 else "s"
 
 
 def _closing_lines(lines: list[str], runs: list[dict[str, Any]], scans: Mapping[str, Any],

@@ -156,6 +156,9 @@ def format_short(value: Any, _depth: int = 0) -> str:
                     interval += f" ({100 * float(level):.3g}%)"
                 word = "" if key == "value" else f"{key} "
                 return f"{word}{format_number(value[key])}{interval}"
+        tally = _status_tally(value) if _depth == 0 else ""
+        if tally:  # many compared readings (e.g. per epsilon x baseline): their statuses counted
+            return tally
         subs = [(k, v) for k, v in value.items() if isinstance(v, Mapping)]
         if subs and len(subs) == len(value) and _depth == 0:  # named readings: the first one, how many more
             more = f"; +{len(subs) - 1} more" if len(subs) > 1 else ""
@@ -170,6 +173,32 @@ def format_short(value: Any, _depth: int = 0) -> str:
             return format_measured(list(value), max_items=4)
         return f"{len(value)} values"
     return str(value)
+
+
+def _status_tally(value: Mapping[str, Any]) -> str:
+    """A record of three or more nested readings that each carry a ``status`` (a comparison per epsilon
+    and baseline, say) as their statuses counted: ``"12 comparisons: 4 lower, 6 unresolved, 2
+    baseline unreached"`` (the readings themselves are in ``details.md``); ``""`` otherwise."""
+    found: list[str] = []
+
+    def walk(v: Any, depth: int) -> None:
+        if not isinstance(v, Mapping) or depth > 3:
+            return
+        if isinstance(v.get("status"), str):
+            found.append(v["status"])
+            return
+        for sub in v.values():
+            walk(sub, depth + 1)
+
+    for sub in value.values():
+        walk(sub, 1)
+    if len(found) < 3:
+        return ""
+    counts: dict[str, int] = {}
+    for st in found:
+        counts[st] = counts.get(st, 0) + 1
+    parts = ", ".join(f"{n} {st.replace('_', ' ')}" for st, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f"{len(found)} comparisons: {parts}"
 
 
 def format_target(value: Any) -> str:

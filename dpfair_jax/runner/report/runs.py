@@ -39,11 +39,28 @@ def collect_runs(root: str | os.PathLike) -> list[dict[str, Any]]:
             "meta": meta,
             "claims": claims if isinstance(claims, list) else [],
             "privacy": store.read_json(d / "privacy.json", {}) or {},
-            "figures": sorted((d / "figures").glob("*.png")) if (d / "figures").exists() else [],
+            "figures": _figures(d),
+            "predates": _predates(d),
             "tables": sorted(p.name for p in d.glob("*.csv")),
         })
     runs.sort(key=lambda r: (_PAPER_ORDER.index(r["paper"]) if r["paper"] in _PAPER_ORDER else 99, r["name"]))
     return runs
+
+
+def _figures(d: Path) -> list[Path]:
+    """The run's figures: ``figures/*.png``, and PNGs stored in the run folder itself (older runs)."""
+    found = sorted((d / "figures").glob("*.png")) if (d / "figures").exists() else []
+    return found + sorted(d.glob("*.png"))
+
+
+def _predates(d: Path) -> str:
+    """Why stored results predate the current code: the ``reason`` of a ``PREDATES.json`` in the run
+    folder or in the folder that holds it (the stored results' root); ``""`` when there is none."""
+    for f in (d / "PREDATES.json", d.resolve().parent / "PREDATES.json"):
+        if f.is_file():
+            note = store.read_json(f, {}) or {}
+            return str(note.get("reason") or "they predate the current code") if isinstance(note, dict) else ""
+    return ""
 
 
 def _study_page(run: Mapping[str, Any]) -> Path | None:

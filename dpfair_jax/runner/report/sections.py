@@ -36,6 +36,41 @@ from dpfair_jax.runner.report.rows import (
 )
 from dpfair_jax.runner.report.runs import _page_link
 
+#: the longest note below a claims table (a longer one is cut; details.md has it whole)
+_MAX_NOTE = 700
+
+#: abbreviations and terms a reader meets in the report: (pattern, text); only those present are listed
+_GLOSSARY = (
+    (r"\bDP-SGD\b", "DP-SGD: differentially private SGD (per-example gradients clipped, summed, noised)"),
+    (r"\bDP-FERMI\b", "DP-FERMI: paper 004's method (the ERMI regularizer by noisy stochastic gradient "
+                      "descent-ascent)"),
+    (r"\bERMI\b", "ERMI: exponential Renyi mutual information between predictions and the sensitive attribute"),
+    (r"\bPF-LDs?\b", "PF-LD: private and fair learning by Lagrangian duality (Tran, Fioretto, Van Hentenryck 2021)"),
+    (r"\bdp_violation\b|\bDP violation|demographic parity", "DP violation (dp_violation): demographic-parity gap "
+     "(DP alone, as in 'Adult DP', is demographic parity; DP- in a method's name is differential privacy)"),
+    (r"\beo_violation\b|\bEO\b|equalized odds", "EO (eo_violation): equalized-odds gap"),
+    (r"\bR_clip\b|R_a\^clip|\bR_a\b", "R_a, R_clip: group a's excessive risk, its clipping part (paper 001)"),
+    (r"\bpsi\b|\bpsi_a\b", "psi_a: the Hessian part of R_a^clip (paper 001, Fig 10)"),
+    (r"\bTr\(H|Hessian trace", "Tr(H_a): the trace of group a's loss Hessian (Hutchinson: its randomized estimate)"),
+    (r"\bvs C\b|\bC=|clip norm", "C: the per-example gradient clip norm"),
+    (r"\beps\b|\bepsilon\b", "epsilon (eps), delta: the privacy budget; delta 1/n^2 when a config says 0"),
+    (r"add/remove|replace-one", "add/remove, replace-one: neighbouring data sets differ by one record added or "
+     "removed, or one record replaced"),
+    (r"\bunit example\b", "unit: what one privacy unit protects (example: a whole record)"),
+    (r"\blambda\b", "lambda: the fairness weight (0: no fairness term)"),
+    (r"\bApp\. ", "App.: the paper's appendix"),
+    (r"\bCI\b", "CI: confidence interval"),
+)
+
+
+def _terms_lines(text: str) -> list[str]:
+    """A "Terms" paragraph naming the abbreviations of :data:`_GLOSSARY` that ``text`` uses."""
+    import re
+
+    used = [t for pattern, t in _GLOSSARY if re.search(pattern, text)]
+    return (_wrap("Terms: " + "; ".join(used) + ".", 198) + [""]) if used else []
+
+
 def _size_intro(runs: list[dict[str, Any]], pages: dict[str, Path | None], report_dir: Path) -> list[str]:
     sizes = [r["size"] for r in runs]
     quick, full = sizes.count("quick"), sizes.count("full")
@@ -76,11 +111,13 @@ def _paper_section(lines: list[str], pid: str, runs: list[dict[str, Any]], pages
         lines += _wrap(f"{citation(pid)} What the kit takes from it: {PAPERS[pid]['topic']}.{study}") + [""]
     elif pid == "kit":
         lines += _wrap("The kit's own checks of its privacy accounting and mechanisms (no paper)." + study) + [""]
+    said: set[str] = set()  # a reason why stored results predate the code, given once per paper
     for r in runs:
-        _run_block(lines, r, scans.get(r["name"]), report_dir)
+        _run_block(lines, r, scans.get(r["name"]), report_dir, said)
 
 
-def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | None, report_dir: Path) -> None:
+def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | None, report_dir: Path,
+               said: set[str] | None = None) -> None:
     """A run: its heading, one paragraph (description, status, counts, privacy), its claims table and figures."""
     name, meta = r["name"], r["meta"]
     folder = f"../runs/{name}"
@@ -112,6 +149,12 @@ def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | No
         parts.append(privacy[0])
     if _delta_is_inverse_n2(r):
         parts.append("Config `delta: 0` means delta = 1/n^2 (n: training rows).")
+    if r.get("predates"):
+        seen = said is not None and r["predates"] in said
+        parts.append("**Stored results that predate the current code**" + (" (as above)." if seen else
+                     f": {r['predates'].rstrip('.')}."))
+        if said is not None:
+            said.add(r["predates"])
     parts.append(f"Full rows: [details.md]({folder}/details.md).")
     lines.append(f"### {name}")
     lines += _wrap(" ".join(p for p in parts if p), 198)
@@ -120,7 +163,12 @@ def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | No
     table = own_claims + [c for c in own_checks if row_status(c) != "holds"]
     if table:
         lines += ["", "| claim | paper | measured [95% CI] | status | reason |", "|---|---|---|---|---|"]
-        lines += [_claim_row(c) for c in table]
+        notes: list[str] = []
+        lines += [_claim_row(c, notes) for c in table]
+        if notes:  # the statements and reasons the table cut, in full
+            lines.append("")
+            for note in notes:
+                lines += _wrap(f"- {note}", 198)
     line = ""
     figure_lines = []
     for f in r["figures"]:
@@ -131,23 +179,32 @@ def _run_block(lines: list[str], r: dict[str, Any], scan: Mapping[str, Any] | No
         line = f"{line} {img}".strip()
     if line:
         figure_lines.append(line)
-    lines += [""] + figure_lines  # a heading may follow the image line directly
+    lines += [""] + figure_lines + ([""] if figure_lines else [])
 
 
-def _claim_row(c: Mapping[str, Any]) -> str:
+def _claim_row(c: Mapping[str, Any], notes: list[str] | None = None) -> str:
     """One table row: claim (statement, cut), paper's number, measured [interval], status, reason; at most
-    :data:`_MAX_LINE` characters (the reason is cut first)."""
+    :data:`_MAX_LINE` characters (the reason is cut first). When the statement or the reason's first
+    sentence is cut, the row's reason ends with a note number ``[n]`` and ``notes`` gets the full
+    statement and reason (the run block lists them below the table)."""
     status = row_status(c)
     mark = _mark(status) + (" (formula)" if row_kind(c) == "formula" else "")
     reason = str(c.get("reason") or ("" if status == "holds" else "no reason recorded"))
     if status == "skipped":
         reason = {"grid": "left out at this size: ", "data": "missing data: "}.get(skip_kind(reason), "") + reason
     measured = "n/a" if status == "skipped" else format_short(c.get("measured"))
-    cells = [_md(_clip(_statement(c.get("statement")), 60)), _md(_clip(format_target(c.get("target")), 30)),
-             _md(_clip(measured, 48)), mark]
+    statement, first = " ".join(str(c.get("statement") or "").split()), " ".join(_first_sentence(reason).split())
+    claim_cell = _clip(_statement(statement), 60)
+    cells = [_md(claim_cell), _md(_clip(format_target(c.get("target")), 30)), _md(_clip(measured, 64)), mark]
     head = "| " + " | ".join(cells) + " | "
-    room = max(20, _MAX_LINE - len(head) - 2)
-    return head + _md(_clip(_first_sentence(reason), room)) + " |"
+    n = len(notes) + 1 if notes is not None else 0
+    room = max(20, _MAX_LINE - len(head) - 2 - len(f" [{n}]"))
+    cell = _clip(first, room)
+    if notes is None or (cell == first and claim_cell == statement):
+        return head + _md(cell) + " |"
+    note = f"[{n}] Claim: {statement.rstrip('.')}." + (f" Reason: {first.rstrip('.')}." if first else "")
+    notes.append(note if len(note) <= _MAX_NOTE else _clip(note, _MAX_NOTE) + " (in full in details.md)")
+    return head + (f"{_md(cell)} [{n}]" if cell else f"[{n}]") + " |"
 
 
 def _timings(lines: list[str], runs: list[dict[str, Any]]) -> None:

@@ -31,8 +31,12 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   every grid point and takes the exact arg-max (no guarantee for the selection: ``spend_epsilon``
   is ``inf``);
 - evaluation on the test split; one row per (method, epsilon, lambda, replicate) with the error,
-  the violations, the spend, the selection and a ``degenerate`` flag (constant predictions, or a
-  test error within 0.005 of the base-rate error or above it);
+  the violations, the spend, the selection, a ``degenerate`` flag (constant predictions, or a
+  test error within 0.005 of the base-rate error or above it) and a ``converged`` flag (the
+  released run's ``stationarity``, the gradient norm of its method's own objective on the test
+  split, evaluation like the test metrics, over the norm at the start, at most
+  :data:`.convergence.STATIONARITY_RTOL`: :func:`.convergence.row_stationarity`; computed inside
+  the compiled program from the trained model, no extra training);
 - the models: each row's released model (the winning run's trained parameters, float32 NumPy,
   with the row's spend, candidate and metrics) in :attr:`TradeoffStudy.models` /
   :meth:`TradeoffStudy.model`, saveable with :func:`dpfair_jax.serialization.save_run`
@@ -384,12 +388,22 @@ def _block_rows(st: _Setup, mine: list[int], per_rep: list, searches: list[dict]
                "spend_epsilon": float(sp.epsilon), "spend_delta": float(sp.delta),
                "selection": _selection_label(law), "candidate": int(sr["cands"][best]),
                "noise_theta": noise[(m, e)][0], "truncated_steps": float(out["truncated_steps"][r, p])}
+        row.update(_convergence(out, r, p))
         row.update({f"hp_{f}": v for f, v in cand.items()})
         if st.unit == "sensitive_attribute":  # the paper's Theorem 3.3 record of the same selection
             row["thm33_epsilon"] = thm33[(m, e)]
             row["unit_ratio"] = float(sp.epsilon) / thm33[(m, e)] if thm33[(m, e)] > 0 else math.nan
         rows.append(row)
     return rows
+
+
+def _convergence(out: dict, r: int, p: int) -> dict:
+    """The run's ``stationarity`` (:func:`.convergence.row_stationarity`) and ``converged`` (at most
+    :data:`.convergence.STATIONARITY_RTOL`; ``None`` where the method has no criterion: NaN)."""
+    from dpfair_jax.studies.tradeoff.convergence import STATIONARITY_RTOL
+
+    stat = float(out["stationarity"][r, p]) if "stationarity" in out else math.nan
+    return {"stationarity": stat, "converged": None if math.isnan(stat) else bool(stat <= STATIONARITY_RTOL)}
 
 
 def _compute_block(st: _Setup, kind: str, searches: list[dict], noise: dict, spends: dict, stacked: dict,
@@ -417,6 +431,8 @@ def _assemble(st: _Setup, table: pd.DataFrame, noise: dict, spends: dict) -> Tra
     order = {m: i for i, m in enumerate(st.methods)}
     table = table.sort_values(["method", "epsilon", "lam", "replicate"], key=lambda c: c.map(order)
                               if c.name == "method" else c).reset_index(drop=True)
+    if "converged" in table:  # True / False, <NA> where the method has no criterion
+        table["converged"] = table["converged"].astype("boolean")
     info = {"n_train": st.n, "n_val": st.n_val, "n_test": st.splits["test"][1].shape[1], "steps": st.steps,
             "delta": st.delta, "noise": {f"{m}@{e:g}": zz for (m, e), zz in noise.items()},
             "grid_sizes": {m: len(g) for m, g in st.grids.items()}, "selection": _selection_label(st.law),

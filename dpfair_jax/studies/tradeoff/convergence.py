@@ -16,10 +16,15 @@ claims can be tested.
 * :func:`monotone_check` -- whether a frontier's violation does not rise in lambda within its
   interval (a significant increase fails it; with ``tol``, an increase not shown to be at most ``tol``).
 * :func:`edge_share` -- the share of selected runs whose learning rate is the largest of the grid.
+* :func:`lagrangian_objective` -- PF-LD's primal objective at given multipliers (both PF-LDs).
+* :func:`relative_stationarity` / :func:`row_stationarity` -- the per-run criterion of the public
+  study's ``converged`` column: the gradient norm of the method's own training objective at the
+  released parameters over its norm at the methods' start (:data:`STATIONARITY_RTOL`).
 
 Privacy: none of this is private. The reference optimum and the checks read the training and
 test splits without noise; they are diagnostics of the method's optimization at ``eps = inf``
-(no noise), released in no private row.
+(no noise), released in no private row. The public study's ``converged`` flag reads only the test
+split (evaluation, as the test metrics; :func:`row_stationarity`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,16 @@ from jax.flatten_util import ravel_pytree
 
 from dpfair_jax.fairness import ermi as E
 
-__all__ = ["ermi_objective", "reference_optimum", "monotone_check", "edge_share"]
+__all__ = ["ermi_objective", "reference_optimum", "monotone_check", "edge_share",
+           "lagrangian_objective", "relative_stationarity", "row_stationarity", "STATIONARITY_RTOL"]
+
+#: a run counts as converged when the gradient norm of its method's objective at the released
+#: parameters is at most this share of the norm at the start. A loose bar on purpose: it catches runs
+#: stopped far from a stationary point (too few steps, too small a learning rate: a ratio near 1),
+#: it certifies no optimum; at finite epsilon the last iterate's gradient does not vanish (the noise),
+#: so a small bar would flag every private run (a small logistic study tuned over 10 epochs, read on
+#: its test split: about 0.03-0.3 at eps = inf, 0.2-0.5 at eps = 1; 0.998 at a learning rate of 1e-4)
+STATIONARITY_RTOL = 0.5
 
 def _task_loss(logits: jax.Array, y: jax.Array) -> jax.Array:
     """Per-example task loss of the methods (``algorithms.fermi.task_loss``): binary logistic for one
@@ -181,3 +195,70 @@ def edge_share(values, grid) -> float:
         return float("nan")
     top = float(np.max(np.asarray(grid, float)))
     return float(np.mean(np.isclose(values, top, rtol=1e-6, atol=0.0)))
+
+
+def lagrangian_objective(params, model, x, y, s, lam, nu, *, num_groups: int, num_classes: int,
+                         fairness: str = "dp") -> jax.Array:
+    """PF-LD's primal objective at the multipliers ``nu [C, k, l]``: ``mean_i loss_i + lam *
+    sum_c p(c) sum_{g,j} nu_{c,g,j} h_{c,g,j}(theta)`` with ``h_{c,g,j} = P(yhat = j | s = g, c) -
+    P(yhat = j | c)`` of the soft predictions (:mod:`dpfair_jax.algorithms.pfld_epoch`'s Lagrangian;
+    demographic parity: one condition, ``p(c) = 1``; equalized odds: ``c = y``). The frequencies are
+    the exact ones of ``(x, y, s)``. jit/vmap-able."""
+    from dpfair_jax.algorithms.pfld import violations
+
+    logits = model.apply(params, x)
+    probs = E.soft_predictions(logits)
+    if fairness == "dp":
+        h = violations(probs, s, num_groups)[None]
+        pc = jnp.ones((1,), probs.dtype)
+    else:
+        onehot = jax.nn.one_hot(y, max(num_classes, 2), dtype=probs.dtype)  # [n, C]
+        h = jax.vmap(lambda w: violations(probs, s, num_groups, w), in_axes=1)(onehot)  # [C, k, l]
+        pc = jnp.mean(onehot, axis=0)
+    pen = jnp.sum(pc[:, None, None] * jnp.reshape(nu, h.shape) * h)
+    return jnp.mean(_task_loss(logits, y)) + lam * pen
+
+
+def relative_stationarity(objective, params, params0) -> jax.Array:
+    """``|grad objective(params)| / |grad objective(params0)|`` (the norms over every parameter; the
+    start's norm floored at 1e-12): how far the gradient has fallen from the start."""
+    g = ravel_pytree(jax.grad(objective)(params))[0]
+    g0 = ravel_pytree(jax.grad(objective)(params0))[0]
+    return jnp.linalg.norm(g) / jnp.maximum(jnp.linalg.norm(g0), 1e-12)
+
+
+def row_stationarity(method: str, model, params, data, lam, *, num_classes: int, fairness: str,
+                     multipliers=None) -> jax.Array:
+    """The public study's per-run criterion (:func:`relative_stationarity` on ``data``, the study's
+    held-out test split, from the model's zero start ``model.init(key(0))``, the methods' start),
+    each method on its own objective at the released ``params``:
+
+    * ``"dpfermi"``: :func:`ermi_objective` at ``lam`` (eq. (FERMI), W's maximum in closed form);
+      ``"dpsgd"`` and ``"jagielski_post"``'s base classifier: the same at ``lam = 0`` (the task
+      loss; the post-processing is an exact linear program on released counts: converged by
+      construction, so the row's flag is its base classifier's);
+    * ``"pfld_stochastic"``, ``"pfld_epoch"``: :func:`lagrangian_objective` at the run's final
+      multipliers (``multipliers``: the stochastic variant's ``W``, the per-epoch variant's
+      ``multipliers * signs``).
+
+    The objective is read on held-out data, not on the training split, so the released flag adds
+    nothing about the training data to what the spend covers: like the test metrics, it is
+    evaluation (not covered). Near a stationary point of the training objective the held-out
+    gradient is small too (the sampling gap ~ 1 / sqrt(n_test)); a run stopped short keeps a ratio
+    near 1. Cost: two full-batch gradients per run, no training."""
+    x, y, s = data.x, data.y, data.s
+    k = data.num_groups
+    if method in ("pfld_stochastic", "pfld_epoch"):
+        def f(p):
+            return lagrangian_objective(p, model, x, y, s, lam, multipliers, num_groups=k,
+                                        num_classes=num_classes, fairness=fairness)
+    elif method in ("dpfermi", "dpsgd", "jagielski_post"):
+        lam_ = lam if method == "dpfermi" else 0.0
+
+        def f(p):
+            return ermi_objective(p, model, x, y, s, lam_, num_groups=k, num_classes=num_classes,
+                                  fairness=fairness)
+    else:
+        raise ValueError(f"no convergence criterion for method {method!r}.")
+    params0 = model.init(jax.random.key(0), x.shape[1:] if x.ndim > 2 else x.shape[1])
+    return relative_stationarity(f, params, params0)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair_jax.studies.tradeoff.methods import UNIT_LABEL
-from dpfair_jax.studies.tradeoff.plots import plot_study
+from dpfair_jax.studies.tradeoff.plots import plot_study, with_converged_share
 
 
 def baseline_name(unit: str) -> str:
@@ -82,7 +82,15 @@ class SelectedModel:
 class TradeoffStudy:
     """Result of :func:`tradeoff_frontier_study`.
 
-    ``table``: one row per (method, epsilon, lam, replicate); ``spends``: the
+    ``table``: one row per (method, epsilon, lam, replicate), with ``converged`` (nullable boolean)
+    and ``stationarity``: the released run's gradient norm of its method's own objective on the
+    held-out test split (evaluation, like the test metrics) over the norm at the methods' start,
+    converged when at most :data:`~dpfair_jax.studies.tradeoff.convergence.STATIONARITY_RTOL`
+    (:func:`~dpfair_jax.studies.tradeoff.convergence.row_stationarity`: DP-FERMI's ERMI objective,
+    DP-SGD's task loss, both PF-LDs' Lagrangian at their final multipliers; Jagielski et al.'s
+    post-processing is an exact linear program, converged by construction, so its flag is its DP-SGD
+    base classifier's; ``"mitigation"`` has no criterion, its penalized objective being nonsmooth
+    with private plug-in statistics: ``<NA>``, stationarity NaN); ``spends``: the
     :class:`~dpfair_jax.privacy.accounting.PrivacySpend` of each (method, epsilon) (every row of that
     method and epsilon has it); ``info``: sizes, steps and noise multipliers; ``models``: the
     :class:`SelectedModel` of each row, keyed ``(method, epsilon, lam, replicate)`` (:meth:`model`).
@@ -109,11 +117,14 @@ class TradeoffStudy:
         return self.models[key]
 
     def frontier(self, confidence: float = 0.95) -> pd.DataFrame:
-        """:func:`dpfair_jax.fairness.frontier.frontier_table` of the test results."""
+        """:func:`dpfair_jax.fairness.frontier.frontier_table` of the test results, with column
+        ``converged``: the share of the point's replicates whose run converged (NaN for a method
+        without a criterion; see the class docstring)."""
         from dpfair_jax.fairness import frontier as FR
 
-        return FR.frontier_table(self.table, by=("method", "epsilon"), knob="lam",
-                                 violation="violation", confidence=confidence)
+        ft = FR.frontier_table(self.table, by=("method", "epsilon"), knob="lam",
+                               violation="violation", confidence=confidence)
+        return with_converged_share(ft, self.table) if "converged" in self.table else ft
 
     def plot(self, title: str | None = None):
         """The frontier plot (:func:`plot_study`)."""
