@@ -74,8 +74,8 @@ def test_report_reads_like_an_appendix(tmp_path, monkeypatch):
     assert "dpfair run NAME" in text.split("\n\n")[1]
     # statuses counted apart; the skipped one named as a grid cell left out
     summary = " ".join(text.split("\n\n")[2].splitlines())
-    assert ("6 claims in 2 experiment runs: **2 hold, 1 fail, 1 untestable, 1 reconstructions, 1 skipped** "
-            "(1 grid cells this size leaves out; not failures); 2 formula checks: **1 hold, 1 fail**.") in summary
+    assert ("6 claims in 2 experiment runs: **2 hold, 1 fail, 1 untestable, 1 reconstruction, 1 skipped** "
+            "(1 grid cell this size leaves out; not failures); 2 formula checks: **1 hold, 1 fail**.") in summary
     # one section per paper, headed by its title and citation, the study page linked
     sec = text[text.index("## Paper 001: " + PAPERS["001"]["title"]):text.index("## Kit checks")]
     assert PAPERS["001"]["authors"] in sec and PAPERS["001"]["link"] in sec
@@ -135,7 +135,7 @@ def test_skipped_run_and_delta_zero(tmp_path):
     assert "Status: **skipped** (Parkinsons CSV not given" in " ".join(block.split())
     assert "**complete**" not in block and "1/n^2" not in block  # no spend recorded: nothing to explain
     assert "1 run(s) skipped" in " ".join(text.split())
-    assert "(1 grid cells this size leaves out, 2 missing data or packages; not failures)" in " ".join(text.split())
+    assert "(1 grid cell this size leaves out, 2 missing data or packages; not failures)" in " ".join(text.split())
     row = next(line for line in text.splitlines() if line.startswith("| a claim |"))
     assert _rows(row + "\n", "| a claim", "\n", key=0)["a claim"][1:] == [
         "0.0064", "effect 0.01 [-0.02, 0.04]", "underpowered", "too few replicates"]

@@ -39,7 +39,8 @@ def _count_text(counts: Mapping[str, int]) -> str:
     words = {"holds": "hold", "fails": "fail", "underpowered": "underpowered", "untestable": "untestable",
              "reconstruction": "reconstructions", "skipped": "skipped"}
     parts = [f"{counts['holds']} hold", f"{counts['fails']} fail"]
-    parts += [f"{counts[s]} {words[s]}" for s in ("underpowered", "untestable", "reconstruction") if counts[s]]
+    parts += [f"{counts[s]} {'reconstruction' if s == 'reconstruction' and counts[s] == 1 else words[s]}"
+              for s in ("underpowered", "untestable", "reconstruction") if counts[s]]
     parts.append(f"{counts['skipped']} skipped")
     return ", ".join(parts)
 
@@ -69,6 +70,7 @@ def skip_kind(reason: str | None) -> str:
 
 
 _SKIP_WORDS = {"grid": "grid cells this size leaves out", "data": "missing data or packages", "other": "other"}
+_SKIP_WORD_ONE = {"grid": "grid cell this size leaves out", "data": "missing data or package", "other": "other"}
 
 
 def _skip_counts(rows: list[Mapping[str, Any]]) -> dict[str, int]:
@@ -81,7 +83,7 @@ def _skip_counts(rows: list[Mapping[str, Any]]) -> dict[str, int]:
 
 def _skip_text(kinds: Mapping[str, int]) -> str:
     """``"6 grid cells this size leaves out, 1 missing data or packages"``."""
-    return ", ".join(f"{n} {_SKIP_WORDS[k]}" for k, n in kinds.items() if n) or "none"
+    return ", ".join(f"{n} {(_SKIP_WORD_ONE if n == 1 else _SKIP_WORDS)[k]}" for k, n in kinds.items() if n) or "none"
 
 
 def _run_status(r: Mapping[str, Any]) -> tuple[str, str]:
