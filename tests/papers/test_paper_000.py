@@ -373,3 +373,33 @@ def test_digits_reconstruction_row():
     m = row["measured"]
     assert m["ci"][0] <= m["value"] <= m["ci"][1] and m["trials"] == 8
     assert 0 <= m["error_8"]["dpse"] <= 1 and 0 <= m["error_8"]["dpnose"] <= 1
+
+
+def test_stored_full_run_and_its_page_agree():
+    """The page's claims table shows every claim of the stored full run with its recorded status, and
+    its count line matches (``results_full/paper_000``; its provenance is checked by
+    ``test_results_provenance.py``)."""
+    import json
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "experiments" / "paper_000"
+    run = folder / "results_full" / "paper_000"
+    meta = json.loads((run / "meta.json").read_text(encoding="utf-8"))
+    assert meta["size"] == "full" and meta["status"] == "complete"
+    claims = json.loads((run / "claims.json").read_text(encoding="utf-8"))
+    page = (folder / "README.md").read_text(encoding="utf-8")
+    shown = {}
+    for line in page.splitlines():
+        m = re.match(r"\| [^|]*\(`([^`]+)`\) \|", line)
+        if m:
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            shown[m.group(1)] = cells[4].strip("*")
+    for c in claims:
+        want = c["status"] + (" (formula check)" if c.get("kind") == "formula" else "")
+        assert shown.get(c["id"]) == want, (c["id"], shown.get(c["id"]), want)
+    counts = Counter(c["status"] for c in claims if c.get("kind") != "formula")
+    line = (f"{sum(counts.values())} claims: {counts['holds']} hold, {counts['fails']} fail, "
+            f"{counts['reconstruction']} reconstruction, {counts['untestable']} untestable")
+    assert line in " ".join(page.split()), line
