@@ -220,8 +220,25 @@ def epsilon_of_event(
     add/remove-one otherwise.
     """
     V.check_delta(delta)
+    return epsilon_curve(event, accountant=accountant, relation=relation)(delta)
+
+
+def epsilon_curve(
+    event: dp_accounting.DpEvent, *, accountant: str = "rdp", relation: str | None = None
+) -> Callable[[float], float]:
+    """``delta -> epsilon`` of ``event``: :func:`epsilon_of_event` with the accountant composed once.
+
+    The accountant's composition (e.g. the RDP of a Poisson-subsampled Gaussian at every order)
+    is the cost of :func:`epsilon_of_event`; evaluating the returned curve at several deltas (as
+    ``sampling.truncated_spend`` does) reuses it. Each value equals :func:`epsilon_of_event`'s.
+    """
     acc = _make_accountant(event, accountant, relation)
-    return float(acc.get_epsilon(float(delta)))
+
+    def at(delta: float) -> float:
+        V.check_delta(delta)
+        return float(acc.get_epsilon(float(delta)))
+
+    return at
 
 
 def delta_of_event(

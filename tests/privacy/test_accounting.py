@@ -99,6 +99,18 @@ def test_delta_of_event_inverts_epsilon():
     assert A.delta_of_event(ev, eps * 0.9) > 1e-6
 
 
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_epsilon_curve_equals_epsilon_of_event(accountant):
+    # The accountant composed once and evaluated at several deltas gives epsilon_of_event's
+    # values exactly (sampling.truncated_spend evaluates it at a few deltas per spend).
+    ev = A.dpsgd_event(1.1, 0.03, 200)
+    curve = A.epsilon_curve(ev, accountant=accountant)
+    for delta in (1e-5, 1e-5 - 3e-9, 1e-7, 0.2):
+        assert curve(delta) == A.epsilon_of_event(ev, delta, accountant=accountant)
+    with pytest.raises(ValueError, match="delta"):
+        curve(0.0)
+
+
 @pytest.mark.parametrize(
     "accountant,sampling,rel",
     [("rdp", "poisson", (1.0,)), ("rdp", "without_replacement", (1.0,)),
