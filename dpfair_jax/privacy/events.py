@@ -223,6 +223,10 @@ def epsilon_of_event(
     return epsilon_curve(event, accountant=accountant, relation=relation)(delta)
 
 
+_COMPOSED: dict = {}  # (repr(event), accountant, relation) -> composed accountant (only read)
+_COMPOSED_MAX = 32
+
+
 def epsilon_curve(
     event: dp_accounting.DpEvent, *, accountant: str = "rdp", relation: str | None = None
 ) -> Callable[[float], float]:
@@ -230,9 +234,17 @@ def epsilon_curve(
 
     The accountant's composition (e.g. the RDP of a Poisson-subsampled Gaussian at every order)
     is the cost of :func:`epsilon_of_event`; evaluating the returned curve at several deltas (as
-    ``sampling.truncated_spend`` does) reuses it. Each value equals :func:`epsilon_of_event`'s.
+    ``sampling.truncated_spend`` does) reuses it, and the last few composed accountants are kept
+    (keyed by the event's ``repr``, exact for its floats and their types), so repeated fits of one
+    configuration compose once. Each value equals :func:`epsilon_of_event`'s.
     """
-    acc = _make_accountant(event, accountant, relation)
+    key = (repr(event), accountant, relation)
+    acc = _COMPOSED.get(key)
+    if acc is None:
+        acc = _make_accountant(event, accountant, relation)
+        if len(_COMPOSED) >= _COMPOSED_MAX:
+            _COMPOSED.pop(next(iter(_COMPOSED)))
+        _COMPOSED[key] = acc
 
     def at(delta: float) -> float:
         V.check_delta(delta)

@@ -109,6 +109,21 @@ def test_epsilon_curve_equals_epsilon_of_event(accountant):
         assert curve(delta) == A.epsilon_of_event(ev, delta, accountant=accountant)
     with pytest.raises(ValueError, match="delta"):
         curve(0.0)
+    # A second curve of an equal event reuses the composed accountant: same values, and the same
+    # as dp-accounting composing afresh.
+    again = A.epsilon_curve(A.dpsgd_event(1.1, 0.03, 200), accountant=accountant)
+    assert again(1e-5) == curve(1e-5)
+    if accountant == "rdp":
+        assert again(1e-5) == _direct_rdp(1.1, 0.03, 200, 1e-5)
+    # Events equal as values but differing in a float's type (dp-accounting then computes in
+    # float32) are different keys (repr), not a shared entry.
+    def raw(z):
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.03, dp_accounting.GaussianDpEvent(z)), 200)
+
+    assert raw(1.25) == raw(np.float32(1.25))
+    assert A.epsilon_curve(raw(1.25))(1e-5) == _direct_rdp(1.25, 0.03, 200, 1e-5)
+    assert A.epsilon_curve(raw(np.float32(1.25)))(1e-5) == _direct_rdp(np.float32(1.25), 0.03, 200, 1e-5)
 
 
 @pytest.mark.parametrize(
