@@ -81,12 +81,12 @@ def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *
 
     Keys and cost: ``key`` must be a threefry2x32 key (``jax.random.key(seed)``); ``rbg`` /
     ``unsafe_rbg`` keys are refused, also under ``jit``/``vmap`` (under ``vmap`` they draw a whole
-    batch from the first key; on CPU they are also slower in this layout). On CPU the per-step
-    Gaussian draw from threefry (one normal per parameter) costs half to all of the MLP's
-    non-private step and is what separates the DP step from it (docs/performance.md, "The noise
-    generator"). Neither generator is cryptographically
-    secure: whoever knows the key can regenerate the noise. The host-side accounting composes the
-    RDP (or PLD) accountant once per configuration and reuses it (``accounting.epsilon_curve``).
+    batch from the first key; on CPU they also draw slower than threefry in the kit's per-leaf
+    layout). On CPU the per-step Gaussian draw (one normal per parameter) costs half to all of the
+    MLP's non-private step and is what separates the DP step from it (docs/performance.md, "The
+    noise generator"). Neither generator is cryptographically secure: whoever knows the key can
+    regenerate the noise. The host-side accounting composes the RDP (or PLD) accountant once per
+    configuration and reuses it (``accounting.epsilon_curve``).
     """
     config.validate()
     hparams.validate()
