@@ -4,8 +4,14 @@ The MLP row of ``dpsgd_step.py`` (102-256-1 tanh, expected batch 256, Poisson ba
 into its parts, each one jitted ``lax.scan`` of the same padded Poisson batches and SGD update:
 the non-private gradient; the same plus the Gaussian noise draw (``aggregation.noised_mean``); the
 ghost clipped sum (``privacy.clipping.clipped_grad_sum``, path "mlp") without and with the noise;
-and ``dpsgd.fit(per_example="ghost")`` itself. Timed interleaved (``common.interleaved``); each
-ratio to the non-private step is the median of the within-round ratios, with its range.
+and ``dpsgd.fit(per_example="ghost")`` itself; and, as what a cheaper generator would give, the
+non-private step + noise and the ghost + noise scan with the noise drawn here from ``rbg`` keys
+(``jax.random.normal`` on keys split from ``jax.random.key(2, impl="rbg")``: XLA's RngBitGenerator
+draws the bits; the same distribution as threefry's, other values). Only the noise draw changes;
+the kit's samplers and noise functions, and every trio ``fit``, refuse rbg keys (also traced), so
+these rows are a measurement of the generator, not a path the kit offers (docs/performance.md).
+Timed interleaved (``common.interleaved``); each ratio to the non-private step is the median of
+the within-round ratios, with its range.
 
     python benchmarks/mlp_step_profile.py [--steps 300] [--repeats 5]
 """
@@ -43,20 +49,24 @@ def calls(steps: int) -> dict:
     params = model.init(jax.random.key(0), D)
     max_b = sampling.max_batch_size_for(N, BSZ / N, 10_000)
 
-    def scan_with(grad_fn):
+    def scan_with(grad_fn, rbg_noise=False):
         @jax.jit
         def run(key, p):
             opt = optax.sgd(LR)
 
-            def step(c, k):
+            def step(c, ks):
                 p, s = c
+                k, k_rbg = ks
                 k1, k2 = jax.random.split(k)
+                k2 = k_rbg if rbg_noise else k2
                 smp = sampling.poisson_sample(k1, N, BSZ / N, max_b)
                 g = grad_fn(k2, p, x[smp.indices], y[smp.indices], smp.mask.astype(jnp.float32))
                 u, s = opt.update(g, s, p)
                 return (optax.apply_updates(p, u), s), None
 
-            (p, _), _ = jax.lax.scan(step, (p, opt.init(p)), jax.random.split(key, steps))
+            keys = jax.random.split(key, steps)
+            rbg_keys = jax.random.split(jax.random.key(2, impl="rbg"), steps) if rbg_noise else keys
+            (p, _), _ = jax.lax.scan(step, (p, opt.init(p)), (keys, rbg_keys))
             return p
         return run
 
@@ -65,6 +75,14 @@ def calls(steps: int) -> dict:
 
     def noisy(k, g):
         return aggregation.noised_mean(k, g, sensitivity=CLIP, noise_multiplier=SIGMA, denominator=BSZ)
+
+    def noisy_rbg(k, g):
+        # The same arithmetic as noised_mean ((S + sigma C N(0, I)) / B, one key per leaf), drawn
+        # from an rbg key, which the kit's noise functions refuse.
+        leaves, treedef = jax.tree_util.tree_flatten(g)
+        keys = jax.random.split(k, len(leaves))
+        return treedef.unflatten([(t + SIGMA * CLIP * jax.random.normal(kk, t.shape, t.dtype)) / BSZ
+                                  for kk, t in zip(keys, leaves)])
 
     def ghost_sum(p, xb, yb, m):
         return clipping.clipped_grad_sum(model, p, (xb, yb), clip_norm=CLIP, weights=m, path="ghost",
@@ -84,6 +102,10 @@ def calls(steps: int) -> dict:
             lambda t: t / BSZ, ghost_sum(p, xb, yb, m))),
         "ghost+noise": scan_with(lambda k, p, xb, yb, m: noisy(k, ghost_sum(p, xb, yb, m))),
         "dpsgd.fit": fit,
+        "nonprivate+noise rbg": scan_with(lambda k, p, xb, yb, m: noisy_rbg(k, nonprivate(k, p, xb, yb, m)),
+                                          rbg_noise=True),
+        "ghost+noise rbg": scan_with(lambda k, p, xb, yb, m: noisy_rbg(k, ghost_sum(p, xb, yb, m)),
+                                     rbg_noise=True),
     }
     key = jax.random.key(1)
     out = {}
@@ -103,7 +125,7 @@ def main(argv=None) -> None:
     for name in timing.seconds:
         r = common.paired_ratio(timing, name, "nonprivate")
         ms = sorted(timing.seconds[name])[len(timing.seconds[name]) // 2] * 1e3 / args.steps
-        print(f"{name:18s} {ms:.3f} ms/step; speed vs non-private {r['ratio']:.3f}x "
+        print(f"{name:21s} {ms:.3f} ms/step; speed vs non-private {r['ratio']:.3f}x "
               f"({r['ratio_min']:.3f}-{r['ratio_max']:.3f})")
 
 

@@ -178,11 +178,14 @@ def check_threefry_key(key: Any, name: str = "key") -> None:
     """Refuse PRNG keys that are not threefry2x32.
 
     With ``rbg``/``unsafe_rbg`` keys, ``vmap`` over split keys can silently reuse randomness, which
-    breaks the independence of Monte Carlo trials and of privacy noise.
+    breaks the independence of Monte Carlo trials and of privacy noise. A typed key carries its
+    implementation in its dtype, also when traced (under ``jit``/``vmap``), so it is checked
+    there too; a traced raw ``uint32`` key cannot be checked.
     """
-    if _is_tracer(key):
+    typed = jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key)
+    if _is_tracer(key) and not typed:
         return
-    if jax.dtypes.issubdtype(getattr(key, "dtype", None), jax.dtypes.prng_key):
+    if typed:
         impl = jax.random.key_impl(key)
         impl_name = getattr(impl, "name", str(impl))
         if "threefry" not in str(impl_name):

@@ -13,7 +13,8 @@ epsilons, rhos) that device code takes as array arguments.
 Contents
 --------
 * DP-SGD style accounting on ``dp_accounting`` (RDP and PLD accountants):
-  :func:`dpsgd_event`, :func:`epsilon_of_event`, :func:`delta_of_event`, :func:`dpsgd_epsilon`,
+  :func:`dpsgd_event`, :func:`epsilon_of_event` (:func:`epsilon_curve`: the accountant composed
+  once, evaluated at many deltas), :func:`delta_of_event`, :func:`dpsgd_epsilon`,
   :func:`calibrate_noise_multiplier`, and for the algorithms' ``calibrate``: :func:`calibration_target`
   (the checked ``(epsilon, delta)`` target) and :func:`step_up_until` (a solved multiplier nudged up
   until the algorithm's own spend meets the target). Poisson sampling is accounted under add/remove-one
@@ -40,6 +41,7 @@ from dpfair_jax.privacy.events import (
     dpsgd_event,
     effective_noise_multiplier,
     epsilon_of_event,
+    epsilon_curve,
     shuffled_event,
     shuffled_participations,
     step_up_until,
@@ -76,6 +78,7 @@ __all__ = [
     "UNITS",
     "dpsgd_event",
     "epsilon_of_event",
+    "epsilon_curve",
     "delta_of_event",
     "dpsgd_epsilon",
     "BelowAccountantResolution",

@@ -220,8 +220,37 @@ def epsilon_of_event(
     add/remove-one otherwise.
     """
     V.check_delta(delta)
-    acc = _make_accountant(event, accountant, relation)
-    return float(acc.get_epsilon(float(delta)))
+    return epsilon_curve(event, accountant=accountant, relation=relation)(delta)
+
+
+_COMPOSED: dict = {}  # (repr(event), accountant, relation) -> composed accountant (only read)
+_COMPOSED_MAX = 32
+
+
+def epsilon_curve(
+    event: dp_accounting.DpEvent, *, accountant: str = "rdp", relation: str | None = None
+) -> Callable[[float], float]:
+    """``delta -> epsilon`` of ``event``: :func:`epsilon_of_event` with the accountant composed once.
+
+    The accountant's composition (e.g. the RDP of a Poisson-subsampled Gaussian at every order)
+    is the cost of :func:`epsilon_of_event`; evaluating the returned curve at several deltas (as
+    ``sampling.truncated_spend`` does) reuses it, and the last few composed accountants are kept
+    (keyed by the event's ``repr``, exact for its floats and their types), so repeated fits of one
+    configuration compose once. Each value equals :func:`epsilon_of_event`'s.
+    """
+    key = (repr(event), accountant, relation)
+    acc = _COMPOSED.get(key)
+    if acc is None:
+        acc = _make_accountant(event, accountant, relation)
+        if len(_COMPOSED) >= _COMPOSED_MAX:
+            _COMPOSED.pop(next(iter(_COMPOSED)))
+        _COMPOSED[key] = acc
+
+    def at(delta: float) -> float:
+        V.check_delta(delta)
+        return float(acc.get_epsilon(float(delta)))
+
+    return at
 
 
 def delta_of_event(

@@ -99,6 +99,33 @@ def test_delta_of_event_inverts_epsilon():
     assert A.delta_of_event(ev, eps * 0.9) > 1e-6
 
 
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_epsilon_curve_equals_epsilon_of_event(accountant):
+    # The accountant composed once and evaluated at several deltas gives epsilon_of_event's
+    # values exactly (sampling.truncated_spend evaluates it at a few deltas per spend).
+    ev = A.dpsgd_event(1.1, 0.03, 200)
+    curve = A.epsilon_curve(ev, accountant=accountant)
+    for delta in (1e-5, 1e-5 - 3e-9, 1e-7, 0.2):
+        assert curve(delta) == A.epsilon_of_event(ev, delta, accountant=accountant)
+    with pytest.raises(ValueError, match="delta"):
+        curve(0.0)
+    # A second curve of an equal event reuses the composed accountant: same values, and the same
+    # as dp-accounting composing afresh.
+    again = A.epsilon_curve(A.dpsgd_event(1.1, 0.03, 200), accountant=accountant)
+    assert again(1e-5) == curve(1e-5)
+    if accountant == "rdp":
+        assert again(1e-5) == _direct_rdp(1.1, 0.03, 200, 1e-5)
+    # Events equal as values but differing in a float's type (dp-accounting then computes in
+    # float32) are different keys (repr), not a shared entry.
+    def raw(z):
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(0.03, dp_accounting.GaussianDpEvent(z)), 200)
+
+    assert raw(1.25) == raw(np.float32(1.25))
+    assert A.epsilon_curve(raw(1.25))(1e-5) == _direct_rdp(1.25, 0.03, 200, 1e-5)
+    assert A.epsilon_curve(raw(np.float32(1.25)))(1e-5) == _direct_rdp(np.float32(1.25), 0.03, 200, 1e-5)
+
+
 @pytest.mark.parametrize(
     "accountant,sampling,rel",
     [("rdp", "poisson", (1.0,)), ("rdp", "without_replacement", (1.0,)),

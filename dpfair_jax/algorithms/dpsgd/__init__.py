@@ -78,6 +78,15 @@ def fit(key: jax.Array, data: Any, hparams: DPSGDHparams, config: DPSGDConfig, *
     a clipped sum of add/remove-one sensitivity ``clip_norm`` (``privacy.aggregation.noised_mean``;
     ``2 clip_norm`` under replace-one for fixed-size and shuffled batches); the recorded ``spend``
     is :func:`spend` ``(config, n, hparams)`` (``None`` when ``noise_multiplier`` is traced).
+
+    Keys and cost: ``key`` must be a threefry2x32 key (``jax.random.key(seed)``); ``rbg`` /
+    ``unsafe_rbg`` keys are refused, also under ``jit``/``vmap`` (under ``vmap`` they draw a whole
+    batch from the first key; on CPU they also draw slower than threefry in the kit's per-leaf
+    layout). On CPU the per-step Gaussian draw (one normal per parameter) costs half to all of the
+    MLP's non-private step and is what separates the DP step from it (docs/performance.md, "The
+    noise generator"). Neither generator is cryptographically secure: whoever knows the key can
+    regenerate the noise. The host-side accounting composes the RDP (or PLD) accountant once per
+    configuration and reuses it (``accounting.epsilon_curve``).
     """
     config.validate()
     hparams.validate()

@@ -114,11 +114,13 @@ def _spend(config: "DPSGDConfig", n: int, noise_multiplier: float, shape: _Shape
                                  notes=f"{spec.notes}; k = {k} participations, exact Gaussian curve")
     event = _acc.dpsgd_event(z, spec.sample_rate, steps, sampling=spec.sampling,
                              dataset_size=None if spec.sampling == "poisson" else n)
-    eps = _acc.epsilon_of_event(event, delta, accountant=accountant) if z > 0 else float("inf")
+    # One composition of the accountant, evaluated at every delta truncated_spend asks for.
+    eps_at = _acc.epsilon_curve(event, accountant=accountant) if z > 0 else None
+    eps = eps_at(delta) if z > 0 else float("inf")
     total_delta, notes = float(delta), spec.notes
     if sampling == "poisson" and np.isfinite(eps):
         eps, total_delta, extra = _acc.truncated_spend(
-            lambda d: _acc.epsilon_of_event(event, d, accountant=accountant), float(delta),
+            eps_at, float(delta),
             lambda e: _sampling.truncation_delta(n, spec.sample_rate, shape.width, steps, e))
         notes += f" Truncation at max_batch_size={shape.width}: {extra:.3g} of delta" + (
             " (taken out of delta)." if total_delta == float(delta) else " (added to delta).")
