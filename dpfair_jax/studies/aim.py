@@ -5,15 +5,26 @@ marginal synthesizer is only MST-like. smartnoise-synth (the ``synth`` extra) sh
 study can run it where the extra is installed and record the claim as skipped, with the reason,
 where it is not. Public names: :func:`aim_available`, :func:`aim_factory`.
 
-Privacy: ``AIMSynthesizer(epsilon, delta)`` is smartnoise-synth's (its own accounting: zCDP,
-converted to ``(epsilon, delta)``); with ``preprocessor_eps = 0`` every column's domain must be
-public (the study passes integer codes whose domains come from the public schema). The study fits
-it with the same ``(1 - COUNT_FRACTION) rho`` as its other synthesizers, converted to epsilon.
+Privacy: ``AIMSynthesizer(epsilon, delta)`` is smartnoise-synth's own mechanism and accounting:
+it converts ``(epsilon, delta)`` to ``rho = cdp_rho(epsilon, delta)`` (OpenDP's zCDP -> approx-DP
+conversion, the same Canonne-Kamath-Steinke bound as :func:`dpfair_jax.privacy.accounting.zcdp_to_dp`,
+so ``epsilon = zcdp_to_dp(rho, delta)`` gives back ``rho``) and spends it as ``rho``-zCDP under
+add/remove of one row (Gaussian noise of sensitivity 1 on each measured marginal, the exponential
+mechanism for the selection). Its noise is drawn by OpenDP from the system's randomness, so AIM
+fits are not reproducible from a key. With ``domains=`` every column's categories come from the
+public schema (a :class:`~snsynth.transform.TableTransformer` fitted on the schema's codes, never
+on the rows; ``preprocessor_eps = 0``); without it smartnoise-synth learns the categories present
+in the rows (a data-dependent domain, covered by no epsilon: kept only for callers with public
+data). The stratified variant's stratum columns (``strata_columns``) are constant within a
+stratum and are the stratum's public key: they are left out of the fit and set to that key on
+sampling (what a constant column learned by smartnoise-synth gives, without reading a domain from
+the rows). The sampling proportions of a stratified run must be public or noisy and charged
+(:class:`dpfair_jax.algorithms.synthesis.StratifiedSynthesizer`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["aim_available", "aim_factory"]
@@ -30,14 +41,53 @@ def aim_available() -> tuple[bool, str]:
     return True, ""
 
 
-def aim_factory(epsilon: float, delta: float = 1e-9) -> Callable[[], Any]:
-    """Factory of smartnoise-synth's AIM, ``AIMSynthesizer(epsilon=epsilon, delta=delta)``, with the
-    ``fit(df)`` / ``sample(n)`` interface of :class:`dpfair_jax.algorithms.synthesis.StratifiedSynthesizer`;
-    raises ``ImportError`` naming the extra when smartnoise-synth is absent."""
+def _check_domains(domains: Mapping[str, int] | None, strata_columns: Sequence[str]) -> dict[str, int] | None:
+    if domains is None:
+        if strata_columns:
+            raise ValueError("strata_columns needs domains (the public schema of the other columns).")
+        return None
+    out = {}
+    for c, d in domains.items():
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"domains[{c!r}] must be an integer >= 1, got {d!r}.")
+        out[str(c)] = int(d)
+    missing = [c for c in strata_columns if c not in out]
+    if missing:
+        raise ValueError(f"strata_columns {missing} are not in domains.")
+    return out
+
+
+def _schema_transformer(columns: Sequence[str], domains: Mapping[str, int]) -> Any:
+    """A smartnoise-synth TableTransformer whose categories are the schema's codes ``0 .. D - 1``
+    (as strings, the study's encoding) of every column, fitted on a public frame, not on data."""
+    import pandas as pd
+    from snsynth.transform import LabelTransformer, TableTransformer
+
+    width = max(domains[c] for c in columns)
+    public = pd.DataFrame({c: [str(i % domains[c]) for i in range(width)] for c in columns})
+    tt = TableTransformer([LabelTransformer(nullable=False) for _ in columns])
+    tt.fit(public, epsilon=0.0)
+    return tt
+
+
+def aim_factory(epsilon: float, delta: float = 1e-9, *, domains: Mapping[str, int] | None = None,
+                strata_columns: Sequence[str] = (), rounds: int | None = None) -> Callable[[], Any]:
+    """Factory of smartnoise-synth's AIM, ``AIMSynthesizer(epsilon=epsilon, delta=delta,
+    rounds=rounds)`` (``rounds=None``: AIM's default ``T = 16 d``), with the ``fit(df)`` /
+    ``sample(n)`` interface of :class:`dpfair_jax.algorithms.synthesis.StratifiedSynthesizer`.
+    ``domains``: the public schema (categories per column, codes ``0 .. D - 1``; the frame's
+    values are read as strings); ``strata_columns``: columns constant within the fit (a stratum's
+    public key), left out of AIM and set back on sampling. Privacy: module docstring
+    (``rho = cdp_rho(epsilon, delta)``-zCDP per fit, add/remove). Raises ``ImportError`` naming
+    the extra when smartnoise-synth is absent; ``ValueError`` on bad arguments, before any fit."""
     if not float(epsilon) > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}.")
     if not 0.0 < float(delta) < 1.0:
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
+        raise ValueError(f"rounds must be None (AIM's default 16 d) or an integer >= 1, got {rounds!r}.")
+    dom = _check_domains(domains, list(strata_columns))
+    fixed = [str(c) for c in strata_columns]
     try:
         from snsynth.aim import AIMSynthesizer
     except ImportError as err:  # depends on the environment
@@ -45,13 +95,35 @@ def aim_factory(epsilon: float, delta: float = 1e-9) -> Callable[[], Any]:
 
     class _AIM:
         def __init__(self):
-            self.inner = AIMSynthesizer(epsilon=float(epsilon), delta=float(delta))
+            self.inner = AIMSynthesizer(epsilon=float(epsilon), delta=float(delta), rounds=rounds)
+            self.columns: list[str] = []
+            self.key: dict[str, str] = {}
 
         def fit(self, df):
-            self.inner.fit(df, preprocessor_eps=0.0)
+            self.columns = [str(c) for c in df.columns]
+            if dom is None:
+                self.inner.fit(df, preprocessor_eps=0.0)
+                return self
+            missing = [c for c in self.columns if c not in dom]
+            if missing:
+                raise ValueError(f"domains has no entry for columns {missing}.")
+            frame = df.astype(str)
+            for c in fixed:
+                vals = frame[c].unique()
+                if len(vals) != 1:
+                    raise ValueError(f"strata column {c!r} must be constant within a fit (one stratum).")
+                self.key[c] = vals[0]
+            free = [c for c in self.columns if c not in fixed]
+            self.inner.fit(frame[free].reset_index(drop=True), transformer=_schema_transformer(free, dom),
+                           preprocessor_eps=0.0)
             return self
 
         def sample(self, n):
-            return self.inner.sample(n)
+            out = self.inner.sample(n)
+            if dom is None:
+                return out
+            for c, val in self.key.items():
+                out[c] = val
+            return out[self.columns]
 
     return _AIM

@@ -183,7 +183,8 @@ def _check_domains(data: Any, domains: Mapping[str, int] | None) -> dict[str, in
 def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence[str], seeds: int = 1,
                     synthesizer: str = "marginal", delta: float = 1e-9, max_rows: int | None = None,
                     trees: int = 10, seed: int = 0, target: str = "income",
-                    test_size: float = 0.2, domains: Mapping[str, int] | None = None) -> Any:
+                    test_size: float = 0.2, domains: Mapping[str, int] | None = None,
+                    aim_rounds: int | None = None, first_trial: int = 0) -> Any:
     """Vanilla vs stratified synthesis on an integer-coded frame (``synthesizer``: "marginal", the
     kit's MST-like JAX synthesizer; "mst" or "aim", smartnoise-synth's, the ``synth`` extra): per
     (epsilon, variant, seed) fit on
@@ -201,6 +202,10 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     on every neighbouring table. The smartnoise path ("mst", "aim") fits one model per stratum
     with rows and cannot fit an empty one; a stratified smartnoise run with a declared stratum
     empty in the training split is refused (ValueError; like the range check, this reads the data).
+    AIM gets the declared domains (its categories come from the schema, not from the rows) and
+    ``aim_rounds`` (its ``T``; ``None``: AIM's default ``16 d``), see :mod:`dpfair_jax.studies.aim`.
+    ``first_trial``: the trials are ``first_trial .. first_trial + seeds - 1`` (keys
+    ``seed * 1000 + trial``; one call per trial gives the same rows as one call for all).
 
     Privacy: ``study_spend(epsilon, delta)`` per (epsilon, variant, seed) under add/remove of
     one row (the synthesizer's share of rho plus the noisy stratum counts'; parallel composition
@@ -210,6 +215,9 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
     for vname in variants:
         v.check_choice("variant", vname, tuple(VARIANT_COLUMNS))
     v.check_choice("synthesizer", synthesizer, ("marginal", "mst", "aim"))
+    if aim_rounds is not None:
+        aim_rounds = v.check_int("aim_rounds", aim_rounds, minimum=1)
+    first_trial = v.check_int("first_trial", first_trial, minimum=0)
     dom = _check_domains(table, domains)
     data, train, test = _split(table, max_rows, seed, test_size)
     domain_list = [dom[c] for c in data.columns]
@@ -219,10 +227,11 @@ def synthesis_study(table: Any, *, epsilons: Sequence[float], variants: Sequence
         rho = acc.dp_to_rho(float(eps), delta)
         rho_fit, count_rho = (1.0 - COUNT_FRACTION) * rho, COUNT_FRACTION * rho
         for vname in variants:
-            for sd in range(seeds):
+            for sd in range(first_trial, first_trial + seeds):
                 key = jax.random.key(seed * 1000 + sd)
                 synth = _synthesize(key, synthesizer, train, list(data.columns), domain_list, dom,
-                                    VARIANT_COLUMNS[vname], strata[vname], k_pad, rho_fit, count_rho, delta)
+                                    VARIANT_COLUMNS[vname], strata[vname], k_pad, rho_fit, count_rho, delta,
+                                    aim_rounds)
                 rows.append({"epsilon": float(eps), "variant": vname, "seed": sd, "synthesizer": synthesizer,
                              **_evaluate(synth, train, test, target, trees)})
     return pd.DataFrame(rows)
@@ -258,7 +267,7 @@ def _variant_strata(train: Any, variants: Sequence[str], dom: Mapping[str, int],
 
 def _synthesize(key: jax.Array, synthesizer: str, train: Any, columns: list[str], domain_list: list[int],
                 dom: Mapping[str, int], scols: Sequence[str], strata: tuple[np.ndarray, int], k_pad: int,
-                rho_fit: float, count_rho: float, delta: float) -> Any:
+                rho_fit: float, count_rho: float, delta: float, aim_rounds: int | None = None) -> Any:
     """One synthetic table: the noisy stratum counts (``count_rho``) set the sampling proportions and
     the number of rows; the synthesizer is fitted at ``rho_fit`` (per stratum, parallel composition)."""
     import pandas as pd
@@ -276,11 +285,13 @@ def _synthesize(key: jax.Array, synthesizer: str, train: Any, columns: list[str]
                                          num_groups=k_pad)
         sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
         return pd.DataFrame(sc, columns=columns)
-    if synthesizer == "aim":  # smartnoise-synth's AIM (dpfair_jax.studies.aim)
-        from dpfair_jax.studies.aim import aim_factory as smartnoise_factory
+    eps_fit = acc.zcdp_to_dp(rho_fit, delta)
+    if synthesizer == "aim":  # smartnoise-synth's AIM on the public schema (dpfair_jax.studies.aim)
+        from dpfair_jax.studies.aim import aim_factory
+
+        fac = aim_factory(eps_fit, delta, domains=dom, strata_columns=list(scols), rounds=aim_rounds)
     else:
-        smartnoise_factory = mst_factory
-    fac = smartnoise_factory(acc.zcdp_to_dp(rho_fit, delta), delta)
+        fac = mst_factory(eps_fit, delta)
     if scols:
         syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
         c_fit = _noisy_fitted_counts(syn, scols, dom, counts)

@@ -66,7 +66,8 @@ from .claims import part_claims, skip_part, strata_source
 from .config import FULL, QUICK
 from .mixture import coinpress_noise_std, ratio_trend, run_mixture
 from .strata import public_strata_ids, run_strata, strata_improvement_test
-from .synthesis import aim_skip_reason, run_synthesis
+from .synthesis import run_synthesis
+from .synthesis_aim import aim_skip_reason
 from .theory import run_theory
 
 __all__ = ["run_theory", "run_mixture", "run_strata", "run_synthesis", "run", "public_strata_ids", "ratio_trend",

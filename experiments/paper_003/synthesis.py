@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from . import figures
-from .claims import AIM_STATEMENT, FIG9_STATEMENT, WHY_NOT, skip_part
+from .claims import FIG9_STATEMENT, WHY_NOT, skip_part
+from .synthesis_aim import run_aim
 
 def run_synthesis(config: dict, ctx: Any):
     from dpfair_jax.studies import synthesis as syn
@@ -55,7 +56,7 @@ def run_synthesis(config: dict, ctx: Any):
     ctx.add_claim("synthesis_parity_gem", "Fig. 5: stratified GEM reduces parity error (by >= 200%) and gives the "
                   "best parity error at nearly every epsilon", measured=None, target="GEM stratified < GEM vanilla",
                   passed=False, status="untestable", reason=WHY_NOT["synthesis_parity_gem"])
-    _aim(table, config, ctx)
+    run_aim(table, config, ctx)
     ctx.add_claim("synthesis_workload_fig9", FIG9_STATEMENT, measured=None,
                   target="stratified < vanilla 3-way workload parity error (GEM; AIM at epsilon < 1)", passed=False,
                   status="untestable", reason=WHY_NOT["synthesis_workload_fig9"])
@@ -63,48 +64,3 @@ def run_synthesis(config: dict, ctx: Any):
     for eps in config["synth_epsilons"]:
         ctx.record_privacy(f"synth_eps_{eps:g}", syn.study_spend(float(eps), float(config["synth_delta"])))
     return df
-
-
-def aim_skip_reason(why: str) -> str:
-    """The skipped AIM row's reason: the optional extra is absent (``why``), nothing is installed,
-    and what the kit's own synthesizer covers in its place."""
-    return (f"skipped: the optional synth extra (smartnoise-synth) is not installed here ({why}); the row "
-            "needs AIM itself. The kit's MST-like JAX marginal synthesizer covers only the vanilla vs stratified "
-            "comparison on Adult with all one- and two-way marginals measured at once (rows synthesis_parity and "
-            "synthesis_accuracy, labelled reconstructions): none of AIM's workload- and budget-adaptive selection, "
-            "so it says nothing about this row's claim")
-
-
-def _aim(table: Any, config: dict, ctx: Any) -> None:
-    """The optional AIM run (smartnoise-synth, the ``synth`` extra): skipped with the reason when the
-    extra is absent or the config turns it off."""
-    from dpfair_jax.studies import aim
-    from dpfair_jax.studies import synthesis as syn
-
-    if not config.get("synth_aim", True):
-        ctx.skip_claim("synthesis_parity_aim", AIM_STATEMENT, "AIM turned off in this config (synth_aim = false)")
-        return
-    ok, why = aim.aim_available()
-    if not ok:
-        ctx.log(f"AIM skipped: {why}")
-        ctx.skip_claim("synthesis_parity_aim", AIM_STATEMENT, aim_skip_reason(why))
-        return
-    variants = list(config["aim_variants"])
-    df = ctx.map_chunks([{"synthesizer": "aim"}], lambda chunk: syn.synthesis_study(
-        table, epsilons=config["aim_epsilons"], variants=variants, seeds=int(config["synth_seeds"]),
-        synthesizer="aim", delta=float(config["synth_delta"]), max_rows=int(config["aim_rows"]) or None,
-        trees=int(config["classifier_trees"]), seed=int(config["seed"]),
-        domains=syn.adult_synthesis_domains()), desc="synthesis_aim")
-    ctx.save_table(df, "synthesis_aim")
-    piv = df.groupby(["variant", "epsilon"]).parity_error.mean().unstack("variant")
-    strat = [c for c in piv.columns if c != "vanilla"]
-    if "vanilla" not in piv.columns or not strat:
-        ctx.skip_claim("synthesis_parity_aim", AIM_STATEMENT, f"needs 'vanilla' and a stratified variant in "
-                       f"aim_variants {variants}")
-        return
-    wins = float(np.mean([(piv[c] < piv["vanilla"]).mean() for c in strat]))
-    ctx.add_claim("synthesis_parity_aim", AIM_STATEMENT,
-                  measured={"fraction": round(wins, 3), "parity_error": piv.round(4).to_dict()},
-                  target=">= 0.5 (most)", passed=bool(wins >= 0.5), reason=WHY_NOT["synthesis_parity_aim"])
-    for eps in config["aim_epsilons"]:
-        ctx.record_privacy(f"synth_aim_eps_{eps:g}", syn.study_spend(float(eps), float(config["synth_delta"])))

@@ -285,12 +285,14 @@ def test_synthesis_claims_are_labelled_and_aim_is_optional(tmp_path, monkeypatch
     assert fig9["status"] == "untestable" and "3-way" in fig9["reason"] and "GEM" in fig9["reason"]
 
     class FakeAIM:  # resamples the training rows: a wiring check, not AIM
-        def __init__(self, epsilon, delta):
-            assert epsilon > 0 and 0 < delta < 1
+        def __init__(self, epsilon, delta, rounds=None):
+            assert epsilon > 0 and 0 < delta < 1 and rounds is None
             self.df = None
 
-        def fit(self, df, preprocessor_eps=0.0):
-            assert preprocessor_eps == 0.0
+        def fit(self, df, transformer=None, preprocessor_eps=0.0):
+            # the public schema's transformer, without the stratum column (the stratum's public key)
+            assert preprocessor_eps == 0.0 and transformer == ("schema", tuple(df.columns))
+            assert "income" in df.columns and ("sex" not in df.columns or df.shape[1] == 10)
             self.df = df
             return self
 
@@ -302,10 +304,13 @@ def test_synthesis_claims_are_labelled_and_aim_is_optional(tmp_path, monkeypatch
     fake.aim.AIMSynthesizer = FakeAIM
     monkeypatch.setitem(sys.modules, "snsynth", fake)
     monkeypatch.setitem(sys.modules, "snsynth.aim", fake.aim)
+    monkeypatch.setattr(aim, "_schema_transformer", lambda cols, dom: ("schema", tuple(cols)))
     assert aim.aim_available()[0]
     res = context.run_experiment(registry.get("paper_003"), size="quick", overrides=over, root=str(tmp_path / "b"))
     row = {c["id"]: c for c in res.claims}["synthesis_parity_aim"]
-    assert row["status"] in ("holds", "fails") and 0.0 <= row["measured"]["fraction"] <= 1.0
+    # decided by the verdict rule: the per-trial mean effect's interval, per-cell intervals alongside
+    assert row["status"] in ("holds", "fails", "underpowered") and row["measured"]["replicates"] == 2
+    assert set(row["measured"]["cells"]) == {"sex@5"} and len(row["measured"]["ci"]) == 2
     df = pd.read_csv(tmp_path / "b" / "runs" / "paper_003" / "synthesis_aim.csv")
     assert set(df.synthesizer) == {"aim"} and set(df.variant) == {"vanilla", "sex"}
 
