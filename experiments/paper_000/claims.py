@@ -102,6 +102,48 @@ def ratio_stat(df, method, baseline, group, keys, where=None, *, reduction: bool
     return {"value": mean, "ci": [mean - half, mean + half], "cells": int(len(val))}
 
 
+def pointwise_fraction(df, method, baseline, group, keys, where=None) -> dict | None:
+    """The fraction of cells where ``method``'s MSPE is below ``baseline``'s for one group, with the
+    range that the cells' 95% intervals allow: per cell the reduction ``1 - MSPE(method)/MSPE(baseline)``
+    with the delta-method interval of :func:`ratio_stat`; the interval is ``[significantly lower,
+    1 - significantly higher]`` (a cell whose interval contains 0 is a tie, counted on both sides).
+    ``None`` when no cell is selected."""
+    a = df[(df.method == method) & (df.group == group)].set_index(keys)
+    b = df[(df.method == baseline) & (df.group == group)].set_index(keys)
+    a, b = a.align(b, join="inner")
+    if where is not None and len(a):
+        sel = where(a.index.to_frame(index=False)).to_numpy()
+        a, b = a[sel], b[sel]
+    if not len(a):
+        return None
+    q = (a.mspe / b.mspe).to_numpy()
+    half = 1.96 * q * np.sqrt((a.se / a.mspe).to_numpy() ** 2 + (b.se / b.mspe).to_numpy() ** 2)
+    red = 1.0 - q
+    n = len(red)
+    lower, higher = int(np.sum(red - half > 0)), int(np.sum(red + half < 0))
+    return {"value": float(np.mean(red > 0)), "ci": [lower / n, 1.0 - higher / n], "cells": n,
+            "significantly_lower": lower, "significantly_higher": higher, "ties": n - lower - higher}
+
+
+def min_ratio_over(sub, group: int, by: str = "rho") -> dict | None:
+    """``min`` over ``by`` (the budgets) of ``MSPE(dpnose) / MSPE(dpse)`` for one group, with the
+    interval of the minimum ``[min_r lo_r, min_r hi_r]`` from each budget's 95% delta-method interval
+    (the two means' standard errors treated as independent): above 1 at every budget exactly when
+    its low end is. ``sub``: rows with ``method, group, mspe, se`` and ``by``."""
+    g = sub[sub.group == group]
+    a = g[g.method == "dpse"].set_index(by)
+    b = g[g.method == "dpnose"].set_index(by)
+    a, b = a.align(b, join="inner")
+    if not len(a):
+        return None
+    r = (b.mspe / a.mspe).to_numpy()
+    half = 1.96 * r * np.sqrt((a.se / a.mspe).to_numpy() ** 2 + (b.se / b.mspe).to_numpy() ** 2)
+    i = int(np.argmin(r))
+    return {"value": float(r[i]), "ci": [float(np.min(r - half)), float(np.min(r + half))],
+            f"{by}_at_min": float(a.index[i]), "ci_at_min": [float(r[i] - half[i]), float(r[i] + half[i])],
+            "budgets": int(len(r))}
+
+
 def _fmt(r: dict) -> str:
     return f"{r['value']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]" if "ci" in r else f"{r['value']:.4g}"
 
@@ -148,7 +190,7 @@ def _weight_text(got: dict, lo: float, hi: float, paper_value: float | None) -> 
 
 def by_reading(ctx, cid: str, statement: str, results: dict, target: str, test, *, why_fails: str,
                 skip_reason: str, paper: tuple[float, float] | None = None, paper_value: float | None = None,
-                note: str | None = None) -> None:
+                note: str | None = None, on_interval: bool = False) -> None:
     """Record a claim evaluated under each stage-2 reading (``results[reading]``: a value dict or
     ``None`` when the reading's cells are absent; ``test(value) -> bool``).
 
@@ -159,13 +201,18 @@ def by_reading(ctx, cid: str, statement: str, results: dict, target: str, test, 
     specify, and the row is a reconstruction with both intervals and the mixing weight
     (:func:`mixing_weight`) that would give the paper's value (``paper_value``, else the range).
     Without ``paper``, disagreeing readings are a reconstruction and agreeing misses fail. A single
-    reading is a reconstruction. ``note`` is appended to every reason (e.g. what holds by construction)."""
+    reading is a reconstruction. ``note`` is appended to every reason (e.g. what holds by construction).
+    ``on_interval``: a reading meets the target only when both ends of its 95% interval do (a value
+    whose interval reaches the paper's edge is a tie, never a hold); the default tests the point value."""
     got = {r: v for r, v in results.items() if v is not None and np.isfinite(v["value"])}
     if not got:
         ctx.skip_claim(cid, statement, skip_reason, target=target)
         return
     tail = f"; {note}" if note else ""
-    oks = {r: bool(test(v["value"])) for r, v in got.items()}
+    if on_interval:
+        oks = {r: all(bool(test(x)) for x in interval(v)) for r, v in got.items()}
+    else:
+        oks = {r: bool(test(v["value"])) for r, v in got.items()}
     values = "; ".join(f"{r}: {_fmt(v)}" for r, v in got.items())
     measured = {r: v for r, v in got.items()}
     if len(got) < len(READINGS):

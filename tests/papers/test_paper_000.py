@@ -303,6 +303,79 @@ def test_readings_that_bracket_the_paper_are_a_reconstruction():
     assert "every 95% interval below" in r["miss"]["reason"]
 
 
+def _cells(values, ses, **cols):
+    """A synthetic two-method table (one row per cell and method, group 2) for the decision helpers."""
+    import pandas as pd
+
+    rows = []
+    for i, ((a, b), (sa, sb)) in enumerate(zip(values, ses)):
+        for meth, m, s in (("dpse", a, sa), ("dpnose", b, sb)):
+            rows.append(dict(ratio=20, beta1=-1.0, beta2=1.0, noise_sd=1.0, rho=float(i + 1), group=2,
+                             method=meth, mspe=m, se=s, **cols))
+    return pd.DataFrame(rows)
+
+
+def test_fig3_fraction_counts_ties_on_both_sides():
+    """Fig. 3's fraction of grid points: a point whose interval contains 0 is a tie, so the interval is
+    [significantly lower, 1 - significantly higher]; all ties -> [0, 1]; the row is decided on it."""
+    keys = ["ratio", "beta1", "beta2", "noise_sd", "rho"]
+    # 1 - a/b with se: (0.5, 1) -> 0.5 (significant); (0.99, 1) with se 0.05 -> tie; (2, 1) -> significantly worse
+    df = _cells([(0.5, 1.0), (0.99, 1.0), (2.0, 1.0), (0.6, 1.0)], [(0.01, 0.01), (0.05, 0.05), (0.01, 0.01),
+                                                                    (0.01, 0.01)])
+    f = C.pointwise_fraction(df, "dpse", "dpnose", 2, keys)
+    assert f["value"] == 0.75 and f["ci"] == [0.5, 0.75]
+    assert (f["significantly_lower"], f["significantly_higher"], f["ties"]) == (2, 1, 1)
+    tie = C.pointwise_fraction(_cells([(0.99, 1.0)] * 3, [(0.05, 0.05)] * 3), "dpse", "dpnose", 2, keys)
+    assert tie["ci"] == [0.0, 1.0] and tie["value"] == 1.0
+    assert C.pointwise_fraction(df, "dpse", "dpnose", 1, keys) is None
+    ctx = _Rows()
+    only_ties = _cells([(0.999, 1.0)] * 4, [(0.05, 0.05)] * 4)
+    lower = _cells([(0.5, 1.0)] * 4, [(0.01, 0.01)] * 4)
+    mixed = _cells([(0.5, 1.0)] * 3 + [(0.999, 1.0)], [(0.01, 0.01)] * 3 + [(0.05, 0.05)])
+    TG.claim_fig3({"group_mean": lower, "summed": lower}, ctx)
+    assert ctx.rows["fig3_all_regimes"]["status"] == "holds"
+    # all points lower on point values, but ties under one reading: not a hold, not a failure
+    TG.claim_fig3({"group_mean": lower, "summed": only_ties}, ctx)
+    assert ctx.rows["fig3_all_regimes"]["status"] == "reconstruction"
+    TG.claim_fig3({"group_mean": mixed, "summed": only_ties}, ctx)
+    row = ctx.rows["fig3_all_regimes"]
+    assert row["status"] == "reconstruction" and "a point whose interval contains 0 is a tie" in row["reason"]
+    assert row["measured"]["group_mean"]["ci"] == [0.75, 1.0] and row["measured"]["summed"]["ci"] == [0.0, 1.0]
+    worse = _cells([(2.0, 1.0)] * 4, [(0.01, 0.01)] * 4)
+    TG.claim_fig3({"group_mean": worse, "summed": worse}, ctx)
+    assert ctx.rows["fig3_all_regimes"]["status"] == "fails"
+
+
+def test_real_gain_minimum_decided_on_its_interval():
+    """Table 4's "smallest group lower at every budget": the minimum over budgets of DPNoSE/DPSE with
+    the interval [min lo, min hi] (hand-computed delta method); a minimum whose interval contains 1 is a
+    tie (no hold on a point value just above 1); readings that bracket 1 are a reconstruction."""
+    sub = _cells([(1.0, 1.2), (1.0, 1.001)], [(0.01, 0.01), (0.002, 0.002)])
+    m = C.min_ratio_over(sub, 2)
+    half = 1.96 * 1.001 * np.sqrt(0.002**2 + (0.002 / 1.001) ** 2)  # relative se's of DPSE and DPNoSE
+    assert m["value"] == pytest.approx(1.001) and m["rho_at_min"] == 2.0
+    assert m["ci"] == pytest.approx([1.001 - half, 1.001 + half])
+    assert m["ci"][0] < 1.0 < m["ci"][1]
+    half1 = 1.96 * 1.2 * np.sqrt(0.01**2 + (0.01 / 1.2) ** 2)
+    assert C.min_ratio_over(sub[sub.rho == 1.0], 2)["ci"] == pytest.approx([1.2 - half1, 1.2 + half1])
+    ctx = _Rows()
+    kw = dict(why_fails="w", skip_reason="r", paper=(1.0, np.inf), on_interval=True)
+    v = lambda x, h: {"value": x, "ci": [x - h, x + h]}  # noqa: E731
+    above = lambda x: x > 1  # noqa: E731
+    C.by_reading(ctx, "hold", "s", {"group_mean": v(1.02, 0.005), "summed": v(1.1, 0.01)}, "t", above, **kw)
+    C.by_reading(ctx, "tie", "s", {"group_mean": v(1.02, 0.005), "summed": v(1.00006, 0.004)}, "t", above, **kw)
+    C.by_reading(ctx, "bracket", "s", {"group_mean": v(1.12, 0.05), "summed": v(0.993, 0.011)}, "t", above, **kw)
+    C.by_reading(ctx, "below", "s", {"group_mean": v(0.9, 0.01), "summed": v(0.95, 0.01)}, "t", above, **kw)
+    r = ctx.rows
+    assert r["hold"]["status"] == "holds" and r["below"]["status"] == "fails"
+    assert r["tie"]["status"] == "reconstruction" and "1.000 [0.996, 1.004]" in r["tie"]["reason"]
+    assert r["bracket"]["status"] == "reconstruction" and "mixing_weight" in r["bracket"]["measured"]
+    # the same tie decided on the point value (the default) would hold: on_interval is what changes it
+    C.by_reading(ctx, "point", "s", {"group_mean": v(1.02, 0.005), "summed": v(1.00006, 0.004)}, "t", above,
+                 why_fails="w", skip_reason="r", paper=(1.0, np.inf))
+    assert r["point"]["status"] == "holds"
+
+
 def test_mc_sd_row_uses_the_papers_epsilon_grid():
     """The sd-of-MSPE row is evaluated on the paper's epsilon grid only; on the quick grid it is a
     smoke check (skipped, values kept)."""
