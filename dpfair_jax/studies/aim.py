@@ -12,8 +12,9 @@ so ``epsilon = zcdp_to_dp(rho, delta)`` gives back ``rho``) and spends it as ``r
 add/remove of one row (Gaussian noise of sensitivity 1 on each measured marginal, the exponential
 mechanism for the selection). Its noise is drawn by OpenDP from the system's randomness, so AIM
 fits are not reproducible from a key. With ``domains=`` every column's categories come from the
-public schema (a :class:`~snsynth.transform.TableTransformer` fitted on the schema's codes, never
-on the rows; ``preprocessor_eps = 0``); without it smartnoise-synth learns the categories present
+public schema (:class:`dpfair_jax.algorithms.synthesis.smartnoise.SchemaSynthesizer`, the same
+wrapper as MST's: a ``TableTransformer`` fitted on the schema's codes, never on the rows;
+``preprocessor_eps = 0``); without it smartnoise-synth learns the categories present
 in the rows (a data-dependent domain, covered by no epsilon: kept only for callers with public
 data). The stratified variant's stratum columns (``strata_columns``) are constant within a
 stratum and are the stratum's public key: they are left out of the fit and set to that key on
@@ -25,7 +26,8 @@ the rows). The sampling proportions of a stratified run must be public or noisy 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+
+from dpfair_jax.algorithms.synthesis.smartnoise import SchemaSynthesizer, check_schema_domains
 
 __all__ = ["aim_available", "aim_factory"]
 
@@ -41,37 +43,8 @@ def aim_available() -> tuple[bool, str]:
     return True, ""
 
 
-def _check_domains(domains: Mapping[str, int] | None, strata_columns: Sequence[str]) -> dict[str, int] | None:
-    if domains is None:
-        if strata_columns:
-            raise ValueError("strata_columns needs domains (the public schema of the other columns).")
-        return None
-    out = {}
-    for c, d in domains.items():
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ValueError(f"domains[{c!r}] must be an integer >= 1, got {d!r}.")
-        out[str(c)] = int(d)
-    missing = [c for c in strata_columns if c not in out]
-    if missing:
-        raise ValueError(f"strata_columns {missing} are not in domains.")
-    return out
-
-
-def _schema_transformer(columns: Sequence[str], domains: Mapping[str, int]) -> Any:
-    """A smartnoise-synth TableTransformer whose categories are the schema's codes ``0 .. D - 1``
-    (as strings, the study's encoding) of every column, fitted on a public frame, not on data."""
-    import pandas as pd
-    from snsynth.transform import LabelTransformer, TableTransformer
-
-    width = max(domains[c] for c in columns)
-    public = pd.DataFrame({c: [str(i % domains[c]) for i in range(width)] for c in columns})
-    tt = TableTransformer([LabelTransformer(nullable=False) for _ in columns])
-    tt.fit(public, epsilon=0.0)
-    return tt
-
-
 def aim_factory(epsilon: float, delta: float = 1e-9, *, domains: Mapping[str, int] | None = None,
-                strata_columns: Sequence[str] = (), rounds: int | None = None) -> Callable[[], Any]:
+                strata_columns: Sequence[str] = (), rounds: int | None = None) -> Callable[[], SchemaSynthesizer]:
     """Factory of smartnoise-synth's AIM, ``AIMSynthesizer(epsilon=epsilon, delta=delta,
     rounds=rounds)`` (``rounds=None``: AIM's default ``T = 16 d``), with the ``fit(df)`` /
     ``sample(n)`` interface of :class:`dpfair_jax.algorithms.synthesis.StratifiedSynthesizer`.
@@ -86,44 +59,14 @@ def aim_factory(epsilon: float, delta: float = 1e-9, *, domains: Mapping[str, in
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}.")
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
         raise ValueError(f"rounds must be None (AIM's default 16 d) or an integer >= 1, got {rounds!r}.")
-    dom = _check_domains(domains, list(strata_columns))
-    fixed = [str(c) for c in strata_columns]
+    dom = check_schema_domains(domains, list(strata_columns))
     try:
         from snsynth.aim import AIMSynthesizer
     except ImportError as err:  # depends on the environment
         raise ImportError(_EXTRA) from err
 
-    class _AIM:
-        def __init__(self):
-            self.inner = AIMSynthesizer(epsilon=float(epsilon), delta=float(delta), rounds=rounds)
-            self.columns: list[str] = []
-            self.key: dict[str, str] = {}
+    def make() -> SchemaSynthesizer:
+        inner = AIMSynthesizer(epsilon=float(epsilon), delta=float(delta), rounds=rounds)
+        return SchemaSynthesizer(inner, dom, strata_columns)
 
-        def fit(self, df):
-            self.columns = [str(c) for c in df.columns]
-            if dom is None:
-                self.inner.fit(df, preprocessor_eps=0.0)
-                return self
-            missing = [c for c in self.columns if c not in dom]
-            if missing:
-                raise ValueError(f"domains has no entry for columns {missing}.")
-            frame = df.astype(str)
-            for c in fixed:
-                vals = frame[c].unique()
-                if len(vals) != 1:
-                    raise ValueError(f"strata column {c!r} must be constant within a fit (one stratum).")
-                self.key[c] = vals[0]
-            free = [c for c in self.columns if c not in fixed]
-            self.inner.fit(frame[free].reset_index(drop=True), transformer=_schema_transformer(free, dom),
-                           preprocessor_eps=0.0)
-            return self
-
-        def sample(self, n):
-            out = self.inner.sample(n)
-            if dom is None:
-                return out
-            for c, val in self.key.items():
-                out[c] = val
-            return out[self.columns]
-
-    return _AIM
+    return make

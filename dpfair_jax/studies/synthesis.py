@@ -286,12 +286,12 @@ def _synthesize(key: jax.Array, synthesizer: str, train: Any, columns: list[str]
         sc, _ = sample_marginal_synthesizer(jax.random.fold_in(key, 1), model, n_rows, props)
         return pd.DataFrame(sc, columns=columns)
     eps_fit = acc.zcdp_to_dp(rho_fit, delta)
-    if synthesizer == "aim":  # smartnoise-synth's AIM on the public schema (dpfair_jax.studies.aim)
+    if synthesizer == "aim":  # smartnoise-synth's AIM and MST on the public schema (SchemaSynthesizer)
         from dpfair_jax.studies.aim import aim_factory
 
         fac = aim_factory(eps_fit, delta, domains=dom, strata_columns=list(scols), rounds=aim_rounds)
     else:
-        fac = mst_factory(eps_fit, delta)
+        fac = mst_factory(eps_fit, delta, domains=dom, strata_columns=list(scols))
     if scols:
         syn = StratifiedSynthesizer(fac, scols).fit(train.astype(str))
         c_fit = _noisy_fitted_counts(syn, scols, dom, counts)

@@ -123,6 +123,39 @@ def test_mst_stratified_smoke():  # pragma: no cover - needs the extra
     assert len(wrap.sample(200, proportions=[0.5, 0.5])) == 200
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    ({"epsilon": 0.0}, "epsilon"),
+    ({"epsilon": 1.0, "delta": 0.0}, "delta"),
+    ({"epsilon": 1.0, "strata_columns": ["s"]}, "needs domains"),
+    ({"epsilon": 1.0, "domains": {"a": 0}}, "domains"),
+    ({"epsilon": 1.0, "domains": {"a": 2}, "strata_columns": ["s"]}, "not in domains"),
+])
+def test_mst_factory_bad_arguments_raise_before_any_fit(kwargs, match):
+    """Checked before smartnoise-synth is imported, so this runs without the extra."""
+    with pytest.raises(ValueError, match=match):
+        syn.mst_factory(**kwargs)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("snsynth") is None,
+                    reason="smartnoise-synth (the 'synth' extra) is not installed")
+def test_mst_categories_come_from_the_schema():  # pragma: no cover - needs the extra
+    """With ``domains`` MST's categories are the schema's (a code absent from the rows is still in
+    its domain, so neighbouring tables share it) and a stratum column is the stratum's key."""
+    rng = np.random.default_rng(0)
+    n = 400
+    df = pd.DataFrame({"a": rng.integers(0, 3, n), "s": np.ones(n, int), "c": rng.integers(0, 2, n)}).astype(str)
+    dom = {"a": 4, "s": 2, "c": 2}  # code 3 of "a" never occurs
+    model = syn.mst_factory(20.0, 1e-9, domains=dom)().fit(df)
+    assert model.inner._transformer.cardinality == [4, 2, 2]
+    out = model.sample(300)
+    assert list(out.columns) == ["a", "s", "c"] and len(out) == 300
+    for c, d in dom.items():
+        assert set(out[c].astype(int)) <= set(range(d))
+    strat = syn.mst_factory(20.0, 1e-9, domains=dom, strata_columns=["s"])().fit(df)
+    assert strat.inner._transformer.cardinality == [4, 2]
+    assert set(strat.sample(100)["s"]) == {"1"}
+
+
 @pytest.mark.slow
 def test_synthesis_study_small_table():
     rng = np.random.default_rng(3)

@@ -57,10 +57,10 @@ from dpfair_jax.algorithms.synthesis.marginals import (
     stratum_counts,
     stratum_proportions,
 )
+from dpfair_jax.algorithms.synthesis.smartnoise import mst_factory
 from dpfair_jax.algorithms.synthesis.synthesizers import (
     JaxMarginalSynthesizer,
     StratifiedSynthesizer,
-    mst_factory,
 )
 
 

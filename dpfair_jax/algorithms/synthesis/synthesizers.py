@@ -1,6 +1,6 @@
 """Synthesizer wrappers for the study: a generic pandas-facing wrapper of the marginal synthesizer
-(:class:`JaxMarginalSynthesizer`), the MST factory and :class:`StratifiedSynthesizer` (one
-synthesizer per stratum, parallel composition)."""
+(:class:`JaxMarginalSynthesizer`) and :class:`StratifiedSynthesizer` (one synthesizer per stratum,
+parallel composition); smartnoise-synth's MST is in :mod:`.smartnoise`."""
 
 from __future__ import annotations
 
@@ -51,28 +51,6 @@ class JaxMarginalSynthesizer:
         codes, _ = sample_marginal_synthesizer(jax.random.key(self.seed + 1), self.model, n)
         return pd.DataFrame({c: np.asarray(lv)[codes[:, j]] for j, (c, lv) in
                              enumerate(zip(self.columns, self.levels))})
-
-
-def mst_factory(epsilon: float, delta: float = 1e-9) -> Callable[[], Any]:
-    """Factory of smartnoise-synth's MST (``snsynth``, the ``synth`` extra), as in the paper's
-    code: ``MSTSynthesizer(epsilon=epsilon, delta=delta)``; raises ``ImportError`` naming the extra."""
-    try:
-        from snsynth.mst import MSTSynthesizer  # noqa: F401
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("MST needs smartnoise-synth: pip install 'dpfair_jax[synth]'") from err
-
-    class _MST:
-        def __init__(self):
-            self.inner = MSTSynthesizer(epsilon=epsilon, delta=delta)
-
-        def fit(self, df):
-            self.inner.fit(df, preprocessor_eps=0.0)
-            return self
-
-        def sample(self, n):
-            return self.inner.sample(n)
-
-    return _MST
 
 
 class StratifiedSynthesizer:
