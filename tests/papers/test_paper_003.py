@@ -304,7 +304,9 @@ def test_synthesis_claims_are_labelled_and_aim_is_optional(tmp_path, monkeypatch
     fake.aim.AIMSynthesizer = FakeAIM
     monkeypatch.setitem(sys.modules, "snsynth", fake)
     monkeypatch.setitem(sys.modules, "snsynth.aim", fake.aim)
-    monkeypatch.setattr(aim, "_schema_transformer", lambda cols, dom: ("schema", tuple(cols)))
+    from dpfair_jax.algorithms.synthesis import smartnoise
+
+    monkeypatch.setattr(smartnoise, "schema_transformer", lambda cols, dom: ("schema", tuple(cols)))
     assert aim.aim_available()[0]
     res = context.run_experiment(registry.get("paper_003"), size="quick", overrides=over, root=str(tmp_path / "b"))
     row = {c["id"]: c for c in res.claims}["synthesis_parity_aim"]
