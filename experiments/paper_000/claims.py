@@ -81,19 +81,27 @@ def reduction(df, method, baseline, group, where=None):
     return float(red.mean()) if len(red) else float("nan"), red
 
 
-def ratio_stat(df, method, baseline, group, keys, where=None, *, reduction: bool = True) -> dict | None:
-    """Mean over cells of ``1 - MSPE(method)/MSPE(baseline)`` (or ``MSPE ratio - 1`` when not
-    ``reduction``) for one group, with a 95% interval: per cell the delta method on the two means'
-    standard errors (treated as independent, which is conservative for the paired trials), then the
-    mean over cells. ``None`` when no cell is selected."""
+def _paired_cells(df, method, baseline, group, keys, where=None):
+    """The rows of ``method`` and ``baseline`` for one group, aligned on ``keys`` (inner join) and
+    filtered by ``where`` (a predicate on the key frame); ``None`` when no cell is left."""
     a = df[(df.method == method) & (df.group == group)].set_index(keys)
     b = df[(df.method == baseline) & (df.group == group)].set_index(keys)
     a, b = a.align(b, join="inner")
     if where is not None and len(a):
         sel = where(a.index.to_frame(index=False)).to_numpy()
         a, b = a[sel], b[sel]
-    if not len(a):
+    return (a, b) if len(a) else None
+
+
+def ratio_stat(df, method, baseline, group, keys, where=None, *, reduction: bool = True) -> dict | None:
+    """Mean over cells of ``1 - MSPE(method)/MSPE(baseline)`` (or ``MSPE ratio - 1`` when not
+    ``reduction``) for one group, with a 95% interval: per cell the delta method on the two means'
+    standard errors (treated as independent, which is conservative for the paired trials), then the
+    mean over cells. ``None`` when no cell is selected."""
+    cells = _paired_cells(df, method, baseline, group, keys, where)
+    if cells is None:
         return None
+    a, b = cells
     q = a.mspe / b.mspe
     var = q**2 * ((a.se / a.mspe) ** 2 + (b.se / b.mspe) ** 2)
     val = (1.0 - q) if reduction else (q - 1.0)
@@ -108,14 +116,10 @@ def pointwise_fraction(df, method, baseline, group, keys, where=None) -> dict | 
     with the delta-method interval of :func:`ratio_stat`; the interval is ``[significantly lower,
     1 - significantly higher]`` (a cell whose interval contains 0 is a tie, counted on both sides).
     ``None`` when no cell is selected."""
-    a = df[(df.method == method) & (df.group == group)].set_index(keys)
-    b = df[(df.method == baseline) & (df.group == group)].set_index(keys)
-    a, b = a.align(b, join="inner")
-    if where is not None and len(a):
-        sel = where(a.index.to_frame(index=False)).to_numpy()
-        a, b = a[sel], b[sel]
-    if not len(a):
+    cells = _paired_cells(df, method, baseline, group, keys, where)
+    if cells is None:
         return None
+    a, b = cells
     q = (a.mspe / b.mspe).to_numpy()
     half = 1.96 * q * np.sqrt((a.se / a.mspe).to_numpy() ** 2 + (b.se / b.mspe).to_numpy() ** 2)
     red = 1.0 - q
