@@ -53,7 +53,7 @@ __all__ = ["SAFETY_REL", "SAFETY_ABS", "MAX_POINTS", "STEP", "mixture_rdp", "sub
 SAFETY_REL = 1e-9
 SAFETY_ABS = 1e-13
 #: the most grid points per order; beyond it the convexity cap alone is used (a valid bound)
-MAX_POINTS = 400_000
+MAX_POINTS = 40_000
 #: the grid step (in units of the noise std), divided by the shift ``1/z`` when that exceeds 1
 STEP = 0.1
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)

@@ -76,12 +76,14 @@ def test_high_orders_are_stable_under_a_finer_grid(monkeypatch):
     o = np.asarray([64.0, 256.0, 1024.0])
     base = R.subsampled_gaussian_replace_rdp(0.05, 0.7, o)
     monkeypatch.setattr(R, "STEP", R.STEP / 4)
+    monkeypatch.setattr(R, "MAX_POINTS", R.MAX_POINTS * 4)
     R._curve.cache_clear()  # noqa: SLF001
     try:
         fine = R.subsampled_gaussian_replace_rdp(0.05, 0.7, o)
     finally:
         R._curve.cache_clear()  # noqa: SLF001
     np.testing.assert_allclose(base, fine, rtol=1e-10)
+    assert np.all(base < R._convexity_cap(o, 0.05, 0.7))  # noqa: SLF001 (computed, not capped)
 
 
 def test_event_walk_sums_the_composition_and_refuses_the_unknown():
