@@ -29,8 +29,8 @@ order, so the minimum does too):
   composition sums. Assumption: this antipodal pair, the one dp-accounting's PLD uses for
   ``AdjacencyType.REPLACE``, dominates every pair of rows of norm ``<= C`` (checked numerically in
   2-D over angles and norms by ``tests/privacy/test_replace_rdp.py``). (c) is below (b) wherever
-  (b) is finite; on DP-FERMI's and PF-LD's runs (a) binds at small ``q T`` and (c) elsewhere
-  (``docs/privacy_units.md``).
+  (b) is finite (equal to first order at high noise, where (c) gains through the orders (b) skips);
+  on the tradeoff study's runs (c) binds, (a) only when few steps read ``s`` (``docs/privacy_units.md``).
 
 :func:`attribute_selection_epsilon` puts the curve through Papernot-Steinke random stopping
 (dp-accounting's repeat-and-select formula, the same as the example-level selection) and converts
