@@ -25,7 +25,7 @@ order, so the minimum does too):
   unchanged: exactly replace-one of that record. Each Poisson-subsampled Gaussian step (multiplier
   ``z``, rate ``q``) is charged the Renyi divergence of the 1-D pair ``q N(-1, z^2) + (1 - q)
   N(0, z^2)`` vs ``q N(+1, z^2) + (1 - q) N(0, z^2)``, by certified quadrature (tails bounded,
-  grid error added, rounded up); an unsampled Gaussian the closed form ``alpha (2/z)^2 / 2``;
+  a grid-error estimate added, rounded up); an unsampled Gaussian the closed form ``alpha (2/z)^2 / 2``;
   composition sums. Assumption: this antipodal pair, the one dp-accounting's PLD uses for
   ``AdjacencyType.REPLACE``, dominates every pair of rows of norm ``<= C`` (checked numerically in
   2-D over angles and norms by ``tests/privacy/test_replace_rdp.py``). (c) is below (b) wherever

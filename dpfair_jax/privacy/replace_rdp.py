@@ -19,9 +19,10 @@ log space, per order. Certified upward:
 * the tails outside the grid are bounded in closed form (:func:`_tail_bound`: ``Q >= v_j N(nu_j)``
   for one component, ``(sum_i u_i)^alpha <= k^(alpha - 1) sum_i u_i^alpha``, Gaussian integrals),
   and the tail of ``-P`` is dropped (it is negative);
-* the grid error is estimated by the same rule at twice the step (``|T_h - T_2h|``, a bound on the
-  error of ``T_h`` for the spectrally convergent trapezoid rule on these analytic integrands) and
-  added;
+* the grid error is estimated by the same rule at twice the step and added (``|T_h - T_2h|``:
+  an estimate, not a proof; on these smooth, rapidly decaying integrands the trapezoid rule
+  converges geometrically, so it exceeds the error of ``T_h`` by orders of magnitude, and the
+  tests check the result against a grid four times finer and against independent references);
 * the result is rounded up by :data:`SAFETY_REL` (relative) and :data:`SAFETY_ABS` (absolute).
 
 Each order is also capped by the joint convexity of ``exp((alpha - 1) D_alpha)``: ``D_alpha <=
