@@ -2,7 +2,7 @@
 
 Neighbours differ only in one record's ``s_i`` (paper 004's Definition 2.2, after Jagielski et al.
 2019 and Tran et al. 2021b): the record stays in the data, in the same batches, with the same
-features and label. Two valid Renyi-DP bounds of a run under that change are kept, and their
+features and label. Three valid Renyi-DP bounds of a run under that change are kept, and their
 pointwise minimum over the orders is the run's curve (each bounds the same divergence at every
 order, so the minimum does too):
 
@@ -13,11 +13,24 @@ order, so the minimum does too):
   extra_mu^2)``, and ``K`` has the same law under both neighbours, so the joint Renyi divergence
   is exactly ``log E_K exp((alpha - 1) alpha mu_K^2 / 2) / (alpha - 1)``. A run that reads ``s``
   nowhere (DP-SGD, ``lam = 0``) has ``mu = 0`` and spends nothing.
-* (b) **the example-level mechanism** (:func:`replace_rdp_from_add_remove`): a change of one
-  ``s_i`` is a removal followed by an addition, so the add/remove curve ``r`` of the run's
-  ``DpEvent`` gives, by Mironov's weak triangle inequality (RDP, 2017, Prop. 11 with ``p = q =
-  2``), ``D_alpha <= (2 alpha - 1) / (2 (alpha - 1)) r(2 alpha) + r(2 alpha - 1)`` (dp-accounting's
-  add/remove curves bound both directions of the subsampled Gaussian).
+* (b) **the example-level mechanism, weak triangle** (:func:`replace_rdp_from_add_remove`): a
+  change of one ``s_i`` is a removal followed by an addition, so the add/remove curve ``r`` of the
+  run's ``DpEvent`` gives, by Mironov's weak triangle inequality (RDP, 2017, Prop. 11 with ``p = q
+  = 2``), ``D_alpha <= (2 alpha - 1) / (2 (alpha - 1)) r(2 alpha) + r(2 alpha - 1)``
+  (dp-accounting's add/remove curves bound both directions of the subsampled Gaussian). Valid and
+  cheap, but loose (it doubles the order and adds two curves).
+* (c) **the example-level mechanism under replace-one, directly**
+  (:func:`dpfair_jax.privacy.replace_rdp.replace_rdp_of_event`): a change of one ``s_i`` replaces
+  that record's clipped contribution (norm ``<= C``) by another of norm ``<= C``, its sampling
+  unchanged: exactly replace-one of that record. Each Poisson-subsampled Gaussian step (multiplier
+  ``z``, rate ``q``) is charged the Renyi divergence of the 1-D pair ``q N(-1, z^2) + (1 - q)
+  N(0, z^2)`` vs ``q N(+1, z^2) + (1 - q) N(0, z^2)``, by certified quadrature (tails bounded,
+  a grid-error estimate added, rounded up); an unsampled Gaussian the closed form ``alpha (2/z)^2 / 2``;
+  composition sums. Assumption: this antipodal pair, the one dp-accounting's PLD uses for
+  ``AdjacencyType.REPLACE``, dominates every pair of rows of norm ``<= C`` (checked numerically in
+  2-D over angles and norms by ``tests/privacy/test_replace_rdp.py``). (c) is below (b) wherever
+  (b) is finite (equal to first order at high noise, where (c) gains through the orders (b) skips);
+  on the tradeoff study's runs (c) binds, (a) only when few steps read ``s`` (``docs/privacy_units.md``).
 
 :func:`attribute_selection_epsilon` puts the curve through Papernot-Steinke random stopping
 (dp-accounting's repeat-and-select formula, the same as the example-level selection) and converts
@@ -39,6 +52,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy import special
 
 from dpfair_jax import _validation as V
+from dpfair_jax.privacy.replace_rdp import replace_rdp_of_event
 from dpfair_jax.privacy.selection import ORDERS, RandomStopping, smallest_meeting
 
 __all__ = [
@@ -50,6 +64,7 @@ __all__ = [
     "poisson_participation",
     "membership_visible_rdp",
     "replace_rdp_from_add_remove",
+    "replace_rdp_of_event",
     "attribute_rdp",
     "attribute_selection_epsilon",
     "calibrate_attribute_selection",
@@ -156,10 +171,12 @@ def replace_rdp_from_add_remove(event: dp_accounting.DpEvent | None, orders) -> 
 def attribute_rdp(mu_step: float, participation: tuple[np.ndarray, np.ndarray], *, extra_mu: float = 0.0,
                   example_event: dp_accounting.DpEvent | None = None, orders=ORDERS) -> np.ndarray:
     """One run's RDP under a change of one ``s_i``: the pointwise minimum of (a)
-    :func:`membership_visible_rdp` and (b) :func:`replace_rdp_from_add_remove` of ``example_event``."""
+    :func:`membership_visible_rdp`, (b) :func:`replace_rdp_from_add_remove` of ``example_event``
+    and (c) :func:`~dpfair_jax.privacy.replace_rdp.replace_rdp_of_event` of ``example_event``."""
     a = membership_visible_rdp(orders, mu_step, participation, extra_mu=extra_mu)
     b = replace_rdp_from_add_remove(example_event, orders)
-    return np.minimum(a, b)
+    c = replace_rdp_of_event(example_event, orders)
+    return np.minimum(a, np.minimum(b, c))
 
 
 def attribute_selection_epsilon(run_rdp: np.ndarray, law: RandomStopping | None, delta: float, *,

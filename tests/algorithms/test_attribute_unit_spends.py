@@ -20,6 +20,7 @@ from dpfair_jax.fairness import ermi as E
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import attribute as At
 from dpfair_jax.privacy import clipping as C
+from dpfair_jax.privacy import replace_rdp as R
 
 N = 1000
 
@@ -85,10 +86,17 @@ def test_pfld_epoch_attribute_curve_is_the_min_of_the_independent_routes():
     a = At.membership_visible_rdp(At.ORDERS, 2.0 / zt, part, extra_mu=math.sqrt(2.0 * cfg.epochs) / zv)
     b = At.replace_rdp_from_add_remove(PE.spend(cfg, N, PE.PFLDEpochHparams(noise_theta=zt, noise_violation=zv)).event,
                                        At.ORDERS)
-    np.testing.assert_allclose(got, np.minimum(a, b), rtol=1e-12)
+    o = np.asarray(At.ORDERS)  # (c) composed by hand: T subsampled steps, then epochs unsampled Gaussians
+    steps = cfg.epochs * math.ceil(N / 100)
+    c = steps * R.subsampled_gaussian_replace_rdp(100 / N, zt, o) + cfg.epochs * o * 2 / zv**2
+    want = np.minimum(a, np.minimum(b, c))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    fin = np.isfinite(b)
+    assert np.all(c[fin] <= b[fin]) and np.any(c < np.minimum(a, b))  # (c) binds somewhere
     sp = PE.attribute_spend(cfg, N, PE.PFLDEpochHparams(noise_theta=zt, noise_violation=zv))
     assert (sp.unit, sp.relation, sp.accountant) == ("sensitive_attribute", "replace_one", "rdp")
-    assert sp.epsilon == pytest.approx(At.attribute_selection_epsilon(np.minimum(a, b), None, 1e-5), rel=1e-12)
+    assert sp.epsilon == pytest.approx(At.attribute_selection_epsilon(want, None, 1e-5), rel=1e-12)
+    assert sp.epsilon <= At.attribute_selection_epsilon(np.minimum(a, b), None, 1e-5)
 
 
 def _fermi_cfg(**kw):
@@ -102,7 +110,11 @@ def test_fermi_and_stochastic_pfld_attribute_spends():
     mu = 2.0 * math.sqrt(1.5**-2 + 6.0**-2)
     a = At.membership_visible_rdp(At.ORDERS, mu, part, extra_mu=math.sqrt(2.0) / cfg.count_noise_multiplier)
     b = At.replace_rdp_from_add_remove(F.spend(cfg, N, hp).event, At.ORDERS)
-    want = At.attribute_selection_epsilon(np.minimum(a, b), None, 1e-5)
+    o = np.asarray(At.ORDERS)  # (c) by hand: 30 steps of both updates' Gaussians, then the histogram's
+    c = 30 * R.subsampled_gaussian_replace_rdp(0.1, (1.5**-2 + 6.0**-2) ** -0.5, o) \
+        + o * 2 / cfg.count_noise_multiplier**2
+    want = At.attribute_selection_epsilon(np.minimum(a, np.minimum(b, c)), None, 1e-5)
+    assert want <= At.attribute_selection_epsilon(np.minimum(a, b), None, 1e-5)
     for mod in (F, pfld):
         sp = mod.attribute_spend(pfld.config(model=M.logistic(), num_groups=2, steps=30, batch_size=100,
                                              delta=1e-5) if mod is pfld else cfg, N, hp)

@@ -1,7 +1,8 @@
 """The sensitive-attribute unit's accounting (privacy.attribute): the membership-visible Renyi curve
 against closed forms and numerical integration, the example-level curve carried to a change of one
-s_i by the weak triangle inequality against the exact replace curve of a Gaussian, the selection
-against the kit's event-based selection accountant, and the (0, 0) spend."""
+s_i by the weak triangle inequality against the exact replace curve of a Gaussian, the run's curve
+as the minimum of the three routes (the direct replace-one route against scipy's quadrature), the
+selection against the kit's event-based selection accountant, and the (0, 0) spend."""
 
 from __future__ import annotations
 
@@ -50,6 +51,28 @@ def test_weak_triangle_bounds_the_exact_replace_curve_of_a_gaussian():
     np.testing.assert_allclose(got, (2 * ORD - 1) / (2 * (ORD - 1)) * (2 * ORD) / (2 * z**2)
                                + (2 * ORD - 1) / (2 * z**2), rtol=1e-9)
     assert np.all(np.isinf(At.replace_rdp_from_add_remove(None, ORD)))
+
+
+def test_attribute_rdp_is_the_minimum_of_the_three_routes():
+    """(c) for T Poisson steps (rate q, multiplier z) is T times the replace-one divergence of the
+    antipodal mixtures, here by scipy.integrate.quad; it binds where (a) and (b) are looser."""
+    q, z, T = 0.3, 1.5, 4
+    ev = dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(z)), T)
+    part = At.poisson_participation(T, q)
+    got = At.attribute_rdp(2.0 / z, part, example_event=ev, orders=ORD)
+    m = 1.0 / z
+
+    def log_mix(x, s):
+        return np.logaddexp(math.log(q) + stats.norm.logpdf(x, s * m), math.log(1 - q) + stats.norm.logpdf(x))
+
+    c = np.asarray([T * math.log(integrate.quad(
+        lambda x: math.exp(a * log_mix(x, -1) + (1 - a) * log_mix(x, 1)),  # noqa: B023
+        -a * m - 40, 40, limit=500, epsabs=0, epsrel=1e-13, points=[-a * m, 0.0])[0]) / (a - 1) for a in ORD])
+    a_ = At.membership_visible_rdp(ORD, 2.0 / z, part)
+    b = At.replace_rdp_from_add_remove(ev, ORD)
+    want = np.minimum(a_, np.minimum(b, c))
+    np.testing.assert_allclose(got, want, rtol=1e-8)
+    assert np.all(got >= want) and np.all(c < np.minimum(a_, b))  # certified upward; (c) binds here
 
 
 def test_selection_on_a_curve_equals_the_event_based_selection_accountant():

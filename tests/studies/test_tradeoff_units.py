@@ -16,6 +16,7 @@ from dpfair_jax.algorithms import fermi as F
 from dpfair_jax.algorithms import pfld_epoch as PE
 from dpfair_jax.privacy import accounting as A
 from dpfair_jax.privacy import attribute as At
+from dpfair_jax.privacy import replace_rdp as R
 from dpfair_jax.privacy import selection as S
 from dpfair_jax.studies import tradeoff as T
 
@@ -43,15 +44,19 @@ def _independent_epsilon(res, m, n):
         steps, extra = cfg.steps(n), math.sqrt(2.0) / z2
         mu = 2.0 / z
         event = PE.run_event(cfg, n, z, z2)
+        z_step, unsampled = z, cfg.epochs * 2.0 / z2**2  # (c): T subsampled steps, epochs Gaussians
     else:
         cfg = F.FermiConfig(model=M.logistic(), num_groups=2, steps=res.info["steps"], batch_size=100,
                             delta=res.info["delta"], projection="box" if m == "pfld_stochastic" else "ball")
         steps, extra = res.info["steps"], math.sqrt(2.0) / cfg.count_noise_multiplier
         mu = 2.0 * math.sqrt(z**-2 + z2**-2)
         event = F.spend(cfg, n, F.FermiHparams(noise_theta=z, noise_w=z2)).event
+        z_step, unsampled = (z**-2 + z2**-2) ** -0.5, 2.0 / cfg.count_noise_multiplier**2
     part = At.poisson_participation(steps, 100 / n)
-    curve = np.minimum(At.membership_visible_rdp(At.ORDERS, mu, part, extra_mu=extra),
-                       At.replace_rdp_from_add_remove(event, At.ORDERS))
+    o = np.asarray(At.ORDERS)
+    direct = steps * R.subsampled_gaussian_replace_rdp(100 / n, z_step, o) + unsampled * o
+    curve = np.minimum(np.minimum(At.membership_visible_rdp(At.ORDERS, mu, part, extra_mu=extra),
+                                  At.replace_rdp_from_add_remove(event, At.ORDERS)), direct)
     return At.attribute_selection_epsilon(curve, LAW, res.info["delta"])
 
 
