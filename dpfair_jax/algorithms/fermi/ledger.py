@@ -308,7 +308,7 @@ def attribute_spend(config: FermiConfig, sizes: Any, hparams: FermiHparams) -> A
     zt, zw = v.host_float("noise_theta", hparams.noise_theta), v.host_float("noise_w", hparams.noise_w)
     reads_s = v.is_traced(hparams.lam) or float(hparams.lam) != 0.0
     notes = ("example-level run under a change of one s_i: min of the membership-visible curve of the parts "
-             "that read s and the example-level curve (weak triangle)")
+             "that read s and the example-level curve under replace-one (weak triangle or direct)")
     if not reads_s:
         return A.PrivacySpend(0.0, 0.0, relation="replace_one", unit="sensitive_attribute", accountant="rdp",
                               notes="lam = 0: no release reads s (DP-SGD); nothing spent on s")

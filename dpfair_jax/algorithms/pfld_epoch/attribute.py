@@ -30,8 +30,9 @@ def attribute_rdp(config: _pe.PFLDEpochConfig, n: int, noise_theta: float, noise
     shift ``2 / noise_theta`` in each of the ``K ~ Bin(T, m / n)`` steps the record is sampled) and
     each epoch's soft joint counts (the record's clipped contribution ``e_c (x) e_s (x) F`` moves
     between the cells of two groups: shift ``sqrt 2 / noise_violation``, ``epochs`` times). (a)
-    membership visible, exact, and (b) :func:`~dpfair_jax.algorithms.pfld_epoch.run_event` carried to
-    the change by the weak triangle inequality; the pointwise minimum.
+    membership visible, exact, and :func:`~dpfair_jax.algorithms.pfld_epoch.run_event` carried to the
+    change by (b) the weak triangle inequality and (c) the direct replace-one curve
+    (:mod:`dpfair_jax.privacy.replace_rdp`); the pointwise minimum.
 
     Privacy: an RDP bound for substitution of one ``s_i`` only (unit ``"sensitive_attribute"``)."""
     orders = At.ORDERS if orders is None else orders
@@ -56,7 +57,7 @@ def attribute_spend(config: _pe.PFLDEpochConfig, sizes: Any, hparams: _pe.PFLDEp
     zt = v.host_float("noise_theta", hparams.noise_theta)
     zv = v.host_float("noise_violation", hparams.noise_violation)
     notes = (f"PF-LD per-epoch dual ({config.fairness}) under a change of one s_i: min of the "
-             "membership-visible curve of the parts that read s and the example-level curve (weak triangle)")
+             "membership-visible curve of the parts that read s and the example-level curve under replace-one (weak triangle or direct)")
     if zt == 0 or zv == 0:
         return A.PrivacySpend(math.inf, config.delta, relation="replace_one", unit="sensitive_attribute",
                               notes=notes + "; zero noise: no guarantee")

@@ -92,7 +92,8 @@ def selection_spend(st, m: str, e: float, z: float, selection_label: str):
     trunc = _truncation(st, m, eps)
     return A.PrivacySpend(eps, min(st.delta + trunc, 0.999999), accountant="rdp", notes=(
         f"{m}: best of K ~ {selection_label} runs on validation, a change of one s_i: min of the membership-"
-        "visible curve of the parts that read s and the example-level curve (weak triangle); the validation "
+        "visible curve of the parts that read s and the example-level curve under replace-one (weak triangle or "
+        "direct); the validation "
         f"score reads no s; truncation delta {trunc:.2e} (times the mean number of runs) included"), **kw)
 
 
