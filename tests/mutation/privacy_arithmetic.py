@@ -45,6 +45,7 @@ BEGIN = "<!-- begin: table written by tests/mutation/privacy_arithmetic.py -->"
 CATEGORIES = ("sensitivity", "count", "rate", "conversion", "selection", "noisy_count", "clipping")
 
 REL = "dpfair_jax/privacy/relations.py"
+REPL = "dpfair_jax/privacy/replace_rdp.py"
 EVT = "dpfair_jax/privacy/events.py"
 MEM = "dpfair_jax/privacy/membership.py"
 ZCDP = "dpfair_jax/privacy/zcdp.py"
@@ -114,6 +115,9 @@ T_DPF = _ids("privacy/test_default_path_spends.py", "test_dpsgd_shuffle_spend_is
              "test_fermi_fixed_size_keeps_sampling_without_replacement")
 T_ST = _ids("algorithms/test_fermi_api.py", "test_sgda_spend_and_calibrate")
 T_NS = _ids("privacy/test_noise_scales.py", "test_noisy_histogram_scale")
+T_REPL = _ids("privacy/test_replace_rdp.py", "test_replace_pair_matches_adaptive_quadrature",
+              "test_closed_forms_at_q_one_and_q_zero_and_the_convexity_cap",
+              "test_event_walk_sums_the_composition_and_refuses_the_unknown")
 T_F = "tests/algorithms/test_fermi.py"
 F_ROUND = f"{T_F}::test_calibrate_and_privacy_round_trip"
 F_DPA = f"{T_F}::test_all_features_epsilon_matches_dp_accounting_called_directly"
@@ -147,6 +151,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       'return Sensitivity(1.0, math.sqrt(2.0) if norm == "l2" else 2.0)',
       'return Sensitivity(1.0, 1.0 if norm == "l2" else 2.0)',
       T_REL, T_NS),
+    M("sensitivity", "replace_rdp._curve: replace-one shift 1/z -> 1/(2z) (the add/remove shift halved)", REPL,
+      "    m = 1.0 / z", "    m = 0.5 / z", T_REPL),
+    M("sensitivity", "replace_rdp._curve: unsampled replace-one alpha (2/z)^2 / 2 -> alpha (1/z)^2 / 2", REPL,
+      "        return tuple(a * 2.0 / z**2)", "        return tuple(a * 0.5 / z**2)", T_REPL),
     M("sensitivity", "relations.gram_sensitivity: replace-one sqrt(2) u^2 -> u^2 (scalar)", REL,
       "math.sqrt(2.0) * u2 if u2.ndim else math.sqrt(2.0) * float(u2))",
       "math.sqrt(2.0) * u2 if u2.ndim else float(u2))",
@@ -190,6 +198,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       "STATS_SENSITIVITY = math.sqrt(3.0)", "STATS_SENSITIVITY = math.sqrt(2.0)",
       T_MIT_NOISE),
     # ======================================================================== composed counts
+    M("count", "replace_rdp._walk: the first event of a composition dropped", REPL,
+      "        return None if any(p is None for p in parts) else np.sum(parts, axis=0) if parts else np.zeros(a.shape)",
+      "        return None if any(p is None for p in parts) else np.sum(parts[1:], axis=0) if parts else np.zeros(a.shape)",
+      T_REPL),
     M("count", "accounting.dpsgd_event: steps - 1 composed", EVT,
       "return dp_accounting.SelfComposedDpEvent(step, steps)",
       "return dp_accounting.SelfComposedDpEvent(step, max(1, steps - 1))",
