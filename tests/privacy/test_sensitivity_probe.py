@@ -658,6 +658,52 @@ case("jagielski[sensitive_attribute]", "attribute")(lambda: _jagielski_case())
 case("jagielski[example]", "add_remove")(lambda: _jagielski_case("example"))
 
 
+# --- paper 004's EO baseline: Jagielski et al.'s DP-oracle-learner (in-processing) --------------------
+def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
+    """The group-label counts, each round's exponential-mechanism scores and the Laplace rate
+    differences, against the epsilon each is drawn at (the denominators are world A's released
+    counts in both worlds). Sensitive-attribute unit: row 0's ``s`` changed to every other group
+    (row 0 is in the anchor group); example unit: row 0 replaced by records at the class's ends."""
+    from dpfair_jax.algorithms import jagielski_in as JI
+
+    n, M = 9, 4
+    rng = np.random.default_rng(6)
+    preds = rng.integers(0, 2, (M, n)).astype(np.float32)
+    preds[0] = 1.0  # the all-ones classifier attains the rate differences' sensitivity
+    y = (np.arange(n) % 2).astype(np.int32)
+    s = (np.arange(n) % K).astype(np.int32)
+    cfg = JI.JagielskiInConfig(num_groups=K, steps=2, privacy_unit=privacy_unit)
+    hp = JI.JagielskiInHparams(B=3.0, eta=0.5, gamma=0.05, count_epsilon=0.5, oracle_epsilon=0.7,
+                               auditor_epsilon=0.9)
+
+    def run(data):
+        xx, yy, ss = data
+        res = JI.fit(jax.random.key(13), JI.OracleData(np.asarray(xx).T, yy, ss), hp, cfg)
+        sane(res.spend.relation == "replace_one" and res.spend.unit == privacy_unit, str(res.spend))
+        return res.spend
+
+    def multiplier(rel, spend):
+        if rel.kind == "linf":
+            return 1.0
+        if rel.value.size == 2 * K:  # the group-label counts: L1 sensitivity 2
+            sane(math.isclose(float(rel.scale) * hp.count_epsilon, 2.0, rel_tol=1e-6), "counts")
+            return 1.0 / hp.count_epsilon
+        return 1.0 / hp.auditor_epsilon
+
+    base = (preds.T.copy(), y, s)
+    if privacy_unit == "sensitive_attribute":
+        nbrs = neighbours(*base, "attribute", [(None, None, None)])
+    else:
+        recs = [(np.ones(M, np.float32), v, g) for g in range(K) for v in (0, 1)] + \
+            [(np.zeros(M, np.float32), 1, K - 1)]
+        nbrs = neighbours(*base, "replace_one", recs)
+    return run, base, nbrs, multiplier
+
+
+case("jagielski_in[sensitive_attribute]", "attribute")(lambda: _jagielski_in_case())
+case("jagielski_in[example]", "replace_one")(lambda: _jagielski_in_case("example"))
+
+
 # ------------------------------------------------------------------------------------------------
 # the probe
 # ------------------------------------------------------------------------------------------------
@@ -676,6 +722,7 @@ DEFAULT = {
     "mean_estimation[coinpress, within group]", "mean_estimation[laplace, add_remove]",
     "reductions[exponential sampling]", "reductions[private cgoo]", "budget_tailoring[default]",
     "synthesis[tree, noisy counts]", "jagielski[sensitive_attribute]",
+    "jagielski_in[sensitive_attribute]",
 }
 
 
