@@ -31,8 +31,9 @@ coordinates of its block (``a = 0``). Hence (exact, attained by the all-ones cla
 * L1 sensitivity of ``d``: the sum of the two largest ``c(a, y)`` over the cells of one label block
   (attribute) or over all ``2K`` cells (example), with ``c(0, y) = (K-1)/m_{0,y}``;
 * L-inf sensitivity of ``d``: ``max_y (1/m_{0,y} + 1/min_{a>=1} m_{a,y})`` (both units);
-* score sensitivity: ``B`` times the L-inf one (``||w||_1 <= ||lambda||_1 <= B``), plus ``1/n``
-  under the example unit.
+* score sensitivity: ``B`` times the L-inf one (``||w||_1 <= ||lambda||_1 <= B``; exact under the
+  attribute unit), plus ``1/n`` under the example unit (an upper bound there, at most ``1/n`` above
+  the exact one: the largest rate move keeps the label, the error's move changes it).
 
 Accounting (:func:`oracle_learner_epsilon`): the count release is pure ``eps_c``-DP, each round
 pure ``(eps_o + eps_a)``-DP (exponential mechanism at ``eps_o``, Laplace at ``eps_a``); the run's
