@@ -8,7 +8,7 @@ The run reads the private data three ways, each through a function here:
    (:func:`noisy_group_label_counts`); the released counts, clipped below at 1, are the public
    denominators of every group rate afterwards (the true counts are never used);
 2. each round, the Learner's private cost-sensitive oracle: the exponential mechanism over ``H``
-   with score ``err(h) + w . d(h)`` (:func:`oracle_draw`, sensitivity :func:`score_sensitivity`);
+   with score ``err(h) + <w, d(h)>`` (:func:`oracle_draw`, sensitivity :func:`score_sensitivity`);
 3. each round, the Auditor's Laplace release of the rate differences ``d(h_t)``
    (:func:`noisy_rate_differences`, L1 sensitivity :func:`rate_difference_sensitivity`).
 
@@ -123,7 +123,7 @@ def rate_difference_linf_sensitivity(denominators: jax.Array) -> jax.Array:
 
 
 def score_sensitivity(denominators: jax.Array, bound: Any, n: int, unit: str) -> jax.Array:
-    """Sensitivity of every Learner score ``err(h) + w . d(h)`` with ``||w||_1 <= bound``:
+    """Sensitivity of every Learner score ``err(h) + <w, d(h)>`` with ``||w||_1 <= bound``:
     ``bound`` times :func:`rate_difference_linf_sensitivity`, plus ``1/n`` under the example unit
     (the error's change; the error is public under the attribute unit). ``bound`` may be traced."""
     V.check_choice("unit", unit, ORACLE_UNITS)
