@@ -199,8 +199,8 @@ def test_bounds_against_independent_composition():
     # the PLD bound without the exponential mechanism equals dp-accounting's PLD accountant on
     # the composed Laplace events
     pld = dp_accounting.pld.PLDAccountant()
-    pld.compose(dp_accounting.ComposedDpEvent([dp_accounting.LaplaceDpEvent(1 / ec),
-                                               dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(1 / ea), T)]))
+    laplace = dp_accounting.LaplaceDpEvent
+    pld.compose(dp_accounting.ComposedDpEvent([laplace(1 / ec), dp_accounting.SelfComposedDpEvent(laplace(1 / ea), T)]))
     assert math.isclose(O.oracle_learner_bounds(ec, 0.0, ea, T, DELTA)["pld"], pld.get_epsilon(DELTA), rel_tol=1e-3)
     eps, how = O.oracle_learner_epsilon(ec, eo, ea, T, DELTA)
     assert eps == min(b.values()) and b[how] == eps
