@@ -64,6 +64,17 @@ def case_jagielski() -> TrioCase:
     return TrioCase("jagielski", (yhat, np.asarray(data.y), np.asarray(data.s)), config, data.n, (1.0, DELTA))
 
 
+def case_jagielski_in() -> TrioCase:
+    from dpfair_jax.algorithms import jagielski_in as J
+
+    data = _two_group_logistic()
+    x0 = np.asarray(data.x)[:, 0]
+    preds = np.stack([(x0 > t).astype(np.int32) for t in (-1.0, -0.5, 0.0, 0.5, 1.0)])
+    config = J.JagielskiInConfig(num_groups=2, steps=4, delta=DELTA)
+    return TrioCase("jagielski_in", J.OracleData(preds, np.asarray(data.y), np.asarray(data.s)), config, data.n,
+                    (1.0, DELTA))
+
+
 
 
 # ------------------------------------------------------------------------------- min-max family
@@ -208,6 +219,7 @@ CASES: dict[str, Callable[[], TrioCase]] = {
     "dpsgd": case_dpsgd,
     "mitigation": case_mitigation,
     "jagielski": case_jagielski,
+    "jagielski_in": case_jagielski_in,
     "sgda": case_sgda,
     "fermi": case_fermi,
     "pfld": case_pfld,

@@ -25,6 +25,8 @@ sgda / fermi / pfld   004        clipping.clip_tree / clip_factors / per_example
                                  accounting (incl. membership-visible)
 pfld_epoch            004        the same, plus a per-epoch noisy violation release
 jagielski             004 (base) mechanisms.add_laplace (histogram), relations, release_noise
+jagielski_in          004 (base) oracle_learner (noisy counts, exponential-mechanism oracle, Laplace
+                                 rate differences, basic/advanced/zCDP/PLD composition)
 ====================  =========  ==========================================================
 """
 
@@ -34,6 +36,7 @@ from . import (  # noqa: F401
     dpsgd,
     fermi,
     jagielski,
+    jagielski_in,
     mean_estimation,
     mitigation,
     output_perturbation,
@@ -50,6 +53,7 @@ ALGORITHMS: tuple[str, ...] = (
     "dpsgd",
     "fermi",
     "jagielski",
+    "jagielski_in",
     "mean_estimation",
     "mitigation",
     "output_perturbation",

@@ -33,9 +33,9 @@ The LP runs on the host (``scipy.optimize.linprog``, HiGHS) through ``jax.pure_c
 has ``2K + 2`` variables and is not a hot path; under ``vmap`` the callback solves one LP per
 batch element in turn.
 
-Their second algorithm (the DP oracle learner, a private version of Agarwal et al.'s reductions)
-is not implemented here; paper 002's private reductions are in
-:mod:`dpfair_jax.algorithms.reductions`.
+Their second algorithm (the DP-oracle-learner, a private version of Agarwal et al.'s
+exponentiated-gradient reduction) is :mod:`dpfair_jax.algorithms.jagielski_in`; paper 002's private
+reductions are in :mod:`dpfair_jax.algorithms.reductions`.
 """
 
 from __future__ import annotations

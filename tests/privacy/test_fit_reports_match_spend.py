@@ -220,6 +220,33 @@ def _rows_jagielski() -> list[Row]:
             Row("fit records the spend", spend, res.spend)]
 
 
+def _rows_jagielski_in() -> list[Row]:
+    """Jagielski et al.'s DP-oracle-learner: one Laplace count release and, per round run, one
+    exponential-mechanism draw and one Laplace release of the rate differences; the spend's epsilon
+    is the composition of the releases run at the epsilon each was drawn at (the rate differences'
+    from their scale over the L1 sensitivity of the released counts)."""
+    from dpfair_jax.algorithms import jagielski_in as JI
+    from dpfair_jax.privacy import oracle_learner as OL
+
+    rng = np.random.default_rng(4)
+    n, T = 60, 6
+    preds, y, s = rng.integers(0, 2, (5, n)), rng.integers(0, 2, n), rng.integers(0, 3, n)
+    cfg = JI.JagielskiInConfig(num_groups=3, steps=T, delta=DELTA)
+    hp = JI.JagielskiInHparams(count_epsilon=0.3, oracle_epsilon=0.2, auditor_epsilon=0.25)
+    res = JI.fit(jax.random.key(8), JI.OracleData(preds, y, s), hp, cfg)
+    spend = JI.spend(cfg, n, hp)
+    denom = OL.public_denominators(res.diagnostics["noisy_counts"])
+    ea_run = float(OL.rate_difference_sensitivity(denom, cfg.privacy_unit)) / float(res.diagnostics["auditor_scale"])
+    rounds = res.diagnostics["released"].shape[0]
+    run_eps = OL.oracle_learner_epsilon(0.3, 0.2, ea_run, rounds, DELTA)[0]
+    return [Row("no sampler", None, res.report.sampler),
+            Row("releases run", (("laplace_counts", 1), ("exponential_mechanism", T), ("laplace_rate_differences", T)),
+                res.report.releases),
+            Row("rounds run = rounds released", rounds, res.report.steps),
+            Row("epsilon of the releases run", run_eps, spend.epsilon, "~", 1e-4),
+            Row("fit records the spend", spend, res.spend)]
+
+
 def _rows_budget_tailoring(relation: str) -> list[Row]:
     """Stage 2 releases each group's clipped gradient sum once per step run: the steps run times
     the per-step charge (sensitivity under the relation over the noise std) must be the stage-2
@@ -328,6 +355,7 @@ CASES: dict[str, Callable[[], list[Row]]] = {
     "mitigation/poisson": _sampled(_case_mitigation),
     "output_perturbation": _rows_output_perturbation,
     "jagielski": _rows_jagielski,
+    "jagielski_in": _rows_jagielski_in,
     "budget_tailoring/replace_one_within_group": functools.partial(_rows_budget_tailoring, "replace_one_within_group"),
     "budget_tailoring/add_remove": functools.partial(_rows_budget_tailoring, "add_remove"),
     "mean_estimation/coinpress": functools.partial(_rows_means, "coinpress"),

@@ -15,7 +15,9 @@ also checks that number against the closed form (``C`` / ``2C`` for clipped sums
 ``test_probe_catches_planted_bugs`` plants wrong sensitivities (the mitigation's penalty left
 unclipped, a clip norm doubled before clipping, a replace-one release noised for add/remove,
 Jagielski et al.'s Laplace histogram at half its scale or noised for add/remove under the
-sensitive-attribute unit) and asserts the probe fails on each.
+sensitive-attribute unit, their DP-oracle-learner's anchor group weighed once in the rate
+differences' sensitivity or its score sensitivity without the multiplier bound) and asserts the
+probe fails on each.
 """
 
 from __future__ import annotations
@@ -658,6 +660,54 @@ case("jagielski[sensitive_attribute]", "attribute")(lambda: _jagielski_case())
 case("jagielski[example]", "add_remove")(lambda: _jagielski_case("example"))
 
 
+# --- paper 004's EO baseline: Jagielski et al.'s DP-oracle-learner (in-processing) --------------------
+def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
+    """The group-label counts, each round's exponential-mechanism scores and the Laplace rate
+    differences, against the epsilon each is drawn at (the denominators are world A's released
+    counts in both worlds). Sensitive-attribute unit: row 0's ``s`` changed to every other group
+    (row 0 is in the anchor group); example unit: row 0 replaced by records at the class's ends."""
+    from dpfair_jax.algorithms import jagielski_in as JI
+
+    n, M = 9, 4
+    rng = np.random.default_rng(6)
+    preds = rng.integers(0, 2, (M, n)).astype(np.float32)
+    preds[:, 0] = 1.0  # every classifier predicts 1 on row 0: its move attains the sensitivity
+    # row 0 (anchor group, label 0) is alone in its cell, whose block has the largest sensitivity
+    y = np.array([0, 0, 0, 1, 0, 1, 1, 1, 1], np.int32)
+    s = (np.arange(n) % K).astype(np.int32)
+    cfg = JI.JagielskiInConfig(num_groups=K, steps=3, privacy_unit=privacy_unit)
+    # a large Auditor step concentrates the multipliers, so the scores move by a good part of B
+    hp = JI.JagielskiInHparams(B=20.0, eta=50.0, gamma=0.05, count_epsilon=0.5, oracle_epsilon=0.7,
+                               auditor_epsilon=0.9)
+
+    def run(data):
+        xx, yy, ss = data
+        res = JI.fit(jax.random.key(13), JI.OracleData(np.asarray(xx).T, yy, ss), hp, cfg)
+        sane(res.spend.relation == "replace_one" and res.spend.unit == privacy_unit, str(res.spend))
+        return res.spend
+
+    def multiplier(rel, spend):
+        if rel.kind == "linf":
+            return 1.0
+        if rel.value.size == 2 * K:  # the group-label counts: L1 sensitivity 2
+            sane(math.isclose(float(rel.scale) * hp.count_epsilon, 2.0, rel_tol=1e-6), "counts")
+            return 1.0 / hp.count_epsilon
+        return 1.0 / hp.auditor_epsilon
+
+    base = (preds.T.copy(), y, s)
+    if privacy_unit == "sensitive_attribute":
+        nbrs = neighbours(*base, "attribute", [(None, None, None)])
+    else:
+        recs = [(np.ones(M, np.float32), v, g) for g in range(K) for v in (0, 1)] + \
+            [(np.zeros(M, np.float32), 1, K - 1)]
+        nbrs = neighbours(*base, "replace_one", recs)
+    return run, base, nbrs, multiplier
+
+
+case("jagielski_in[sensitive_attribute]", "attribute")(lambda: _jagielski_in_case())
+case("jagielski_in[example]", "replace_one")(lambda: _jagielski_in_case("example"))
+
+
 # ------------------------------------------------------------------------------------------------
 # the probe
 # ------------------------------------------------------------------------------------------------
@@ -676,6 +726,7 @@ DEFAULT = {
     "mean_estimation[coinpress, within group]", "mean_estimation[laplace, add_remove]",
     "reductions[exponential sampling]", "reductions[private cgoo]", "budget_tailoring[default]",
     "synthesis[tree, noisy counts]", "jagielski[sensitive_attribute]",
+    "jagielski_in[sensitive_attribute]",
 }
 
 
@@ -765,6 +816,22 @@ def _plant_jagielski_add_remove(mp) -> None:
     mp.setattr(JA, "noisy_confusion", _mutated(
         JA, "noisy_confusion", "relation = UNITS[privacy_unit]", 'relation = "add_remove"'))
 
+def _plant_oracle_anchor_weight(mp) -> None:
+    """The DP-oracle-learner's rate differences with the anchor group weighed once, not K-1 times."""
+    from dpfair_jax.privacy import oracle_learner as OL
+
+    mp.setattr(OL, "cell_weights", _mutated(OL, "cell_weights", "(k - 1) / m[..., :1, :]", "1.0 / m[..., :1, :]"))
+
+
+def _plant_oracle_score_without_bound(mp) -> None:
+    """The DP-oracle-learner's score sensitivity without the multiplier bound B."""
+    from dpfair_jax.privacy import oracle_learner as OL
+
+    mp.setattr(OL, "score_sensitivity", _mutated(
+        OL, "score_sensitivity", "jnp.asarray(bound, jnp.float32) * rate_difference_linf_sensitivity",
+        "rate_difference_linf_sensitivity"))
+
+
 PLANTED = [
     ("unclipped mitigation penalty", _plant_unclipped_penalty, "mitigation[gamma=(1,1)]"),
     ("unclipped mitigation penalty, gamma2 only", _plant_unclipped_penalty, "mitigation[gamma=(0,2)]"),
@@ -777,6 +844,10 @@ PLANTED = [
     ("Laplace scale halved (Jagielski)", _plant_jagielski_half_scale, "jagielski[sensitive_attribute]"),
     ("Laplace scale halved (Jagielski, example unit)", _plant_jagielski_half_scale, "jagielski[example]"),
     ("s-move noised for add/remove (Jagielski)", _plant_jagielski_add_remove, "jagielski[sensitive_attribute]"),
+    ("anchor group weighed once (DP-oracle-learner)", _plant_oracle_anchor_weight,
+     "jagielski_in[sensitive_attribute]"),
+    ("score sensitivity without B (DP-oracle-learner)", _plant_oracle_score_without_bound,
+     "jagielski_in[sensitive_attribute]"),
 ]
 
 
