@@ -183,6 +183,33 @@ def test_count_noise_is_laplace_at_its_scale():
     assert np.array_equal(np.asarray(noiseless), true)
 
 
+def test_auditor_noise_is_laplace_at_its_scale():
+    """The released rate differences minus the true ones over many keys: Laplace(l1 / eps) (KS test
+    on the pooled coordinates), the scale written out from the closed form, not read back."""
+    d = jnp.asarray([[0.1, -0.2], [0.3, 0.05]], jnp.float32)
+    l1, eps = 0.04, 0.5
+    rel = jax.vmap(lambda k: O.noisy_rate_differences(k, d, l1, eps)[0])(jax.random.split(jax.random.key(6), 3000))
+    z = (np.asarray(rel, float) - np.asarray(d, float)[None]).ravel()
+    assert stats.kstest(z, stats.laplace(scale=l1 / eps).cdf).pvalue > 1e-3
+    noiseless = O.noisy_rate_differences(jax.random.key(0), d, l1, jnp.inf)[0]
+    assert np.array_equal(np.asarray(noiseless), np.asarray(d))
+
+
+def test_oracle_draw_frequencies_are_the_exponential_mechanism():
+    """Draw frequencies over many keys against ``p_j ∝ exp(-eps score_j / (2 sens))`` written out in
+    NumPy (chi-square test); ``eps = inf``: the argmin."""
+    scores = np.array([0.30, 0.32, 0.35, 0.40, 0.50])
+    eps, sens, n = 0.8, 0.02, 20000
+    draws = jax.vmap(lambda k: O.oracle_draw(k, jnp.asarray(scores, jnp.float32), eps, sens))(
+        jax.random.split(jax.random.key(7), n))
+    logits = -eps * scores / (2.0 * sens)
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    obs = np.bincount(np.asarray(draws), minlength=len(scores))
+    assert stats.chisquare(obs, n * p).pvalue > 1e-3
+    assert int(O.oracle_draw(jax.random.key(0), jnp.asarray(scores, jnp.float32), jnp.inf, sens)) == 0
+
+
 # ------------------------------------------------------------------------ accounting
 def test_bounds_against_independent_composition():
     ec, eo, ea, T = 0.2, 0.05, 0.07, 50

@@ -66,6 +66,8 @@ RED_OR = "dpfair_jax/algorithms/reductions/oracles.py"
 RED_PB = "dpfair_jax/algorithms/reductions/problem.py"
 DEC = "dpfair_jax/analysis/decomposition.py"
 RN = "dpfair_jax/privacy/release_noise.py"
+OL = "dpfair_jax/privacy/oracle_learner.py"
+T_JIN = "tests/algorithms/test_jagielski_in.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---------------------------------------------------------------- privacy.mechanisms
@@ -364,6 +366,19 @@ MUTATIONS: tuple[Mutation, ...] = (
       'return (math.sqrt(num_groups) if norm == "l2" else float(num_groups)) * per_coordinate / n',
       'return 0.5 * (math.sqrt(num_groups) if norm == "l2" else float(num_groups)) * per_coordinate / n',
       ("tests/algorithms/test_reductions.py::test_exponential_sampling_matches_em_probabilities_chi_square",)),
+    # ---------------------------------------------------------------- Jagielski et al.'s oracle learner
+    M("oracle_learner group-label counts Laplace (2/eps)", OL,
+      'return _mech.add_laplace(key, counts, _COUNT_L1, "replace_one", eps).reshape((num_groups, 2))',
+      'return _mech.add_laplace(key, counts, _COUNT_L1, "replace_one", 2.0 * eps).reshape((num_groups, 2))',
+      (f"{T_JIN}::test_count_noise_is_laplace_at_its_scale",)),
+    M("oracle_learner Auditor's rate-difference Laplace", OL,
+      "return d + _mech.laplace_noise(key, d.shape, scale), scale",
+      "return d + _mech.laplace_noise(key, d.shape, 0.5 * scale), scale",
+      (f"{T_JIN}::test_auditor_noise_is_laplace_at_its_scale",)),
+    M("oracle_learner Learner's exponential mechanism", OL,
+      "drawn = _mech.exponential_mechanism(key, scores, epsilon=jnp.where(finite, eps, 1.0), sensitivity=sens)",
+      "drawn = _mech.exponential_mechanism(key, scores, epsilon=2.0 * jnp.where(finite, eps, 1.0), sensitivity=sens)",
+      (f"{T_JIN}::test_oracle_draw_frequencies_are_the_exponential_mechanism",)),
     # ---------------------------------------------------------------- analysis
     M("analysis.decomposition one-step Monte Carlo noise", DEC,
       'std = zc / batch_size if variant == "sum" else zc',

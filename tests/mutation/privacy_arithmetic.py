@@ -46,6 +46,7 @@ CATEGORIES = ("sensitivity", "count", "rate", "conversion", "selection", "noisy_
 
 REL = "dpfair_jax/privacy/relations.py"
 REPL = "dpfair_jax/privacy/replace_rdp.py"
+OL = "dpfair_jax/privacy/oracle_learner.py"
 EVT = "dpfair_jax/privacy/events.py"
 MEM = "dpfair_jax/privacy/membership.py"
 ZCDP = "dpfair_jax/privacy/zcdp.py"
@@ -118,6 +119,8 @@ T_NS = _ids("privacy/test_noise_scales.py", "test_noisy_histogram_scale")
 T_REPL = _ids("privacy/test_replace_rdp.py", "test_replace_pair_matches_adaptive_quadrature",
               "test_closed_forms_at_q_one_and_q_zero_and_the_convexity_cap",
               "test_event_walk_sums_the_composition_and_refuses_the_unknown")
+T_JIN = _ids("algorithms/test_jagielski_in.py", "test_sensitivities_bound_every_neighbour_and_are_attained",
+             "test_noise_scales_follow_the_released_counts", "test_bounds_against_independent_composition")
 T_F = "tests/algorithms/test_fermi.py"
 F_ROUND = f"{T_F}::test_calibrate_and_privacy_round_trip"
 F_DPA = f"{T_F}::test_all_features_epsilon_matches_dp_accounting_called_directly"
@@ -155,6 +158,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    m = 1.0 / z", "    m = 0.5 / z", T_REPL),
     M("sensitivity", "replace_rdp._curve: unsampled replace-one alpha (2/z)^2 / 2 -> alpha (1/z)^2 / 2", REPL,
       "        return tuple(a * 2.0 / z**2)", "        return tuple(a * 0.5 / z**2)", T_REPL),
+    M("sensitivity", "oracle_learner.cell_weights: the anchor's weight K-1 -> 1", OL,
+      "    return jnp.concatenate([(k - 1) / m[..., :1, :], 1.0 / m[..., 1:, :]], axis=-2)",
+      "    return jnp.concatenate([1.0 / m[..., :1, :], 1.0 / m[..., 1:, :]], axis=-2)", T_JIN),
+    M("sensitivity", "oracle_learner.score_sensitivity: the error's 1/n dropped under the example unit", OL,
+      '    err = 1.0 / n if unit == "example" else 0.0', "    err = 0.0", T_JIN),
     M("sensitivity", "relations.gram_sensitivity: replace-one sqrt(2) u^2 -> u^2 (scalar)", REL,
       "math.sqrt(2.0) * u2 if u2.ndim else math.sqrt(2.0) * float(u2))",
       "math.sqrt(2.0) * u2 if u2.ndim else float(u2))",
@@ -202,6 +210,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        return None if any(p is None for p in parts) else np.sum(parts, axis=0) if parts else np.zeros(a.shape)",
       "        return None if any(p is None for p in parts) else np.sum(parts[1:], axis=0) if parts else np.zeros(a.shape)",
       T_REPL),
+    M("count", "oracle_learner_bounds: zCDP charges one round fewer", OL,
+      "    rho = ec ** 2 / 2.0 + steps * (eo ** 2 / 8.0 + ea ** 2 / 2.0)",
+      "    rho = ec ** 2 / 2.0 + (steps - 1) * (eo ** 2 / 8.0 + ea ** 2 / 2.0)", T_JIN),
+    M("noisy_count", "oracle_learner_bounds: the count release left out of basic composition", OL,
+      '        "basic": ec + steps * rnd,', '        "basic": steps * rnd,', T_JIN),
     M("count", "accounting.dpsgd_event: steps - 1 composed", EVT,
       "return dp_accounting.SelfComposedDpEvent(step, steps)",
       "return dp_accounting.SelfComposedDpEvent(step, max(1, steps - 1))",
