@@ -154,3 +154,22 @@ def test_source_commit_names_the_checkout(tmp_path):
         pytest.skip("not a git checkout")
     got = source_commit(EXPERIMENTS / "paper_001")
     assert _HEX40.match(got["commit"]) and isinstance(got["dirty"], bool)
+
+
+def test_meta_records_the_commit_the_run_started_from(tmp_path, monkeypatch):
+    """A commit landing while a long run computes must not be recorded as the run's source: the
+    commit is read before the study runs (here the study 'commits' half-way, a stand-in checkout)."""
+    import dpfair_jax.runner.context as C
+    from dpfair_jax.runner.registry import Experiment
+
+    head = {"commit": "a" * 40, "dirty": False}
+    monkeypatch.setattr(C, "source_commit", lambda folder: dict(head))
+
+    def _study(config, ctx):
+        head["commit"] = "b" * 40  # the tree moves while the run computes
+        ctx.add_claim("ran", "the study ran", measured=1, target=1, passed=True)
+
+    C.run_experiment(Experiment("source_probe", "kit", "source commit", {"quick": {"seed": 0}}, _study),
+                     root=tmp_path, progress=False)
+    meta = json.loads(next(tmp_path.rglob("meta.json")).read_text(encoding="utf-8"))
+    assert meta["source"] == {"commit": "a" * 40, "dirty": False}

@@ -308,6 +308,7 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         store.atomic_write_json(directory / "claims.json", [])
         store.atomic_write_json(directory / "privacy.json", {})
     start = _utcnow()
+    source = source_commit(study_folder(exp))  # the commit the run starts from (the tree may move during it)
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
     status, error, exc = "complete", None, None
     compiles = _compile_tracker()
@@ -346,7 +347,7 @@ def _run_locked(exp: Experiment, size: str, config: dict, overrides: Mapping[str
         "compile_cache_hits": tracked.cache_hits if tracked else None,
         "chunks": ctx.chunk_stats,
         "code_version": ctx.code,
-        "source": source_commit(study_folder(exp)),
+        "source": source,
         "tables": ctx.tables,
         "figures": ctx.figures,
         "versions": package_versions(),
