@@ -176,6 +176,24 @@ def test_lopt_oracles_against_numpy():
     assert R.dp_gd_noise_std(1.0, 1e-5, 50, 0.5) == pytest.approx(2 * 0.5 / math.sqrt(2 * rho / 50))
 
 
+def test_lopt_private_draw_frequencies_are_the_exponential_mechanism():
+    """``lopt_grid_private``'s draws over many keys against ``p_m ∝ exp(-eps w.l_m / (2 ||w|| Delta))``
+    written out in NumPy (chi-square): the sensitivity it is given is the one its draw uses."""
+    L = _grid_losses(M=8, K=3, seed=5)
+    w = np.array([0.3, 1.0, 0.5], np.float32)
+    eps, sens, n = 1.0, 0.05, 20000
+    draws = jax.vmap(lambda k: R.lopt_grid_private(k, L, w, epsilon=eps, loss_sens=sens))(
+        jax.random.split(jax.random.key(11), n))
+    logits = -eps * (np.asarray(L, np.float64) @ w) / (2.0 * np.linalg.norm(w) * sens)
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    obs = np.bincount(np.asarray(draws), minlength=len(p))
+    keep = n * p >= 5  # chi-square cells with enough expected counts; the rest pooled
+    f_obs = np.r_[obs[keep], obs[~keep].sum()] if np.any(~keep) else obs
+    f_exp = np.r_[n * p[keep], n * p[~keep].sum()] if np.any(~keep) else n * p
+    assert stats.chisquare(f_obs, f_exp).pvalue > 1e-3
+
+
 def _hull_qp_optimum(L, b):
     """min over the simplex of 0.5 ||lambda^T L - b||^2 (SciPy SLSQP)."""
     M = len(L)

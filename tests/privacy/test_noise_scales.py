@@ -174,6 +174,7 @@ def test_output_perturbation_fit_noise_by_hand():
     x = (x / np.linalg.norm(x, axis=1, keepdims=True) * rng.uniform(0.2, 1.0, (n, 1))).astype(np.float32)
     y = (rng.random(n) < 0.5).astype(np.int32)
     want = _balle_wang_sigma(eps, delta, 2.0 * math.sqrt(R_**2 + 1.0) / (n * reg))
+    assert OP.noise_std(eps, delta, 2.0 * math.sqrt(R_**2 + 1.0) / (n * reg)) == pytest.approx(want, rel=1e-6)
     noise = []
     cfg = OP.OutputPerturbationConfig(iters=10, delta=delta)
     hp = OP.calibrate(cfg, n, (eps, delta), hparams=OP.OutputPerturbationHparams(reg=reg, radius=R_))
