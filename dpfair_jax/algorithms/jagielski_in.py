@@ -184,8 +184,7 @@ def _run(key: Array, preds: Array, y: Array, s: Array, hp: JagielskiInHparams, *
     _, (idx, released, lams, scales) = jax.lax.scan(round_, theta0, jax.random.split(k_rounds, steps))
     q = jnp.zeros((preds.shape[0],), jnp.float32).at[idx].add(1.0 / steps)
     true_err, true_d = rate_tables(preds, y, s, _ol.public_denominators(
-        jax.ops.segment_sum(jnp.ones(y.shape, jnp.float32), _ol.group_label_cells(y, s),
-                            num_segments=2 * num_groups).reshape((num_groups, 2))))
+        _ol.group_label_counts(y, s, num_groups).reshape((num_groups, 2))))
     return {"indices": idx, "mixture": q, "noisy_counts": counts, "released": released, "lambdas": lams,
             "auditor_scale": scales[0], "oracle_sensitivity": score_sens,
             "error": q @ true_err, "violation": jnp.max(jnp.abs(q @ true_d.reshape((true_d.shape[0], -1)))),

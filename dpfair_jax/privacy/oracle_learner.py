@@ -58,7 +58,7 @@ from dpfair_jax.privacy import mechanisms as _mech
 from dpfair_jax.privacy import relations as _rel
 from dpfair_jax.privacy import zcdp as _zcdp
 
-__all__ = ["ORACLE_UNITS", "group_label_cells", "noisy_group_label_counts", "public_denominators",
+__all__ = ["ORACLE_UNITS", "group_label_cells", "group_label_counts", "noisy_group_label_counts", "public_denominators",
            "cell_weights", "rate_difference_sensitivity", "rate_difference_linf_sensitivity",
            "score_sensitivity", "noisy_rate_differences", "oracle_draw", "advanced_composition_epsilon",
            "oracle_learner_bounds", "oracle_learner_epsilon", "paper_round_epsilon"]
@@ -75,14 +75,20 @@ def group_label_cells(y: jax.Array, s: jax.Array) -> jax.Array:
     return 2 * jnp.asarray(s, jnp.int32) + jnp.asarray(y, jnp.int32)
 
 
+def group_label_counts(y: jax.Array, s: jax.Array, num_groups: int) -> jax.Array:
+    """The exact ``[2K]`` counts of :func:`group_label_cells` (flat; private: release them only
+    through :func:`noisy_group_label_counts`)."""
+    cells = group_label_cells(y, s)
+    return jax.ops.segment_sum(jnp.ones(cells.shape, jnp.float32), cells, num_segments=2 * num_groups)
+
+
 def noisy_group_label_counts(key: jax.Array, y: jax.Array, s: jax.Array, num_groups: int,
                              epsilon: Any) -> jax.Array:
     """``[K, 2]`` counts ``n_{a,y}`` plus Laplace noise of scale ``2 / epsilon`` (L1 sensitivity 2
     of a histogram under replace-one; ``epsilon = inf``, traced: no noise).
 
     Privacy: pure ``epsilon``-DP under replace-one (either unit of :data:`ORACLE_UNITS`)."""
-    cells = group_label_cells(y, s)
-    counts = jax.ops.segment_sum(jnp.ones(cells.shape, jnp.float32), cells, num_segments=2 * num_groups)
+    counts = group_label_counts(y, s, num_groups)
     eps = jnp.asarray(epsilon, jnp.float32)
     return _mech.add_laplace(key, counts, _COUNT_L1, "replace_one", eps).reshape((num_groups, 2))
 
