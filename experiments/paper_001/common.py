@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 __all__ = ["PARKINSONS_ENV", "CLAIMS", "WHY_NOT", "RECONSTRUCTION", "PREPROCESSING", "skip_all", "mean_se",
-           "weakest", "record_weakest", "plateau_share"]
+           "weakest", "record_weakest", "plateau_share", "check_plateau_limit"]
 
 PARKINSONS_ENV = "DPFAIR_PARKINSONS_CSV"
 
@@ -104,3 +104,15 @@ def plateau_share(loss: np.ndarray, initial: float) -> float:
     loss = np.asarray(loss, np.float64)
     prev = loss[-2] if loss.size > 1 else initial
     return float(abs(prev - loss[-1]) / max(initial - loss[-1], 1e-12))
+
+
+def check_plateau_limit(config: dict) -> float:
+    """``config["max_last_interval_share"]``, refused (before any compute) unless it is below the
+    ``1 / checkpoints`` share that a loss still falling in a straight line makes per interval: a
+    limit at or above it would call an untrained run trained."""
+    limit = float(config.get("max_last_interval_share", 0.05))
+    checkpoints = int(config["checkpoints"])
+    if not limit < 1.0 / checkpoints:
+        raise ValueError(f"max_last_interval_share={limit:g} must be below 1/checkpoints = {1.0 / checkpoints:g} "
+                         "(the share of a loss still falling in a straight line), or an untrained run passes")
+    return limit

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import figures
-from .common import CLAIMS, PREPROCESSING, plateau_share, record_weakest, skip_all
+from .common import CLAIMS, PREPROCESSING, check_plateau_limit, plateau_share, record_weakest, skip_all
 from .datasets import load_dataset
 from .training import checkpoint_spend, group_losses, init_params, losses, per_example_loss, train_checkpoints
 
@@ -208,7 +208,7 @@ def _claims(ctx, model, train, final: dict, ratio_risk: np.ndarray, config: dict
     """The four claims as verdicts at the final checkpoint, once the training loss has levelled off."""
     steps = int(config["steps_per_checkpoint"]) * int(config["checkpoints"])
     share = plateau_share(final["loss"].mean(1), float(final["loss0"].mean()))
-    limit = float(config.get("max_last_interval_share", 0.1))
+    limit = check_plateau_limit(config)
     trained = {"steps": steps, "last_interval_share_of_loss_drop": share,
                "train_loss": float(final["loss"][-1].mean())}
     ctx.add_check("trace_vs_boundary_uncertainty_formula",
@@ -244,6 +244,7 @@ def run_dpsgd(config: dict, ctx) -> pd.DataFrame | None:
 
     from dpfair_jax.analysis import hessian as H
 
+    check_plateau_limit(config)
     name = config["dataset"]
     clips = list(config["clip_norms"])
     main_c = clips.index(float(config["clip_norm"]))

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import figures
-from .common import PREPROCESSING, mean_se, record_weakest
+from .common import PREPROCESSING, check_plateau_limit, mean_se, record_weakest
 from .datasets import load_dataset
 from .training import checkpoint_spend, group_losses, init_params, train_checkpoints
 
@@ -100,7 +100,7 @@ def _decide(ctx, name: str, df: pd.DataFrame, config: dict) -> None:
                "last_interval_share_of_loss_drop": float(plateau),
                "learned_fraction_vs_nonprivate": {"standard": float(end["learned_standard"]),
                                                   "group": float(end["learned_group"])}}
-    share = float(config.get("max_last_interval_share", 0.1))
+    share = check_plateau_limit(config)
     if not (plateau <= share and end["loss_standard"] < df.iloc[0]["loss_standard"] + 1.0):
         ctx.add_claim(cid, statement, measured=trained, target=f"trained (last interval <= {share:g} of the drop)",
                       passed=False, status="untestable",
@@ -121,6 +121,7 @@ def _decide(ctx, name: str, df: pd.DataFrame, config: dict) -> None:
 
 def run_fig9(config: dict, ctx) -> pd.DataFrame | None:
     """Fig 9 on each data set of ``config["datasets"]`` (one chunk each)."""
+    check_plateau_limit(config)
     frames = []
     for name in config["datasets"]:
         cid, statement = fig9_claim(name)

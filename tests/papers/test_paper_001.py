@@ -78,6 +78,21 @@ def test_weakest_part_and_plateau_share():
     assert common.plateau_share([0.5], 1.0) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("name", ["lens_dpsgd", "lens_fig9"])
+@pytest.mark.parametrize("size", ["quick", "full"])
+def test_a_straight_line_loss_is_not_trained(name, size):
+    """A loss still falling in a straight line (the full lens_dpsgd run at lr 1e-4: 0.7286 -> 0.7206,
+    last interval 0.099 of the drop) is refused by every config's plateau limit, and a limit that
+    would pass it is refused before any compute."""
+    common = load_study_module("paper_001", "common")
+    config = load_study_module("paper_001", "config").CONFIGS[name][size]
+    t = int(config["checkpoints"])
+    line = np.linspace(0.7286, 0.7206, t + 1)
+    assert common.plateau_share(line[1:], line[0]) > common.check_plateau_limit(config)
+    with pytest.raises(ValueError, match="straight line"):
+        common.check_plateau_limit(dict(config, max_last_interval_share=1.0 / t))
+
+
 def test_load_dataset_group_normalization():
     (tr, _), _ = load_dataset("synthetic", synthetic={"n": 400, "d": 3}, normalization="group")
     x, s = np.asarray(tr.x), np.asarray(tr.s)
