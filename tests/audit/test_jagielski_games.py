@@ -76,7 +76,7 @@ def test_every_planted_bug_is_caught():
 
 def test_jagielski_in_is_registered_with_a_game():
     assert "jagielski_in" not in MA.NO_GAME and not MA.NO_GAME
-    assert set(MA.ALGORITHM_GAMES["jagielski_in"]) == {"jagielski_in", "jagielski_in_example"}
+    assert set(MA.ALGORITHM_GAMES["jagielski_in"]) == {"jagielski_in", "jagielski_in_example", "jagielski_in_oracle"}
 
 
 def test_jagielski_in_games_are_the_default_configuration_and_their_claim_the_spend():
@@ -85,8 +85,10 @@ def test_jagielski_in_games_are_the_default_configuration_and_their_claim_the_sp
     differs in the canary's s (attribute) or its s and y (example) and nothing else."""
     sp = JI.spend(JI.JagielskiInConfig(), 200, JI.JagielskiInHparams())
     assert 5.3 < sp.epsilon < 5.5 and sp.delta == 1e-5 and sp.relation == "replace_one"
-    for fam, unit, changed in (("jagielski_in", "sensitive_attribute", (2,)), ("jagielski_in_example", "example", (1, 2))):
-        g = JG.jagielski_in_game(privacy_unit=unit)
+    for fam, unit, changed in (("jagielski_in", "sensitive_attribute", (2,)), ("jagielski_in_example", "example", (1, 2)),
+                               ("jagielski_in_oracle", "sensitive_attribute", (2,))):
+        learner = fam == "jagielski_in_oracle"
+        g = JG.jagielski_in_game(privacy_unit=unit, learner=learner)
         assert g.config == JI.JagielskiInConfig(privacy_unit=unit) and g.hparams == JI.JagielskiInHparams()
         for bug in (None,) + MA.FAMILY_BUGS[fam]:
             info = MA.build(fam, bug)[1]
@@ -95,7 +97,7 @@ def test_jagielski_in_games_are_the_default_configuration_and_their_claim_the_sp
         d0, d1 = g.neighbours
         for j, (a, b) in enumerate(zip(d0, d1)):
             assert int((a != b).sum()) == (1 if j in changed else 0), (fam, j)
-        assert d0.preds.shape[0] == 1 and int(d0.preds.sum()) == 1
+        assert d0.preds.shape[0] == (2 if learner else 1) and int(d0.preds.sum()) == 1
 
 
 def _in_statistics(bug, trials, key=3):
@@ -129,9 +131,10 @@ def test_jagielski_in_audit_holds_and_catches_the_auditor_noise_off():
 
 @pytest.mark.slow
 def test_every_jagielski_in_planted_bug_is_caught():
-    """Both units, every planted bug (Auditor scale / 10, Auditor noise off, count noise off),
-    at the quick suite size."""
-    for fam in ("jagielski_in", "jagielski_in_example"):
+    """Both units, every planted bug (Auditor scale / 10, Auditor noise off, count noise off), and
+    the Learner's game (exponential mechanism's temperature / 100, exact argmin), at the quick
+    suite size."""
+    for fam in ("jagielski_in", "jagielski_in_example", "jagielski_in_oracle"):
         bugs = (None,) + MA.FAMILY_BUGS[fam]
         rows = MA.audit_family_variants(jax.random.key(30), fam, num_trials=MA.SUITE_TRIALS["quick"][fam])
         _check(rows, bugs)
@@ -152,6 +155,8 @@ def test_every_jagielski_in_planted_bug_is_caught():
     (lambda: JG.jagielski_in_game(bug="noise"), "bug"),
     (lambda: JG.jagielski_in_game(privacy_unit="group"), "privacy_unit"),
     (lambda: JG.jagielski_in_game(positives=60), "positives"),
+    (lambda: JG.jagielski_in_game(bug="auditor_off", learner=True), "bug"),
+    (lambda: JG.jagielski_in_game(privacy_unit="example", learner=True), "privacy_unit"),
 ])
 def test_validation_names_the_field(call, field):
     with pytest.raises(ValueError, match=field):
