@@ -30,7 +30,8 @@ The scenarios (data pair, statistic, hparams) live in one module per paper's alg
 * :mod:`~dpfair_jax.audit.jagielski_games`: ``jagielski`` (the sensitive-attribute unit, its
   default) and ``jagielski_example`` (add/remove of a record), Jagielski et al.'s DP
   post-processing (paper 004's EO baseline), and ``jagielski_in`` (the sensitive-attribute unit,
-  its default) and ``jagielski_in_example`` (replace-one of a record), their DP-oracle-learner;
+  its default), ``jagielski_in_example`` (replace-one of a record) and ``jagielski_in_oracle``
+  (the Learner's draws), their DP-oracle-learner;
 * :mod:`~dpfair_jax.audit.primitive_games`: ``group_weighted`` (a privacy primitive).
 
 Every module is a :class:`~dpfair_jax.audit.games.GameModule`: it exports ``FAMILY_BUGS`` (planted
