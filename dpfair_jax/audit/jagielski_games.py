@@ -1,5 +1,6 @@
 """Audit games of Jagielski et al.'s (2019) DP post-processing (:mod:`dpfair_jax.algorithms.jagielski`)
-as :class:`~dpfair_jax.audit.fit_spend.FitSpendGame` games on ``jagielski.fit`` / ``jagielski.spend``.
+and DP-oracle-learner (:mod:`dpfair_jax.algorithms.jagielski_in`, below), as
+:class:`~dpfair_jax.audit.fit_spend.FitSpendGame` games on each module's ``fit`` / ``spend``.
 
 The release is the noisy confusion histogram ``N[a, h, y]`` (``fit``'s
 ``diagnostics["noisy_counts"]``); the post-processed probabilities ``params`` are a function of
