@@ -5,9 +5,10 @@ algorithm's ``fit(key, data, hparams, config)`` on its default configuration and
 ``spend(config, sizes, hparams)``; a planted bug changes what ``fit`` runs with, never the claim
 (or, for an earlier record, is a claim-side variant). The registry is keyed by algorithm module
 (:data:`ALGORITHM_GAMES`, one entry per name of ``dpfair_jax.algorithms.ALGORITHMS``); an algorithm
-without a game is listed in :data:`NO_GAME` with the reason. Games of privacy primitives that no
-algorithm wraps (group-weighted aggregation) live in :mod:`~dpfair_jax.audit.primitive_games`,
-beside :mod:`~dpfair_jax.audit.sum_audits`, and are listed in :data:`PRIMITIVE_FAMILIES`.
+without a game would be listed in :data:`NO_GAME` with the reason (it is empty). Games of
+privacy primitives that no algorithm wraps (group-weighted aggregation) live in
+:mod:`~dpfair_jax.audit.primitive_games`, beside :mod:`~dpfair_jax.audit.sum_audits`, and are
+listed in :data:`PRIMITIVE_FAMILIES`.
 
 The scenarios (data pair, statistic, hparams) live in one module per paper's algorithms:
 
@@ -28,7 +29,9 @@ The scenarios (data pair, statistic, hparams) live in one module per paper's alg
   ``synthesis`` (papers 004 and 003);
 * :mod:`~dpfair_jax.audit.jagielski_games`: ``jagielski`` (the sensitive-attribute unit, its
   default) and ``jagielski_example`` (add/remove of a record), Jagielski et al.'s DP
-  post-processing (paper 004's EO baseline);
+  post-processing (paper 004's EO baseline), and ``jagielski_in`` (the sensitive-attribute unit,
+  its default), ``jagielski_in_example`` (replace-one of a record) and ``jagielski_in_oracle``
+  (the Learner's draws), their DP-oracle-learner;
 * :mod:`~dpfair_jax.audit.primitive_games`: ``group_weighted`` (a privacy primitive).
 
 Every module is a :class:`~dpfair_jax.audit.games.GameModule`: it exports ``FAMILY_BUGS`` (planted
@@ -93,9 +96,7 @@ _MODULES: tuple[GameModule, ...] = (dpsgd_games, fermi_games, budget_tailoring_g
                                     primitive_games)
 FAMILY_MODULES: dict[str, GameModule] = {fam: mod for mod in _MODULES for fam in mod.FAMILY_BUGS}
 # algorithms of dpfair_jax.algorithms.ALGORITHMS without a game here, each with a one-line reason
-NO_GAME: dict[str, str] = {
-    "jagielski_in": "no fit/spend game yet: its releases are checked by the sensitivity probe and its composition against dp-accounting in tests/algorithms/test_jagielski_in.py",
-}
+NO_GAME: dict[str, str] = {}
 ALGORITHM_GAMES: dict[str, tuple[str, ...]] = {
     alg: tuple(f for f, mod in FAMILY_MODULES.items() if mod.ALGORITHMS[f] == alg)
     for alg in _algorithms.ALGORITHMS if alg not in NO_GAME
