@@ -70,7 +70,8 @@ from dpfair_jax.privacy import zcdp as _zcdp
 __all__ = ["ORACLE_UNITS", "ORACLE_RELATIONS", "check_relation", "error_denominator", "learner_error", "group_label_cells", "group_label_counts", "noisy_group_label_counts", "public_denominators",
            "cell_weights", "rate_difference_sensitivity", "rate_difference_linf_sensitivity",
            "score_sensitivity", "noisy_rate_differences", "oracle_draw", "advanced_composition_epsilon",
-           "oracle_learner_bounds", "oracle_learner_epsilon", "paper_round_epsilon"]
+           "oracle_learner_bounds", "oracle_learner_epsilon", "oracle_learner_event", "oracle_learner_curve",
+           "paper_round_epsilon"]
 
 #: the privacy units of the oracle learner; the relation is replace-one under both
 ORACLE_UNITS = ("sensitive_attribute", "example")
@@ -279,6 +280,46 @@ def oracle_learner_epsilon(count_epsilon: float, oracle_epsilon: float, auditor_
     bounds = oracle_learner_bounds(count_epsilon, oracle_epsilon, auditor_epsilon, steps, delta)
     name = min(bounds, key=lambda k: bounds[k])
     return bounds[name], name
+
+
+def oracle_learner_event(count_epsilon: float, oracle_epsilon: float, auditor_epsilon: float,
+                         steps: int) -> "dp_accounting.DpEvent":
+    """The run as an RDP-accountable ``dp_accounting`` event (for composition with other releases
+    and private selection): the count release ``LaplaceDpEvent(1 / eps_c)`` and ``steps`` rounds of
+    the exponential mechanism as ``ZCDpEvent(eps_o^2 / 8)`` (it is ``eps_o``-bounded-range: Cesar &
+    Rogers 2021) with ``LaplaceDpEvent(1 / eps_a)``. Each step is pure DP at its epsilon under the
+    relation its sensitivity was computed for, so the event's bound holds under that relation. A
+    zero epsilon is a step that is not run; ``inf`` anywhere: ``NonPrivateDpEvent``."""
+    import dp_accounting
+
+    steps = V.check_int("steps", steps)
+    eps = [V.as_float(name, x) for name, x in (("count_epsilon", count_epsilon),
+                                                ("oracle_epsilon", oracle_epsilon),
+                                                ("auditor_epsilon", auditor_epsilon))]
+    for name, x in zip(("count_epsilon", "oracle_epsilon", "auditor_epsilon"), eps):
+        V.check_positive(name, x, allow_zero=True, allow_inf=True)
+    if any(math.isinf(x) for x in eps):
+        return dp_accounting.NonPrivateDpEvent()
+    ec, eo, ea = eps
+    parts = ([dp_accounting.ZCDpEvent(eo ** 2 / 8.0)] if eo > 0 else []) + \
+        ([dp_accounting.LaplaceDpEvent(1.0 / ea)] if ea > 0 else [])
+    out = [dp_accounting.LaplaceDpEvent(1.0 / ec)] if ec > 0 else []
+    if parts:
+        out.append(dp_accounting.SelfComposedDpEvent(dp_accounting.ComposedDpEvent(parts), steps))
+    return dp_accounting.ComposedDpEvent(out)
+
+
+def oracle_learner_curve(event: "dp_accounting.DpEvent", orders) -> np.ndarray:
+    """The RDP curve at ``orders`` of :func:`oracle_learner_event` (dp-accounting's RDP accountant;
+    its Laplace and zCDP curves depend only on the step's epsilon, so the curve holds under the
+    relation of the sensitivities, e.g. a change of one ``s_i``)."""
+    import dp_accounting
+
+    acc = dp_accounting.rdp.RdpAccountant(list(orders), dp_accounting.NeighboringRelation.REPLACE_ONE)
+    if not acc.supports(event):
+        raise ValueError(f"the RDP accountant cannot account {type(event).__name__}.")
+    acc.compose(event)
+    return np.asarray(acc._rdp, np.float64)  # noqa: SLF001 (the per-order curve of the composed event)
 
 
 def paper_round_epsilon(epsilon: float, delta: float, steps: int) -> float:
