@@ -30,7 +30,7 @@ DEFAULT_SEARCH: dict[str, dict[str, tuple[float, ...]]] = {
     "pfld_epoch": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_dual": (1.0, 10.0), "radius": (1.0, 5.0)},
     "mitigation": {"lr_theta": _LR, "clip_theta": _CLIP},
     "jagielski_post": {"lr_theta": _LR, "clip_theta": _CLIP},
-    "jagielski_in": {"B": (1.0, 5.0), "eta": (0.5, 2.0)},  # the multiplier bound and the Auditor's step
+    "jagielski_in": {"B": (5.0, 20.0), "eta": (0.5, 2.0)},  # the multiplier bound and the Auditor's step
 }
 _BASE = {"lr_theta": 1.0, "clip_theta": 1.0}
 _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
