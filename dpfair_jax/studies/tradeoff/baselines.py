@@ -41,7 +41,7 @@ from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness import evaluation as EV
 from dpfair_jax.fairness.metrics import demographic_parity_pairwise, equalized_odds_violation
 from dpfair_jax.studies.tradeoff import oracle as OR
-from dpfair_jax.studies.tradeoff.methods import BASELINE_METHODS
+from dpfair_jax.studies.tradeoff.methods import EXTRA_METHODS, ORACLE_METHODS
 
 __all__ = ["MITIGATION_STATS_RATIO", "JAGIELSKI_COUNT_RATIO", "JAGIELSKI_SLACK", "NOISE_RATIOS",
            "check_methods", "configs", "run_event", "sampling_shape", "run_one"]
@@ -56,15 +56,14 @@ _DPSGD_W_RATIO = 1000.0  # as methods._DPSGD_W_RATIO: the base is DP-FERMI's pro
 #: the second noise multiplier of each baseline over its first (the study's ``w_ratio``)
 NOISE_RATIOS = {"mitigation": MITIGATION_STATS_RATIO, "jagielski_post": _DPSGD_W_RATIO,
                 "jagielski_in": OR.COUNT_RATIO}
-#: the baselines accounted under both study units (the others: the example unit only)
-BOTH_UNITS = ("jagielski_in",)
+
 _UNITS = ("example", "example-level", "all_features")
 _COUNT_TAG = 0x636E74
 
 
 def check_methods(methods, fairness: str, privacy_unit: str = "example") -> None:
     """Refuse, before any compute, a baseline the study cannot run or account as asked."""
-    chosen = [m for m in methods if m in BASELINE_METHODS]
+    chosen = [m for m in methods if m in EXTRA_METHODS]
     if "jagielski_post" in chosen and fairness != "eo":
         raise ValueError("method 'jagielski_post' (Jagielski et al. 2019) is an equalized-odds post-processing: "
                          f"use fairness='eo' (got {fairness!r}), or drop it from methods.")
@@ -74,7 +73,7 @@ def check_methods(methods, fairness: str, privacy_unit: str = "example") -> None
     if "jagielski_in" in chosen and privacy_unit not in _UNITS + ("sensitive_attribute",):
         raise ValueError(f"method 'jagielski_in' is accounted for privacy_unit 'example' or "
                          f"'sensitive_attribute', got {privacy_unit!r}.")
-    chosen = [m for m in chosen if m not in BOTH_UNITS]
+    chosen = [m for m in chosen if m not in ORACLE_METHODS]  # accounted under both units
     if chosen and privacy_unit not in _UNITS:
         raise ValueError(f"methods {chosen} are accounted at the example level only; privacy_unit="
                          f"{privacy_unit!r} is not supported for them (drop them from methods).")

@@ -8,7 +8,7 @@ import math
 import jax
 import numpy as np
 
-from dpfair_jax.studies.tradeoff.methods import _FIXED, _PROGRAM, BASELINE_METHODS, DEFAULT_SEARCH, _field_set
+from dpfair_jax.studies.tradeoff.methods import _FIXED, _PROGRAM, EXTRA_METHODS, DEFAULT_SEARCH, _field_set
 
 
 def _grid(method: str, search: dict | None, fixed: dict | None) -> list[dict[str, float]]:
@@ -62,7 +62,7 @@ def _selection_label(law) -> str:
 
 def _sampling_shape(m, cfg, n: int) -> tuple[int, int]:
     """``(steps, padded batch rows)`` of one run of method ``m`` on ``n`` training rows."""
-    if m in BASELINE_METHODS:
+    if m in EXTRA_METHODS:
         from dpfair_jax.studies.tradeoff.baselines import sampling_shape
 
         return sampling_shape(m, cfg, n)
