@@ -33,8 +33,8 @@ def test_labels_lists_and_grid():
     assert T.ORACLE_METHODS == ("jagielski_in",)
     assert "jagielski_in" not in T.METHODS and "jagielski_in" not in T.BASELINE_METHODS
     grid = T._grid("jagielski_in", None, None)
-    assert len(grid) == 4 and set(grid[0]) == {"B", "eta"}
-    assert T._grid("jagielski_in", {"jagielski_in": {"B": [3.0]}}, None) == [{"B": 3.0, "eta": 1.0}]
+    assert len(grid) == 3 and set(grid[0]) == {"eta", "gamma"} and {c["gamma"] for c in grid} == {0.0}
+    assert T._grid("jagielski_in", {"jagielski_in": {"gamma": [0.02]}}, None) == [{"eta": 1.0, "gamma": 0.02}]
 
 
 def test_refusals_before_compute():
@@ -44,9 +44,9 @@ def test_refusals_before_compute():
     frame["label"] = np.random.default_rng(0).choice(["a", "b", "c"], len(frame))
     with pytest.raises(ValueError, match="binary target"):
         T.tradeoff_frontier_study(frame, **KW, fairness="eo", methods=["jagielski_in"])
-    with pytest.raises(ValueError, match="B"):
+    with pytest.raises(ValueError, match="eta"):
         T.tradeoff_frontier_study(_frame(200), **KW, fairness="eo", methods=["jagielski_in"],
-                                  search={"jagielski_in": {"B": [-1.0]}})
+                                  search={"jagielski_in": {"eta": [-1.0]}})
     BL.check_methods(["jagielski_in"], "eo", privacy_unit="sensitive_attribute")  # accepted
     with pytest.raises(ValueError, match="jagielski_in"):
         BL.check_methods(["jagielski_in"], "eo", privacy_unit="user")
@@ -68,13 +68,13 @@ def test_config_and_event(unit):
             [dp_accounting.ZCDpEvent(eo ** 2 / 8.0), dp_accounting.LaplaceDpEvent(z)]), OR.STEPS)])
     assert ev == want
     # the program's hyperparameters are at the event's epsilons
-    hp = OR.hparams(1.0, z, OR.COUNT_RATIO * z, 5.0, 0.5)
+    hp = OR.hparams(4.0, z, OR.COUNT_RATIO * z, 0.5, 0.0)
     assert np.isclose(float(hp.count_epsilon), 1.0 / (OR.COUNT_RATIO * z), rtol=1e-6)
     assert np.isclose(float(hp.oracle_epsilon), eo, rtol=1e-6) and np.isclose(float(hp.auditor_epsilon), 1 / z, rtol=1e-6)
-    assert np.isclose(float(hp.gamma), OR.SLACK)
-    inf = OR.hparams(0.0, 0.0, 0.0, 5.0, 0.5)
+    assert float(hp.B) == 4.0 and float(hp.eta) == 0.5 and float(hp.gamma) == 0.0  # B is lambda
+    inf = OR.hparams(0.0, 0.0, 0.0, 0.5, 0.0)
     assert all(math.isinf(float(getattr(inf, f))) for f in ("count_epsilon", "oracle_epsilon", "auditor_epsilon"))
-    assert float(inf.gamma) == 1.0
+    assert float(inf.B) == 0.0
     # one run's epsilon by dp-accounting's RDP accountant lies under the basic and zCDP bounds
     acc = dp_accounting.rdp.RdpAccountant(list(S.ORDERS), dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(ev)
@@ -100,16 +100,16 @@ def test_program_run_is_a_direct_fit_call(unit, z):
     cfg = OR.config(2, unit, 1e-5)
     train, val, test = _split(400, 0), _split(150, 1), _split(200, 2)
     key = jax.random.key(5)
-    lam, B, eta = 4.0, 5.0, 0.5
+    lam, eta, gamma = 4.0, 0.5, 0.01
     out, val_errors, trunc = OR.run_one(cfg, train, val, test, key, jnp.float32(lam), jnp.float32(z),
-                                        jnp.float32(OR.COUNT_RATIO * z), {"B": jnp.float32(B), "eta": jnp.float32(eta)})
+                                        jnp.float32(OR.COUNT_RATIO * z), {"eta": jnp.float32(eta),
+                                                                          "gamma": jnp.float32(gamma)})
     cls = OR.public_class(cfg, train)
     preds = np.asarray(OR.class_preds(cls, train.x))
     assert preds.shape == (2 * OR.PROJECTIONS * len(OR.PROJECTION_THRESHOLDS) + 2 if unit == "example" else
                            2 * len(OR.LABEL_WEIGHTS) * len(OR.PROBABILITY_THRESHOLDS) + 2, 400)
     ec, eo, ea = OR.epsilons(z, OR.COUNT_RATIO * z)
-    hp = JI.JagielskiInHparams(B=B, eta=eta, gamma=min(1.0, OR.SLACK / lam), count_epsilon=ec, oracle_epsilon=eo,
-                               auditor_epsilon=ea)
+    hp = JI.JagielskiInHparams(B=lam, eta=eta, gamma=gamma, count_epsilon=ec, oracle_epsilon=eo, auditor_epsilon=ea)
     res = JI.fit(key, JI.OracleData(preds, np.asarray(train.y), np.asarray(train.s)), hp, cfg)
     mix = np.asarray(out["params"]["mixture"])
     assert np.array_equal(mix, np.asarray(res.params["mixture"]))
@@ -144,7 +144,7 @@ def test_small_study_end_to_end(unit):
     assert len(t) == 2 and (t["method"] == "jagielski_in").all()
     assert (t["label"] == T.METHOD_LABELS["jagielski_in"]).all() and (t["metric"] == "eo_violation").all()
     assert t["error"].between(0, 1).all() and (t["violation"] >= 0).all()
-    assert t["converged"].isna().all() and set(t["hp_B"]) <= {5.0, 20.0}
+    assert t["converged"].isna().all() and set(t["hp_eta"]) <= {0.25, 1.0, 4.0}
     _spend_check(res, unit)
     if unit == "sensitive_attribute":
         assert t["thm33_epsilon"].isna().all()
@@ -155,9 +155,9 @@ def test_small_study_end_to_end(unit):
 @pytest.mark.slow
 @pytest.mark.parametrize("unit", ["example", "sensitive_attribute"])
 def test_eo_violation_falls_as_the_constraint_tightens_at_eps_inf(unit):
-    """Noiseless (epsilon = inf, every grid point): lambda = 10 (slack 0.01) against lambda = 0 (slack
-    1, no binding constraint), paired over 3 replicates: the mean EO violation falls and the
-    error does not fall."""
+    """Noiseless (epsilon = inf, every grid point): lambda = B = 10 against lambda = 0 (the
+    unconstrained Learner), paired over 3 replicates: the mean EO violation falls and the error
+    does not fall."""
     res = T.tradeoff_frontier_study(_frame(1500), target="label", group="sex", lams=[0.0, 10.0], epsilons=[math.inf],
                                     replicates=3, epochs=1, batch_size=100, selection="nonprivate", fairness="eo",
                                     methods=["jagielski_in"], privacy_unit=unit, progress=False)

@@ -35,7 +35,7 @@ DEFAULT_SEARCH: dict[str, dict[str, tuple[float, ...]]] = {
     "pfld_epoch": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_dual": (1.0, 10.0), "radius": (1.0, 5.0)},
     "mitigation": {"lr_theta": _LR, "clip_theta": _CLIP},
     "jagielski_post": {"lr_theta": _LR, "clip_theta": _CLIP},
-    "jagielski_in": {"B": (5.0, 20.0), "eta": (0.5, 2.0)},  # the multiplier bound and the Auditor's step
+    "jagielski_in": {"eta": (0.25, 1.0, 4.0)},  # the Auditor's step (the multiplier bound B is lambda)
 }
 _BASE = {"lr_theta": 1.0, "clip_theta": 1.0}
 _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
@@ -45,12 +45,12 @@ _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
     "pfld_epoch": dict(_BASE, lr_dual=1.0, clip_violation=1.0, radius=5.0, tol=0.0),
     "mitigation": dict(_BASE),
     "jagielski_post": dict(_BASE),
-    "jagielski_in": {"B": 2.0, "eta": 1.0},
+    "jagielski_in": {"eta": 1.0, "gamma": 0.0},
 }
 _FIELDS = {"fermi": ("lr_theta", "lr_w", "clip_theta", "clip_w", "radius"),
            "pfld_epoch": ("lr_theta", "lr_dual", "clip_theta", "clip_violation", "radius", "tol"),
            "mitigation": ("lr_theta", "clip_theta"), "jagielski_post": ("lr_theta", "clip_theta"),
-           "jagielski_in": ("B", "eta")}
+           "jagielski_in": ("eta", "gamma")}
 _PROGRAM = {"dpfermi": "fermi", "dpsgd": "fermi", "pfld_stochastic": "pfld_stochastic",
             "pfld_epoch": "pfld_epoch", "mitigation": "mitigation", "jagielski_post": "jagielski_post",
             "jagielski_in": "jagielski_in"}

@@ -15,8 +15,10 @@ and its complement for each direction ``p`` and threshold ``t``, and the two con
   class reads ``s``.
 
 One run: the class's predictions on the training split, :func:`~dpfair_jax.algorithms.jagielski_in.fit`
-with :data:`STEPS` rounds, ``gamma = min(1,`` :data:`SLACK` ``/ lambda)`` (lambda = 0: ``gamma = 1``,
-no binding constraint), the candidate's ``B`` and ``eta``; the released mixture ``q`` predicts 1
+with :data:`STEPS` rounds, the multiplier bound ``B = lambda`` (the study's knob: at the saddle
+point the mixture minimizes ``err(Q) + lambda max(0, max_j |d_j(Q)| - gamma)``, the max EO gap
+penalized with weight lambda; lambda = 0 is the unconstrained Learner), the candidate's Auditor step
+``eta`` and slack ``gamma`` (default 0, not searched); the released mixture ``q`` predicts 1
 on a row with probability ``sum_h q_h h(x)``; test metrics and the validation score (the expected
 validation error count, sensitivity 1) as ``"jagielski_post"``'s.
 
@@ -46,7 +48,7 @@ import numpy as np
 from dpfair_jax.algorithms import jagielski_in as JI
 from dpfair_jax.privacy import oracle_learner as OL
 
-__all__ = ["STEPS", "COUNT_RATIO", "ORACLE_FACTOR", "SLACK", "PROJECTIONS", "PROJECTION_THRESHOLDS",
+__all__ = ["STEPS", "COUNT_RATIO", "ORACLE_FACTOR", "PROJECTIONS", "PROJECTION_THRESHOLDS",
            "LABEL_WEIGHTS", "PROBABILITY_THRESHOLDS", "CLASS_SEED", "config", "hparams", "epsilons", "run_event",
            "attribute_rdp", "public_class", "class_preds", "run_one"]
 
@@ -56,8 +58,6 @@ STEPS = 100
 COUNT_RATIO = 0.2
 #: the exponential mechanism's epsilon times z (its zCDP eps_o^2/8 is then a Gaussian's at z)
 ORACLE_FACTOR = 2.0
-#: the EO constraints' slack at lambda = 1 (gamma = min(1, SLACK / lambda)), as jagielski_post's
-SLACK = 0.1
 #: example unit: the number of random directions and the thresholds on their projections
 PROJECTIONS = 32
 PROJECTION_THRESHOLDS = (-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5)
@@ -95,13 +95,12 @@ def epsilons(z, z_count):
     return inv(zc), ORACLE_FACTOR * inv(z), inv(z)
 
 
-def hparams(lam, z, z_count, B, eta) -> JI.JagielskiInHparams:
-    """One run's hyperparameters (traceable): the candidate's ``B`` and ``eta``, ``gamma`` from
-    ``lam`` and the noise fields from the multipliers (:func:`epsilons`)."""
-    lam = jnp.asarray(lam, jnp.float32)
-    gamma = jnp.where(lam > 0, jnp.minimum(1.0, SLACK / jnp.maximum(lam, 1e-12)), 1.0)
+def hparams(lam, z, z_count, eta, gamma) -> JI.JagielskiInHparams:
+    """One run's hyperparameters (traceable): ``B = lam``, the candidate's ``eta`` and ``gamma``,
+    the noise fields from the multipliers (:func:`epsilons`)."""
     ec, eo, ea = epsilons(jnp.asarray(z, jnp.float32), jnp.asarray(z_count, jnp.float32))
-    return JI.JagielskiInHparams(B=B, eta=eta, gamma=gamma, count_epsilon=ec, oracle_epsilon=eo, auditor_epsilon=ea)
+    return JI.JagielskiInHparams(B=jnp.asarray(lam, jnp.float32), eta=eta, gamma=gamma, count_epsilon=ec,
+                                 oracle_epsilon=eo, auditor_epsilon=ea)
 
 
 def run_event(cfg: JI.JagielskiInConfig, z: float, ratio: float):
@@ -167,7 +166,7 @@ def run_one(cfg: JI.JagielskiInConfig, train, val, test, key, lam, zt, z2, hp):
     from dpfair_jax.studies.tradeoff.baselines import _randomized_metrics
 
     cls = public_class(cfg, train)
-    h = hparams(lam, zt, z2, hp["B"], hp["eta"])  # z2 = COUNT_RATIO * zt: the counts' multiplier
+    h = hparams(lam, zt, z2, hp["eta"], hp["gamma"])  # z2 = COUNT_RATIO * zt: the counts' multiplier
     res = JI.fit(key, JI.OracleData(class_preds(cls, train.x), train.y, train.s), h, cfg, validate=False)
     mixture = res.params["mixture"]
 

@@ -126,7 +126,7 @@ def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, 
             if m == "jagielski_in":
                 from dpfair_jax.algorithms import jagielski_in as JI
 
-                JI.JagielskiInHparams(B=cand["B"], eta=cand["eta"]).validate()
+                JI.JagielskiInHparams(eta=cand["eta"], gamma=cand["gamma"]).validate()
             elif m == "pfld_epoch":
                 PE.check_hparams(PE.PFLDEpochHparams(**cand))
             else:
