@@ -106,7 +106,7 @@ def test_program_run_is_a_direct_fit_call(unit, z):
                                                                           "gamma": jnp.float32(gamma)})
     cls = OR.public_class(cfg, train)
     preds = np.asarray(OR.class_preds(cls, train.x))
-    assert preds.shape == (2 * OR.PROJECTIONS * len(OR.PROJECTION_THRESHOLDS) + 2 if unit == "example" else
+    assert preds.shape == (2 * (4 + OR.PROJECTIONS) * len(OR.PROJECTION_THRESHOLDS) + 2 if unit == "example" else
                            2 * len(OR.LABEL_WEIGHTS) * len(OR.PROBABILITY_THRESHOLDS) + 2, 400)
     ec, eo, ea = OR.epsilons(z, OR.COUNT_RATIO * z)
     hp = JI.JagielskiInHparams(B=lam, eta=eta, gamma=gamma, count_epsilon=ec, oracle_epsilon=eo, auditor_epsilon=ea)

@@ -6,9 +6,10 @@ classifiers, its uniform mixture evaluated as a randomized classifier.
 The public class ``H`` (:func:`public_class`; ``2 P T + 2`` classifiers: ``1[w_p . x + b_p > t]``
 and its complement for each direction ``p`` and threshold ``t``, and the two constants):
 
-* ``privacy_unit="example"``: data-independent: :data:`PROJECTIONS` directions drawn once from the
-  public seed :data:`CLASS_SEED` (standard normal over ``sqrt(d)``, ``b = 0``), thresholds
-  :data:`PROJECTION_THRESHOLDS` on the (z-scored) features;
+* ``privacy_unit="example"``: data-independent: the ``d`` coordinate axes (one feature each) and
+  :data:`PROJECTIONS` directions drawn once from the public seed :data:`CLASS_SEED` (standard
+  normal over ``sqrt(d)``), ``b = 0``, thresholds :data:`PROJECTION_THRESHOLDS` on the (z-scored)
+  features;
 * ``privacy_unit="sensitive_attribute"``: ``x`` and ``y`` are public, so logistic regressions fit
   on the training split's ``(x, y)`` (Newton, ridge :data:`RIDGE`), one per positive-label weight in
   :data:`LABEL_WEIGHTS`, thresholded at the probabilities :data:`PROBABILITY_THRESHOLDS`. Neither
@@ -58,7 +59,7 @@ STEPS = 100
 COUNT_RATIO = 0.2
 #: the exponential mechanism's epsilon times z (its zCDP eps_o^2/8 is then a Gaussian's at z)
 ORACLE_FACTOR = 2.0
-#: example unit: the number of random directions and the thresholds on their projections
+#: example unit: the number of random directions (beside the d axes) and the thresholds on the projections
 PROJECTIONS = 32
 PROJECTION_THRESHOLDS = (-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5)
 #: attribute unit: the positive-label weights of the logistic fits and the probability thresholds
@@ -137,13 +138,13 @@ def _logistic(x: jax.Array, y: jax.Array, weight: float) -> jax.Array:
 
 
 def public_class(cfg: JI.JagielskiInConfig, train) -> dict:
-    """The class ``{"W" [P, d], "b" [P], "thresholds" [T]}`` (module docstring): fixed random
-    directions (example unit; reads nothing) or logistic fits on the training ``(x, y)``
+    """The class ``{"W" [P, d], "b" [P], "thresholds" [T]}`` (module docstring): the axes and fixed
+    random directions (example unit; reads nothing) or logistic fits on the training ``(x, y)``
     (attribute unit, where they are public; ``s`` is not read)."""
     d = train.x.shape[1]
     if cfg.privacy_unit == "example":
-        W = np.random.default_rng(CLASS_SEED).standard_normal((PROJECTIONS, d)) / math.sqrt(d)
-        return {"W": jnp.asarray(W, jnp.float32), "b": jnp.zeros((PROJECTIONS,), jnp.float32),
+        W = np.concatenate([np.eye(d), np.random.default_rng(CLASS_SEED).standard_normal((PROJECTIONS, d)) / math.sqrt(d)])
+        return {"W": jnp.asarray(W, jnp.float32), "b": jnp.zeros((d + PROJECTIONS,), jnp.float32),
                 "thresholds": jnp.asarray(PROJECTION_THRESHOLDS, jnp.float32)}
     betas = jax.vmap(lambda a: _logistic(train.x, train.y, a))(jnp.asarray(LABEL_WEIGHTS, jnp.float32))
     p = np.asarray(PROBABILITY_THRESHOLDS, np.float64)
