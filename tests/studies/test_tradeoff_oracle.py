@@ -165,3 +165,18 @@ def test_eo_violation_falls_as_the_constraint_tightens_at_eps_inf(unit):
     free, tight = t.loc[0.0], t.loc[10.0]
     assert tight["eo_violation"].mean() < free["eo_violation"].mean() - 0.01
     assert tight["error"].mean() >= free["error"].mean() - 1e-6
+
+
+@pytest.mark.slow
+def test_adding_the_method_leaves_the_other_rows_bitwise_unchanged():
+    """``methods=["dpsgd", "jagielski_in"]`` against ``["dpsgd"]``: the DP-SGD rows (models, scores,
+    spends) are the same, bitwise (each program has its own run keys; the new one comes last)."""
+    kw = dict(KW, epsilons=[2.0])
+    alone = T.tradeoff_frontier_study(_frame(400), **kw, fairness="eo", methods=["dpsgd"]).table
+    both = T.tradeoff_frontier_study(_frame(400), **kw, fairness="eo", methods=["dpsgd", "jagielski_in"]).table
+    assert set(both["method"]) == {"dpsgd", "jagielski_in"}
+    part = both.loc[both["method"] == "dpsgd", list(alone.columns)].reset_index(drop=True)
+    assert both.loc[both["method"] == "dpsgd", ["hp_eta", "hp_gamma"]].isna().all().all()  # jagielski_in's fields
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(part, alone, check_exact=True)
