@@ -21,9 +21,11 @@ The output is the uniform mixture of ``h_1..h_T``. The group rates divide by the
 released once with Laplace noise at ``count_epsilon`` (clipped below at 1): the true counts are
 never used. Sensitivities, noise and the accounting are :mod:`dpfair_jax.privacy.oracle_learner`'s.
 
-Privacy units (``config.privacy_unit``, relation replace-one in both): ``"sensitive_attribute"``
-(theirs: ``x, y`` public, the class must not read ``s``) and ``"example"`` (one whole record;
-``n`` public; the class must then be data-independent). The run is ``(epsilon, config.delta)``-DP
+Privacy units (``config.privacy_unit``, relation replace-one in both by default):
+``"sensitive_attribute"`` (theirs: ``x, y`` public, the class must not read ``s``) and ``"example"``
+(one whole record; ``n`` public; the class must then be data-independent). ``config.relation =
+"add_remove"`` (example unit only) runs the add/remove variant: count noise at L1 sensitivity 1,
+the add/remove rate sensitivities, and the Learner's error over the released total count. The run is ``(epsilon, config.delta)``-DP
 with ``epsilon`` the least of basic, advanced, zCDP and PLD composition
 (:func:`~dpfair_jax.privacy.oracle_learner.oracle_learner_epsilon`); :func:`spend` records it with
 Jagielski et al.'s own per-round budget ``eps / (4 sqrt(T log(1/delta)))`` in its notes.
@@ -68,7 +70,10 @@ class JagielskiInConfig:
     """Static choices: ``num_groups`` (K), ``steps`` (T), ``privacy_unit``
     (:data:`~dpfair_jax.privacy.oracle_learner.ORACLE_UNITS`), ``delta`` (the delta the spend states
     epsilon at), and for :func:`calibrate` the ``count_share`` of the target epsilon given to the
-    count release and the ``oracle_share`` of each round's budget given to the Learner."""
+    count release and the ``oracle_share`` of each round's budget given to the Learner.
+    ``relation``: ``"replace_one"`` (default, both units) or ``"add_remove"`` (example unit only:
+    the add/remove sensitivities of :mod:`dpfair_jax.privacy.oracle_learner`, the error over the
+    released total count)."""
 
     num_groups: int = 2
     steps: int = 100
@@ -76,12 +81,14 @@ class JagielskiInConfig:
     delta: float = 1e-5
     count_share: float = 0.1
     oracle_share: float = 0.5
+    relation: str = "replace_one"
 
     def validate(self) -> "JagielskiInConfig":
         """Refuse out-of-range choices on the host, naming the field."""
         V.check_int("num_groups", self.num_groups, minimum=2)
         V.check_int("steps", self.steps)
         V.check_choice("privacy_unit", self.privacy_unit, _ol.ORACLE_UNITS)
+        _ol.check_relation(self.privacy_unit, self.relation)
         V.check_delta(self.delta)
         for name in ("count_share", "oracle_share"):
             if not 0.0 < float(getattr(self, name)) < 1.0:
@@ -155,19 +162,21 @@ def lagrangian_gap(err: Array, d: Array, q: Array, lam: Array, bound: Array, gam
     return jnp.maximum(l_q - jnp.min(l_h), best_lam - l_q)
 
 
-@functools.partial(jax.jit, static_argnames=("num_groups", "steps", "unit"))
+@functools.partial(jax.jit, static_argnames=("num_groups", "steps", "unit", "relation"))
 def _run(key: Array, preds: Array, y: Array, s: Array, hp: JagielskiInHparams, *, num_groups: int, steps: int,
-         unit: str) -> dict[str, Array]:
+         unit: str, relation: str = "replace_one") -> dict[str, Array]:
     """The ``T`` rounds of the module docstring (one ``lax.scan``)."""
     k_count, k_rounds = jax.random.split(key)
-    counts = _ol.noisy_group_label_counts(k_count, y, s, num_groups, hp.count_epsilon)
+    counts = _ol.noisy_group_label_counts(k_count, y, s, num_groups, hp.count_epsilon, relation)
     denom = _ol.public_denominators(counts)
     err, d = rate_tables(preds, y, s, denom)
+    err_score = _ol.learner_error(err, preds, y, counts, relation)  # err itself under replace-one
     d_flat = d.reshape((d.shape[0], -1))
     bound = jnp.asarray(hp.B, jnp.float32)
     gamma = jnp.asarray(hp.gamma, jnp.float32)
-    score_sens = _ol.score_sensitivity(denom, bound, preds.shape[1], unit)
-    l1_sens = _ol.rate_difference_sensitivity(denom, unit)
+    score_sens = _ol.score_sensitivity(denom, bound, _ol.error_denominator(counts, preds.shape[1], relation),
+                                       unit, relation)
+    l1_sens = _ol.rate_difference_sensitivity(denom, unit, relation)
     half = d_flat.shape[1]
 
     def round_(theta, k):
@@ -175,7 +184,7 @@ def _run(key: Array, preds: Array, y: Array, s: Array, hp: JagielskiInHparams, *
         e = jnp.exp(theta)
         lam = bound * e / (1.0 + jnp.sum(e))
         w = lam[:half] - lam[half:]
-        h = _ol.oracle_draw(k_o, err + d_flat @ w, hp.oracle_epsilon, score_sens)
+        h = _ol.oracle_draw(k_o, err_score + d_flat @ w, hp.oracle_epsilon, score_sens)
         released, scale = _ol.noisy_rate_differences(k_a, d_flat[h], l1_sens, hp.auditor_epsilon)
         theta = theta + hp.eta * _violations(released.reshape(d.shape[1:]), gamma)
         return theta, (h, released, lam, scale)
@@ -188,7 +197,7 @@ def _run(key: Array, preds: Array, y: Array, s: Array, hp: JagielskiInHparams, *
     return {"indices": idx, "mixture": q, "noisy_counts": counts, "released": released, "lambdas": lams,
             "auditor_scale": scales[0], "oracle_sensitivity": score_sens,
             "error": q @ true_err, "violation": jnp.max(jnp.abs(q @ true_d.reshape((true_d.shape[0], -1)))),
-            "gap": lagrangian_gap(err, d, q, jnp.mean(lams, axis=0), bound, gamma)}
+            "gap": lagrangian_gap(err_score, d, q, jnp.mean(lams, axis=0), bound, gamma)}
 
 
 def _hp_arrays(hp: JagielskiInHparams) -> JagielskiInHparams:
@@ -196,7 +205,8 @@ def _hp_arrays(hp: JagielskiInHparams) -> JagielskiInHparams:
 
 
 @full_precision
-def fit(key: Array, data: OracleData, hparams: JagielskiInHparams, config: JagielskiInConfig) -> FitResult:
+def fit(key: Array, data: OracleData, hparams: JagielskiInHparams, config: JagielskiInConfig, *,
+        validate: bool = True) -> FitResult:
     """Run the DP-oracle-learner (module docstring) on ``data`` (:class:`OracleData`).
 
     Returns ``params = {"indices" [T], "mixture" [M]}`` (the Learner's draws and the uniform
@@ -206,9 +216,11 @@ def fit(key: Array, data: OracleData, hparams: JagielskiInHparams, config: Jagie
     computed from the private data (not private, do not publish): ``error`` and ``violation``
     (the mixture's error and largest rate gap with the true counts) and ``gap`` (the
     saddle-point suboptimality :func:`lagrangian_gap` of the mixture and the mean multiplier).
-    ``hparams`` fields may be traced (``vmap``); ``spend`` is then ``None``.
+    ``hparams`` fields may be traced (``vmap``); ``spend`` is then ``None``. ``validate=False``
+    (inside a compiled program: ``data`` may be traced) skips the checks of the data and of
+    ``hparams`` and records no spend (the caller accounts the run, e.g. by :func:`spend`).
 
-    Privacy: as :func:`spend` states, for ``config.privacy_unit`` under replace-one.
+    Privacy: as :func:`spend` states, for ``config.privacy_unit`` under ``config.relation``.
     """
     V.check_threefry_key(key)
     if not isinstance(config, JagielskiInConfig):
@@ -216,12 +228,18 @@ def fit(key: Array, data: OracleData, hparams: JagielskiInHparams, config: Jagie
     config.validate()
     if not isinstance(hparams, JagielskiInHparams):
         raise ValueError(f"hparams must be a JagielskiInHparams, got {type(hparams).__name__}.")
-    hparams.validate()
-    preds, y, s = _check_data(data, config.num_groups)
-    concrete = not is_traced(hparams) and not any(np.ndim(x) for x in jax.tree_util.tree_leaves(hparams))
-    recorded = spend(config, int(preds.shape[1]), hparams) if concrete else None
+    if validate:
+        hparams.validate()
+        preds, y, s = _check_data(data, config.num_groups)
+        concrete = not is_traced(hparams) and not any(np.ndim(x) for x in jax.tree_util.tree_leaves(hparams))
+        recorded = spend(config, int(preds.shape[1]), hparams) if concrete else None
+    else:
+        preds, y, s = (jnp.asarray(data.preds, jnp.float32), jnp.asarray(data.y, jnp.int32),
+                       jnp.asarray(data.s, jnp.int32))
+        recorded = None
     out = _run(key, jnp.asarray(preds), jnp.asarray(y), jnp.asarray(s), _hp_arrays(hparams),
-               num_groups=config.num_groups, steps=config.steps, unit=config.privacy_unit)
+               num_groups=config.num_groups, steps=config.steps, unit=config.privacy_unit,
+               relation=config.relation)
     params = {"indices": out.pop("indices"), "mixture": out.pop("mixture")}
     report = SamplingReport(steps=config.steps, dataset_size=int(preds.shape[1]),
                             releases=(("laplace_counts", 1), ("exponential_mechanism", config.steps),
@@ -243,8 +261,9 @@ def spend(config: JagielskiInConfig, sizes: int, hparams: JagielskiInHparams) ->
     """The spend of :func:`fit` on ``n = sizes`` rows: the least of basic, advanced, zCDP and PLD
     composition of the count release and ``T`` rounds
     (:func:`~dpfair_jax.privacy.oracle_learner.oracle_learner_epsilon`) at ``config.delta``
-    (``inf`` when a noise field is ``inf``), for ``config.privacy_unit`` under replace-one. The
-    notes give the bound used and Jagielski et al.'s per-round ``eps'`` for the same epsilon."""
+    (``inf`` when a noise field is ``inf``), for ``config.privacy_unit`` under ``config.relation``
+    (each step is pure DP under it at the sensitivities of that relation). The notes give the bound
+    used and Jagielski et al.'s per-round ``eps'`` for the same epsilon."""
     config.validate()
     hparams.validate()
     V.check_int("sizes", sizes, minimum=1)
@@ -255,12 +274,12 @@ def spend(config: JagielskiInConfig, sizes: int, hparams: JagielskiInHparams) ->
              f"rounds of the exponential-mechanism oracle (eps {eo:.4g}) and a Laplace release of the rate "
              f"differences (eps {ea:.4g}); composition: {how}")
     if math.isinf(eps):
-        return PrivacySpend(math.inf, float(config.delta), relation="replace_one", unit=unit,
+        return PrivacySpend(math.inf, float(config.delta), relation=config.relation, unit=unit,
                             notes=notes + "; a noise field is off: no guarantee")
     notes += (f"; the paper's per-round eps' for this epsilon: "
               f"{_ol.paper_round_epsilon(eps, config.delta, config.steps):.4g}")
     accountant = {"pld": "pld", "zcdp": "zcdp"}.get(how, "closed_form")
-    return PrivacySpend(eps, float(config.delta), relation="replace_one", unit=unit, accountant=accountant,
+    return PrivacySpend(eps, float(config.delta), relation=config.relation, unit=unit, accountant=accountant,
                         notes=notes)
 
 

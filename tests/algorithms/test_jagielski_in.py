@@ -152,6 +152,97 @@ def test_sensitivities_bound_every_neighbour_and_are_attained(unit):
         assert max_score >= score - 1.0 / n - tol
 
 
+def _add_remove_neighbours(preds, y, s, K):
+    """Every add/remove neighbour: record ``i`` removed, and a record with every ``(y', s')`` and
+    every prediction pattern of the class (2^M) added."""
+    M, n = preds.shape
+    for i in range(n):
+        keep = np.arange(n) != i
+        yield preds[:, keep], y[keep], s[keep]
+    for g in range(K):
+        for v in (0, 1):
+            for bits in range(2 ** M):
+                col = np.array([[(bits >> j) & 1] for j in range(M)])
+                yield np.concatenate([preds, col], 1), np.append(y, v), np.append(s, g)
+
+
+def test_add_remove_sensitivities_bound_every_neighbour_and_are_attained():
+    """The example unit under add/remove: the counts' L1 (1), ``d``'s L1 and L-inf (the largest cell
+    weight / inverse denominator, attained) and the score's (``B`` L-inf plus ``1/N~``, the error
+    being the error count over the released total ``N~``, public) over every neighbour."""
+    K = 3
+    preds, y, s, denom = _small(K)
+    B, total = 2.5, 9.3  # the released total N~ (public, fixed across neighbours)
+    dm = jnp.asarray(denom, jnp.float32)
+    l1 = float(O.rate_difference_sensitivity(dm, "example", "add_remove"))
+    linf = float(O.rate_difference_linf_sensitivity(dm, "add_remove"))
+    score = float(O.score_sensitivity(dm, B, total, "example", "add_remove"))
+    c = np.concatenate([(K - 1) / denom[:1], 1.0 / denom[1:]])
+    assert np.isclose(l1, c.max(), rtol=1e-6) and np.isclose(linf, (1.0 / denom).max(), rtol=1e-6)
+    assert np.isclose(score, B * linf + 1.0 / total, rtol=1e-6)
+    # the error term is the count over N~ (here a public constant)
+    noisy = jnp.full((K, 2), total / (2 * K), jnp.float32)
+    assert np.isclose(float(O.error_denominator(noisy, preds.shape[1], "add_remove")), total, rtol=1e-6)
+    got = O.learner_error(None, jnp.asarray(preds, jnp.float32), jnp.asarray(y), noisy, "add_remove")
+    assert np.allclose(np.asarray(got), (preds != y[None]).sum(1) / total, rtol=1e-6)
+
+    def tables(p2, y2, s2):
+        _, D2 = _tables(p2, y2, s2, K, denom)
+        return (p2 != y2[None]).sum(1) / total, D2
+
+    cnt = lambda y2, s2: np.array([[np.sum((s2 == a) & (y2 == v)) for v in (0, 1)] for a in range(K)])  # noqa: E731
+    err, D = tables(preds, y, s)
+    rng = np.random.default_rng(2)
+    lams = [B * rng.dirichlet(np.ones(4 * (K - 1) + 1))[:-1] for _ in range(5)]
+    lams += [B * np.eye(4 * (K - 1))[j] for j in range(4 * (K - 1))]
+    W = np.stack([lam[:2 * (K - 1)] - lam[2 * (K - 1):] for lam in lams])
+    max_l1 = max_linf = max_score = max_count = 0.0
+    for p2, y2, s2 in _add_remove_neighbours(preds, y, s, K):
+        e2, D2 = tables(p2, y2, s2)
+        dD = D2 - D
+        max_count = max(max_count, np.abs(cnt(y2, s2) - cnt(y, s)).sum())
+        max_l1 = max(max_l1, np.abs(dD).sum(0).max())
+        max_linf = max(max_linf, np.abs(dD).max())
+        max_score = max(max_score, np.abs((e2 - err)[None] + W @ dD).max())
+    tol = 1e-5
+    assert max_count == 1.0
+    assert max_l1 <= l1 * (1 + tol) and max_linf <= linf * (1 + tol) and max_score <= score * (1 + tol)
+    assert np.isclose(max_l1, l1, rtol=tol) and np.isclose(max_linf, linf, rtol=tol)
+    assert max_score >= score - 1.0 / total - tol
+
+
+def test_add_remove_run_draws_at_its_scales_and_records_its_relation():
+    """``relation="add_remove"``: the count noise at L1 sensitivity 1 (KS against Laplace(1/eps)),
+    the Auditor's and the Learner's scales from the add/remove closed forms of the released counts,
+    the spend under add/remove; the relation is refused under the attribute unit."""
+    K, eps = 2, 0.7
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
+    s = np.array([0, 0, 1, 1, 1, 0, 1, 1])
+    noisy = jax.vmap(lambda k: O.noisy_group_label_counts(k, jnp.asarray(y), jnp.asarray(s), K, eps, "add_remove"))(
+        jax.random.split(jax.random.key(4), 4000))
+    true = np.array([[np.sum((s == a) & (y == v)) for v in (0, 1)] for a in range(K)])
+    z = (np.asarray(noisy, float) - true).ravel()
+    assert stats.kstest(z, stats.laplace(scale=1.0 / eps).cdf).pvalue > 1e-3
+    K = 3
+    preds, y, s = _problem(K, n=300, M=6)
+    hp = J.JagielskiInHparams(B=3.0, eta=0.5, gamma=0.0, count_epsilon=0.5, oracle_epsilon=0.3, auditor_epsilon=0.4)
+    cfg = J.JagielskiInConfig(num_groups=K, steps=5, privacy_unit="example", relation="add_remove")
+    res = J.fit(jax.random.key(3), J.OracleData(preds, y, s), hp, cfg)
+    counts = np.asarray(res.diagnostics["noisy_counts"], float)
+    m = np.maximum(counts, 1.0)
+    c = np.concatenate([(K - 1) / m[:1], 1.0 / m[1:]])
+    assert np.isclose(float(res.diagnostics["auditor_scale"]), c.max() / 0.4, rtol=1e-5)
+    want = 3.0 * (1.0 / m).max() + 1.0 / max(counts.sum(), 1.0)
+    assert np.isclose(float(res.diagnostics["oracle_sensitivity"]), want, rtol=1e-5)
+    assert res.spend.relation == "add_remove" and res.spend.unit == "example"
+    same = J.spend(dataclasses.replace(cfg, relation="replace_one"), 300, hp)
+    assert res.spend.epsilon == same.epsilon  # the same pure-DP steps, each at its relation's sensitivity
+    with pytest.raises(ValueError, match="add_remove"):
+        J.JagielskiInConfig(privacy_unit="sensitive_attribute", relation="add_remove").validate()
+    with pytest.raises(ValueError, match="relation"):
+        J.JagielskiInConfig(privacy_unit="example", relation="substitute").validate()
+
+
 # ------------------------------------------------------------------------ noise scales
 def test_noise_scales_follow_the_released_counts():
     K = 3

@@ -372,9 +372,10 @@ MUTATIONS: tuple[Mutation, ...] = (
       ("tests/algorithms/test_reductions.py::test_exponential_sampling_matches_em_probabilities_chi_square",)),
     # ---------------------------------------------------------------- Jagielski et al.'s oracle learner
     M("oracle_learner group-label counts Laplace (2/eps)", OL,
-      'return _mech.add_laplace(key, counts, _COUNT_L1, "replace_one", eps).reshape((num_groups, 2))',
-      'return _mech.add_laplace(key, counts, _COUNT_L1, "replace_one", 2.0 * eps).reshape((num_groups, 2))',
-      (f"{T_JIN}::test_count_noise_is_laplace_at_its_scale",)),
+      "return _mech.add_laplace(key, counts, _COUNT_L1, relation, eps).reshape((num_groups, 2))",
+      "return _mech.add_laplace(key, counts, _COUNT_L1, relation, 2.0 * eps).reshape((num_groups, 2))",
+      (f"{T_JIN}::test_count_noise_is_laplace_at_its_scale",
+       f"{T_JIN}::test_add_remove_run_draws_at_its_scales_and_records_its_relation")),
     M("oracle_learner Auditor's rate-difference Laplace", OL,
       "return d + _mech.laplace_noise(key, d.shape, scale), scale",
       "return d + _mech.laplace_noise(key, d.shape, 0.5 * scale), scale",

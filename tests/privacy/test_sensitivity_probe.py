@@ -661,11 +661,12 @@ case("jagielski[example]", "add_remove")(lambda: _jagielski_case("example"))
 
 
 # --- paper 004's EO baseline: Jagielski et al.'s DP-oracle-learner (in-processing) --------------------
-def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
+def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3, relation: str = "replace_one"):
     """The group-label counts, each round's exponential-mechanism scores and the Laplace rate
     differences, against the epsilon each is drawn at (the denominators are world A's released
     counts in both worlds). Sensitive-attribute unit: row 0's ``s`` changed to every other group
-    (row 0 is in the anchor group); example unit: row 0 replaced by records at the class's ends."""
+    (row 0 is in the anchor group); example unit: row 0 replaced by records at the class's ends
+    (``relation="add_remove"``: those records added; the count's L1 sensitivity is then 1)."""
     from dpfair_jax.algorithms import jagielski_in as JI
 
     n, M = 9, 4
@@ -675,7 +676,7 @@ def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
     # row 0 (anchor group, label 0) is alone in its cell, whose block has the largest sensitivity
     y = np.array([0, 0, 0, 1, 0, 1, 1, 1, 1], np.int32)
     s = (np.arange(n) % K).astype(np.int32)
-    cfg = JI.JagielskiInConfig(num_groups=K, steps=3, privacy_unit=privacy_unit)
+    cfg = JI.JagielskiInConfig(num_groups=K, steps=3, privacy_unit=privacy_unit, relation=relation)
     # a large Auditor step concentrates the multipliers, so the scores move by a good part of B
     hp = JI.JagielskiInHparams(B=20.0, eta=50.0, gamma=0.05, count_epsilon=0.5, oracle_epsilon=0.7,
                                auditor_epsilon=0.9)
@@ -683,14 +684,15 @@ def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
     def run(data):
         xx, yy, ss = data
         res = JI.fit(jax.random.key(13), JI.OracleData(np.asarray(xx).T, yy, ss), hp, cfg)
-        sane(res.spend.relation == "replace_one" and res.spend.unit == privacy_unit, str(res.spend))
+        sane(res.spend.relation == relation and res.spend.unit == privacy_unit, str(res.spend))
         return res.spend
 
     def multiplier(rel, spend):
         if rel.kind == "linf":
             return 1.0
-        if rel.value.size == 2 * K:  # the group-label counts: L1 sensitivity 2
-            sane(math.isclose(float(rel.scale) * hp.count_epsilon, 2.0, rel_tol=1e-6), "counts")
+        if rel.value.size == 2 * K:  # the group-label counts: L1 sensitivity 2 (replace-one), 1 (add/remove)
+            sane(math.isclose(float(rel.scale) * hp.count_epsilon, 2.0 if relation == "replace_one" else 1.0,
+                              rel_tol=1e-6), "counts")
             return 1.0 / hp.count_epsilon
         return 1.0 / hp.auditor_epsilon
 
@@ -700,12 +702,13 @@ def _jagielski_in_case(privacy_unit: str = "sensitive_attribute", K: int = 3):
     else:
         recs = [(np.ones(M, np.float32), v, g) for g in range(K) for v in (0, 1)] + \
             [(np.zeros(M, np.float32), 1, K - 1)]
-        nbrs = neighbours(*base, "replace_one", recs)
+        nbrs = neighbours(*base, relation, recs)
     return run, base, nbrs, multiplier
 
 
 case("jagielski_in[sensitive_attribute]", "attribute")(lambda: _jagielski_in_case())
 case("jagielski_in[example]", "replace_one")(lambda: _jagielski_in_case("example"))
+case("jagielski_in[example, add_remove]", "add_remove")(lambda: _jagielski_in_case("example", relation="add_remove"))
 
 
 # ------------------------------------------------------------------------------------------------

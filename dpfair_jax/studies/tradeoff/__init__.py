@@ -7,7 +7,9 @@ The public study (:func:`tradeoff_frontier_study`, result :class:`TradeoffStudy`
   :mod:`dpfair_jax.algorithms.pfld`), ``"pfld_epoch"`` (PF-LD as Tran, Fioretto and Van
   Hentenryck specify it: non-negative multipliers updated once per epoch on the noisy full-data
   violation, :mod:`dpfair_jax.algorithms.pfld_epoch`) and ``"dpsgd"`` (DP-SGD: the task loss
-  alone, i.e. lambda = 0), over lambdas x epsilons x replicates;
+  alone, i.e. lambda = 0), over lambdas x epsilons x replicates; beside them, not in the default
+  list, the paper's other baselines ``"mitigation"`` and ``"jagielski_post"`` (:mod:`.baselines`)
+  and Jagielski et al.'s DP-oracle-learner ``"jagielski_in"`` (:mod:`.oracle`, both units);
 - data: a :class:`~dpfair_jax.data.Dataset` or a pandas DataFrame with named target, group and
   feature columns (:func:`dpfair_jax.data.dataset_from_frame`); each replicate is its own
   train / validation / test split (a random permutation of the rows from the seed, cut at fixed
@@ -60,7 +62,8 @@ model per point of a frontier). Not covered: the check that every split has ever
 about the data, before any training), the z-scoring moments of each training split and the test
 metrics (evaluation). :func:`tradeoff_study` records its spend per epsilon as before.
 
-Layout: :mod:`.methods` (methods, grids, labels), :mod:`.splits` (replicate splits),
+Layout: :mod:`.methods` (methods, grids, labels), :mod:`.baselines` and :mod:`.oracle` (the
+methods outside :data:`METHODS`), :mod:`.splits` (replicate splits),
 :mod:`.program` (the compiled grid programs), :mod:`.selection` (candidate grids, search plan and
 spend of the accounted selection), :mod:`.tables` (result, frontier comparison, equal-error table),
 :mod:`.setup` (argument checks, splits, configs), :mod:`.plots`, :mod:`.progress` (bar and log lines), :mod:`.engine` (:func:`tradeoff_study`);
@@ -83,6 +86,8 @@ from dpfair_jax.studies.tradeoff import baselines as _BL
 from dpfair_jax.studies.tradeoff.methods import (
     _PROGRAM,
     BASELINE_METHODS,
+    EXTRA_METHODS,
+    ORACLE_METHODS,
     PROGRAMS,
     _field_set,
     DEFAULT_LAMS,
@@ -111,6 +116,7 @@ from dpfair_jax.studies.tradeoff.tables import (
 __all__ = [
     "METHODS",
     "BASELINE_METHODS",
+    "ORACLE_METHODS",
     "METHOD_LABELS",
     "DEFAULT_LAMS",
     "DEFAULT_SEARCH",
@@ -171,7 +177,9 @@ def tradeoff_frontier_study(
         DataFrame with columns ``target`` (two or more classes), ``group`` (the sensitive
         attribute) and ``features`` (default: every other column; non-numeric ones one-hot).
       fairness: ``"dp"`` (demographic parity, paper 004 eq. 10) or ``"eo"`` (equalized odds, eq. 11).
-      methods: a subset of :data:`METHODS`.
+      methods: a subset of :data:`METHODS`, :data:`BASELINE_METHODS` (``"mitigation"``,
+        ``"jagielski_post"``: example unit only) and :data:`ORACLE_METHODS` (``"jagielski_in"``:
+        equalized odds, both units; :mod:`.oracle`).
       lams: the knob grid of the fair methods (DP-SGD is the lambda = 0 point).
       epsilons: target epsilons (``inf``: no noise); ``delta`` defaults to ``1 / n_train^2``.
       replicates: train/validation/test splits (``val_size``, ``test_size`` of the rows, a function
@@ -255,7 +263,7 @@ def _run_event(st: _Setup, m: str, z: float):
 
     if m == "pfld_epoch":
         ev = PE.run_event(st.cfgs["pfld_epoch"], st.n, z, st.violation_noise_ratio * z)
-    elif m in BASELINE_METHODS:
+    elif m in EXTRA_METHODS:
         ev = _BL.run_event(m, st.cfgs[_PROGRAM[m]], st.n, z, st.w_ratio[m])
     else:
         ev = _fermi_event(st.cfgs[_PROGRAM[m]], st.n, z, st.w_ratio[m] * z)
@@ -278,7 +286,7 @@ def _calibrate(st: _Setup, ctx) -> tuple[dict, dict]:
         for e in st.eps:
             z = 0.0
             if math.isfinite(e):
-                ck = (m if m == "pfld_epoch" or m in BASELINE_METHODS else w_ratio[m], e)
+                ck = (m if m == "pfld_epoch" or m in EXTRA_METHODS else w_ratio[m], e)
 
                 def example_z(ck=ck, m=m, e=e):
                     # the padding's truncation charge at the target comes out of delta

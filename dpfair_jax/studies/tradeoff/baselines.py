@@ -15,14 +15,17 @@
   ones (each test row weighted by its probability of each prediction), its score the expected
   validation error count (each term in [0, 1]: sensitivity 1).
 
+* ``"jagielski_in"`` (label "Jagielski et al. 2019 (in-processing)", ``fairness="eo"`` only):
+  their DP-oracle-learner over a public class, in :mod:`.oracle` (its units, class and accounting).
+
 Privacy (example level, add/remove, the study's default unit): one run of ``"mitigation"`` is
 :func:`dpfair_jax.algorithms.mitigation.spend`'s event (statistics charged for every
 candidate); one run of ``"jagielski_post"`` composes the DP-SGD base's event with the Laplace
 release of the ``[K, 2, 2]`` counts (L1 sensitivity 1 under add/remove, noise multiplier
 :data:`JAGIELSKI_COUNT_RATIO` times the base's). Both then go through the study's private
-selection like every method. Other units are refused (:func:`check_methods`): Jagielski et al.'s
-own unit is the sensitive attribute, but the study's base classifier would have to be accounted
-for it too.
+selection like every method. Other units are refused for these two (:func:`check_methods`):
+Jagielski et al.'s own unit is the sensitive attribute, but the study's base classifier would have
+to be accounted for it too. ``"jagielski_in"`` runs under both study units (:mod:`.oracle`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from dpfair_jax.algorithms import mitigation as MI
 from dpfair_jax.fairness import ermi as E
 from dpfair_jax.fairness import evaluation as EV
 from dpfair_jax.fairness.metrics import demographic_parity_pairwise, equalized_odds_violation
-from dpfair_jax.studies.tradeoff.methods import BASELINE_METHODS
+from dpfair_jax.studies.tradeoff import oracle as OR
+from dpfair_jax.studies.tradeoff.methods import EXTRA_METHODS, ORACLE_METHODS
 
 __all__ = ["MITIGATION_STATS_RATIO", "JAGIELSKI_COUNT_RATIO", "JAGIELSKI_SLACK", "NOISE_RATIOS",
            "check_methods", "configs", "run_event", "sampling_shape", "run_one"]
@@ -50,29 +54,42 @@ JAGIELSKI_COUNT_RATIO = 5.0
 JAGIELSKI_SLACK = 0.1
 _DPSGD_W_RATIO = 1000.0  # as methods._DPSGD_W_RATIO: the base is DP-FERMI's program at lambda = 0
 #: the second noise multiplier of each baseline over its first (the study's ``w_ratio``)
-NOISE_RATIOS = {"mitigation": MITIGATION_STATS_RATIO, "jagielski_post": _DPSGD_W_RATIO}
+NOISE_RATIOS = {"mitigation": MITIGATION_STATS_RATIO, "jagielski_post": _DPSGD_W_RATIO,
+                "jagielski_in": OR.COUNT_RATIO}
+
 _UNITS = ("example", "example-level", "all_features")
 _COUNT_TAG = 0x636E74
 
 
 def check_methods(methods, fairness: str, privacy_unit: str = "example") -> None:
     """Refuse, before any compute, a baseline the study cannot run or account as asked."""
-    chosen = [m for m in methods if m in BASELINE_METHODS]
+    chosen = [m for m in methods if m in EXTRA_METHODS]
     if "jagielski_post" in chosen and fairness != "eo":
         raise ValueError("method 'jagielski_post' (Jagielski et al. 2019) is an equalized-odds post-processing: "
                          f"use fairness='eo' (got {fairness!r}), or drop it from methods.")
+    if "jagielski_in" in chosen and fairness != "eo":
+        raise ValueError("method 'jagielski_in' (Jagielski et al. 2019's DP-oracle-learner) constrains equalized "
+                         f"odds only: use fairness='eo' (got {fairness!r}), or drop it from methods.")
+    if "jagielski_in" in chosen and privacy_unit not in _UNITS + ("sensitive_attribute",):
+        raise ValueError(f"method 'jagielski_in' is accounted for privacy_unit 'example' or "
+                         f"'sensitive_attribute', got {privacy_unit!r}.")
+    chosen = [m for m in chosen if m not in ORACLE_METHODS]  # accounted under both units
     if chosen and privacy_unit not in _UNITS:
         raise ValueError(f"methods {chosen} are accounted at the example level only; privacy_unit="
                          f"{privacy_unit!r} is not supported for them (drop them from methods).")
 
 
-def configs(common: dict, fermi_cfg, methods) -> dict:
+def configs(common: dict, fermi_cfg, methods, unit: str = "example", delta: float = 1e-5) -> dict:
     """The configs of the baselines among ``methods``, keyed by program (``common``: the study's
-    shared config fields; ``fermi_cfg``: the study's DP-FERMI config, the Jagielski base's)."""
+    shared config fields; ``fermi_cfg``: the study's DP-FERMI config, the Jagielski base's;
+    ``unit`` and ``delta``: the study's, for ``"jagielski_in"``)."""
     out = {}
-    if "jagielski_post" in methods and common["num_classes"] != 2:
-        raise ValueError("method 'jagielski_post' needs a binary target (got "
-                         f"{common['num_classes']} classes); drop it from methods.")
+    for m in ("jagielski_post", "jagielski_in"):
+        if m in methods and common["num_classes"] != 2:
+            raise ValueError(f"method {m!r} needs a binary target (got "
+                             f"{common['num_classes']} classes); drop it from methods.")
+    if "jagielski_in" in methods:
+        out["jagielski_in"] = OR.config(common["num_groups"], unit, delta)
     if "mitigation" in methods:
         out["mitigation"] = MI.MitigationConfig(model=common["model"], batch_size=common["batch_size"],
                                                 steps=common["steps"], diagnostics=False).validate()
@@ -83,6 +100,8 @@ def configs(common: dict, fermi_cfg, methods) -> dict:
 
 def run_event(m: str, cfg, n: int, z: float, ratio: float) -> dp_accounting.DpEvent:
     """One run's ``DpEvent`` (without the score) of baseline ``m`` at multiplier ``z``."""
+    if m == "jagielski_in":
+        return OR.run_event(cfg, z, ratio)
     if m == "mitigation":
         hp = MI.MitigationHparams(noise_multiplier=float(z), stats_noise_multiplier=float(ratio * z))
         return MI.spend(cfg, n, hp).event  # gamma = 1: the statistics are charged
@@ -91,7 +110,10 @@ def run_event(m: str, cfg, n: int, z: float, ratio: float) -> dp_accounting.DpEv
 
 
 def sampling_shape(m: str, cfg, n: int) -> tuple[int, int]:
-    """``(steps, padded batch width)`` of a baseline's run (for the truncation charge)."""
+    """``(steps, padded batch width)`` of a baseline's run (for the truncation charge;
+    ``"jagielski_in"`` reads every row each round: width ``n``, no truncation)."""
+    if m == "jagielski_in":
+        return cfg.steps, n
     if m == "mitigation":
         return cfg.steps, MI.padded_batch_size(n, cfg.batch_size, cfg.steps, cfg.max_batch_size)
     return cfg.steps, cfg.sgda_config().padded_batch(n)
@@ -117,6 +139,8 @@ def run_one(kind: str, cfg, model, num_classes: int, train, val, test, key, lam,
     count, truncated steps)``; ``jagielski_post``'s params are ``{"classifier": base params,
     "post_processing": J.solve_post_processing's table}`` (predict with
     :func:`dpfair_jax.algorithms.jagielski.predict_proba` on the classifier's predictions)."""
+    if kind == "jagielski_in":
+        return OR.run_one(cfg, train, val, test, key, lam, zt, z2, hp)
     if kind == "mitigation":
         h = MI.MitigationHparams(gamma1=lam, gamma2=lam, learning_rate=hp["lr_theta"], clip_norm=hp["clip_theta"],
                                  noise_multiplier=zt, stats_noise_multiplier=z2)

@@ -7,11 +7,17 @@ METHODS = ("dpfermi", "pfld_stochastic", "pfld_epoch", "dpsgd")
 #: 2021a's (gamma1, gamma2) mitigation (paper 001) and Jagielski et al. 2019's DP post-processing
 #: (equalized odds only)
 BASELINE_METHODS = ("mitigation", "jagielski_post")
+#: Jagielski et al. 2019's DP-oracle-learner (in-processing, equalized odds only; :mod:`.oracle`):
+#: not in the default method list, and run under both units (the baselines: the example unit only)
+ORACLE_METHODS = ("jagielski_in",)
+#: the methods outside :data:`METHODS`, each run by :mod:`.baselines`
+EXTRA_METHODS = BASELINE_METHODS + ORACLE_METHODS
 #: every method a study accepts
-ALL_METHODS = METHODS + BASELINE_METHODS
+ALL_METHODS = METHODS + EXTRA_METHODS
 METHOD_LABELS = {"dpfermi": "DP-FERMI", "pfld_stochastic": "PF-LD, stochastic variant",
                  "pfld_epoch": "PF-LD (Tran et al.)", "dpsgd": "DP-SGD (lambda = 0)",
-                 "mitigation": "Tran et al. 2021a", "jagielski_post": "Jagielski et al. 2019 (post-processing)"}
+                 "mitigation": "Tran et al. 2021a", "jagielski_post": "Jagielski et al. 2019 (post-processing)",
+                 "jagielski_in": "Jagielski et al. 2019 (in-processing)"}
 #: lambda grid of the fair methods: log-spaced up to 40 (the full ERMI needs larger lambdas than the
 #: one-cell regularizer of the paper's public code).
 DEFAULT_LAMS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 40.0)
@@ -29,6 +35,7 @@ DEFAULT_SEARCH: dict[str, dict[str, tuple[float, ...]]] = {
     "pfld_epoch": {"lr_theta": _LR, "clip_theta": _CLIP, "lr_dual": (1.0, 10.0), "radius": (1.0, 5.0)},
     "mitigation": {"lr_theta": _LR, "clip_theta": _CLIP},
     "jagielski_post": {"lr_theta": _LR, "clip_theta": _CLIP},
+    "jagielski_in": {"eta": (0.25, 1.0, 4.0)},  # the Auditor's step (the multiplier bound B is lambda)
 }
 _BASE = {"lr_theta": 1.0, "clip_theta": 1.0}
 _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
@@ -38,14 +45,17 @@ _FIXED: dict[str, dict[str, float]] = {  # fields a grid does not set
     "pfld_epoch": dict(_BASE, lr_dual=1.0, clip_violation=1.0, radius=5.0, tol=0.0),
     "mitigation": dict(_BASE),
     "jagielski_post": dict(_BASE),
+    "jagielski_in": {"eta": 1.0, "gamma": 0.0},
 }
 _FIELDS = {"fermi": ("lr_theta", "lr_w", "clip_theta", "clip_w", "radius"),
            "pfld_epoch": ("lr_theta", "lr_dual", "clip_theta", "clip_violation", "radius", "tol"),
-           "mitigation": ("lr_theta", "clip_theta"), "jagielski_post": ("lr_theta", "clip_theta")}
+           "mitigation": ("lr_theta", "clip_theta"), "jagielski_post": ("lr_theta", "clip_theta"),
+           "jagielski_in": ("eta", "gamma")}
 _PROGRAM = {"dpfermi": "fermi", "dpsgd": "fermi", "pfld_stochastic": "pfld_stochastic",
-            "pfld_epoch": "pfld_epoch", "mitigation": "mitigation", "jagielski_post": "jagielski_post"}
+            "pfld_epoch": "pfld_epoch", "mitigation": "mitigation", "jagielski_post": "jagielski_post",
+            "jagielski_in": "jagielski_in"}
 #: the compiled programs, in the order that fixes each one's run keys (existing indices unchanged)
-PROGRAMS = ("fermi", "pfld_stochastic", "pfld_epoch", "mitigation", "jagielski_post")
+PROGRAMS = ("fermi", "pfld_stochastic", "pfld_epoch", "mitigation", "jagielski_post", "jagielski_in")
 
 
 def _field_set(name: str) -> tuple[str, ...]:

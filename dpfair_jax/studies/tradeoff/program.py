@@ -40,7 +40,7 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
     every replicate reuses the program). Outputs ``[L]``: the test metrics, the noisy validation
     score, the truncation count, ``stationarity`` (:func:`.convergence.row_stationarity` of the
     run's method at its trained model on the test split; NaN for ``"mitigation"``, whose
-    penalized objective has no gradient to test) and ``params`` (each run's trained model, leaves
+    penalized objective has no gradient to test, and ``"jagielski_in"``, a mixture over a finite class) and ``params`` (each run's trained model, leaves
     ``[L, ...]``)."""
     from dpfair_jax.algorithms import pfld_epoch as PE
     from dpfair_jax.privacy import mechanisms as Mech
@@ -55,7 +55,8 @@ def _program(kind: str, cfg, model, num_classes: int, n_val: int):
             out = dict(out)
             out["score_errors"] = val_errors + Mech.gaussian_noise(jax.random.fold_in(key, _SCORE_TAG), (), zs)
             out["truncated_steps"] = truncated
-            out["stationarity"] = (jnp.full((), jnp.nan, jnp.float32) if kind == "mitigation" else row_stationarity(
+            out["stationarity"] = (jnp.full((), jnp.nan, jnp.float32) if kind in ("mitigation", "jagielski_in")
+                                   else row_stationarity(
                 kind, model, out["params"]["classifier"], test, 0.0, num_classes=num_classes, fairness=cfg.fairness))
             return out  # its trained params are in out["params"] (BL.run_one)
         if kind == "pfld_epoch":

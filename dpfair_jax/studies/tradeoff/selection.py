@@ -8,7 +8,7 @@ import math
 import jax
 import numpy as np
 
-from dpfair_jax.studies.tradeoff.methods import _FIXED, _PROGRAM, BASELINE_METHODS, DEFAULT_SEARCH, _field_set
+from dpfair_jax.studies.tradeoff.methods import _FIXED, _PROGRAM, EXTRA_METHODS, ORACLE_METHODS, DEFAULT_SEARCH, _field_set
 
 
 def _grid(method: str, search: dict | None, fixed: dict | None) -> list[dict[str, float]]:
@@ -62,7 +62,7 @@ def _selection_label(law) -> str:
 
 def _sampling_shape(m, cfg, n: int) -> tuple[int, int]:
     """``(steps, padded batch rows)`` of one run of method ``m`` on ``n`` training rows."""
-    if m in BASELINE_METHODS:
+    if m in EXTRA_METHODS:
         from dpfair_jax.studies.tradeoff.baselines import sampling_shape
 
         return sampling_shape(m, cfg, n)
@@ -104,8 +104,9 @@ def _selection_spend(m, e, z, run_event, law, delta, n, cfgs, grids, private, Sm
     eps_sel, total, trunc = A.truncated_spend(  # the truncation charge (times the mean runs) comes out of delta
         lambda d: S.selection_epsilon(ev, law, d, relation="add_remove"), float(delta),
         lambda eps: truncation_charge(m, cfg, n, law, eps))
+    sampling = (f"Poisson padding {B} rows, truncation delta {trunc:.2e} (times the mean number of runs) included"
+                if m not in ORACLE_METHODS else "no sampling (every training row each round), no truncation term")
     return A.PrivacySpend(eps_sel, min(total, 0.999999), event=S.repeat_and_select_event(ev, law),
                           relation="add_remove", unit="example", accountant="rdp",
                           notes=(f"{m}: best of K ~ {selection_label} runs on validation (each run: training, "
-                                 f"its releases and a noisy validation error count); Poisson padding {B} rows, "
-                                 f"truncation delta {trunc:.2e} (times the mean number of runs) included"))
+                                 f"its releases and a noisy validation error count); {sampling}"))

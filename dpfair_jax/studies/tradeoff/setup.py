@@ -120,10 +120,14 @@ def _setup(data, *, target, group, features, fairness, methods, lams, epsilons, 
             "pfld_epoch": PE.PFLDEpochConfig(model=model, num_groups=k, num_classes=l, epochs=epochs,
                                              batch_size=batch_size, fairness=fairness, delta=delta,
                                              violation_noise_ratio=float(violation_noise_ratio)).validate(n)}
-    cfgs.update(_BL.configs(common, cfgs["fermi"], methods))
+    cfgs.update(_BL.configs(common, cfgs["fermi"], methods, unit=unit, delta=delta))
     for m in methods:  # every candidate checked on the host, before compute
         for cand in grids[m]:
-            if m == "pfld_epoch":
+            if m == "jagielski_in":
+                from dpfair_jax.algorithms import jagielski_in as JI
+
+                JI.JagielskiInHparams(eta=cand["eta"], gamma=cand["gamma"]).validate()
+            elif m == "pfld_epoch":
                 PE.check_hparams(PE.PFLDEpochHparams(**cand))
             else:
                 F.check_hparams(F.FermiHparams(**cand))

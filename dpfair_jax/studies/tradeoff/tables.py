@@ -52,7 +52,8 @@ class SelectedModel:
 
     ``params``: the trained parameters (NumPy float32 leaves; the model's structure: predict with
     :func:`dpfair_jax.fairness.evaluation.predict`; ``"jagielski_post"``: ``{"classifier",
-    "post_processing"}``, a randomized classifier); ``spend``: the row's
+    "post_processing"}``, a randomized classifier; ``"jagielski_in"``: ``{"mixture", "class"}``,
+    the probability of a 1 is ``oracle.class_preds(class, x).T @ mixture``); ``spend``: the row's
     :class:`~dpfair_jax.privacy.accounting.PrivacySpend` (the whole selection, covering this
     model: keep it, do not refit, a refit would spend again); ``hparams``: the winning candidate;
     ``metrics``: the row of the table (test metrics, noisy validation score, spend).

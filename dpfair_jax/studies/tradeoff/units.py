@@ -48,6 +48,10 @@ def run_rdp(st, m: str, z: float):
 
     if m == "pfld_epoch":
         return PE.attribute_rdp(st.cfgs["pfld_epoch"], st.n, z, st.violation_noise_ratio * z)
+    if m == "jagielski_in":  # pure steps at the attribute unit's sensitivities (.oracle)
+        from dpfair_jax.studies.tradeoff import oracle as OR
+
+        return OR.attribute_rdp(st.cfgs["jagielski_in"], z, st.w_ratio[m])
     return F.attribute_change_rdp(st.cfgs[_PROGRAM[m]], st.n, z, st.w_ratio[m] * z, reads_s=m != "dpsgd")
 
 
@@ -64,6 +68,8 @@ def calibrate(st, m: str, e: float, example_z) -> float:
 def _truncation(st, m: str, eps: float) -> float:
     from dpfair_jax.privacy import sampling as Smp
 
+    if m == "jagielski_in":  # no sampling: every row each round
+        return 0.0
     cfg = st.cfgs[_PROGRAM[m]]
     steps = cfg.steps(st.n) if m == "pfld_epoch" else cfg.steps
     B = cfg.sgda_config(st.n).padded_batch(st.n) if m == "pfld_epoch" else cfg.sgda_config().padded_batch(st.n)
@@ -89,6 +95,11 @@ def selection_spend(st, m: str, e: float, z: float, selection_label: str):
             f"{m}: non-private arg-max, the selection is not accounted (each run alone: epsilon {one:.4g} "
             "for a change of one s_i)"), **kw)
     eps = At.attribute_selection_epsilon(run_rdp(st, m, z), st.law, st.delta)
+    if m == "jagielski_in":
+        return A.PrivacySpend(eps, st.delta, accountant="rdp", notes=(
+            f"{m}: best of K ~ {selection_label} runs on validation, a change of one s_i: the DP-oracle-learner's "
+            "pure steps (Laplace counts, exponential mechanism as zCDP, Laplace rate differences) at the attribute "
+            "unit's sensitivities; the class and the validation score read no s"), **kw)
     trunc = _truncation(st, m, eps)
     return A.PrivacySpend(eps, min(st.delta + trunc, 0.999999), accountant="rdp", notes=(
         f"{m}: best of K ~ {selection_label} runs on validation, a change of one s_i: min of the membership-"
@@ -105,7 +116,7 @@ def thm33_epsilon(st, m: str, e: float, z: float) -> float:
     from dpfair_jax.privacy import accounting as A
     from dpfair_jax.privacy import selection as S
 
-    if m == "dpsgd" or not math.isfinite(e) or z == 0:
+    if m in ("dpsgd", "jagielski_in") or not math.isfinite(e) or z == 0:  # no Theorem 3.3 for the oracle learner
         return math.nan
     if m == "pfld_epoch":
         cfg = st.cfgs["pfld_epoch"]
