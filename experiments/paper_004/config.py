@@ -26,7 +26,7 @@ __all__ = ["CONFIGS", "CONSTRAINTS", "PAPER_MARGINS", "PAPER_BASELINE_METHODS", 
 #: notions; Jagielski et al. 2019's post-processing for equalized odds only. They are reported in
 #: their own rows (their labels in the table), never as the deciding baseline of a claim (PF-LD as
 #: Tran et al. specify it is).
-PAPER_BASELINE_METHODS = {"dp": ["mitigation"], "eo": ["mitigation", "jagielski_post"]}
+PAPER_BASELINE_METHODS = {"dp": ["mitigation"], "eo": ["mitigation", "jagielski_post", "jagielski_in"]}
 
 #: The paper's data sets the kit cannot run offline, each with the reason (a note row of the report).
 UNAVAILABLE = {

@@ -15,8 +15,8 @@ def test_paper_baselines_are_an_option_beside_the_methods():
     from experiments.paper_004 import baselines as B
     from experiments.paper_004.config import PAPER_BASELINE_METHODS
 
-    assert set(PAPER_BASELINE_METHODS["eo"]) == set(T.BASELINE_METHODS)
-    assert "jagielski_post" not in PAPER_BASELINE_METHODS["dp"]  # equalized odds only
+    assert set(PAPER_BASELINE_METHODS["eo"]) == set(T.BASELINE_METHODS) | set(T.ORACLE_METHODS)
+    assert not {"jagielski_post", "jagielski_in"} & set(PAPER_BASELINE_METHODS["dp"])  # equalized odds only
     for name in ("fermi_adult_dp", "fermi_credit_dp", "fermi_adult_eo", "fermi_credit_eo", "fermi_parkinsons_dp"):
         for size in ("quick", "full"):
             cfg = registry.get(name).configs[size]
@@ -26,6 +26,7 @@ def test_paper_baselines_are_an_option_beside_the_methods():
             grids = B.study_search(on, {})
             for m in T.BASELINE_METHODS:
                 assert grids[m] == {"lr_theta": cfg["lr_grid"], "clip_theta": cfg["clip_grid"]}
+            assert "jagielski_in" not in grids  # the study's own grid (the Auditor's step)
 
 
 def test_claims_keep_the_papers_deciding_baseline():
