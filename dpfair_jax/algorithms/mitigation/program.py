@@ -117,9 +117,31 @@ def _release_stats(run: _Run, key, sums) -> tuple:
     return noisy, frac, jnp.clip(noisy[:, 1] / cnt, 0.0, 1.0), jnp.clip(noisy[:, 2] / cnt, 0.0, 1.0)
 
 
+# rows per block of the full-data gradient norms: the per-example gradients of one block are held at
+# a time (a whole Adult split at once is n x params floats per model: 35 GB for 320 vmapped models)
+FULL_DATA_BLOCK = 1024
+
+
+def _full_data_norms(cfg: ProgramConfig, run: _Run, p) -> jax.Array:
+    """``[n]`` per-example gradient norms of every row, computed ``FULL_DATA_BLOCK`` rows at a time
+    (``lax.map`` over blocks; the same per-example values as one ``vmap`` over all rows)."""
+    n = run.x.shape[0]
+    block = min(FULL_DATA_BLOCK, n)
+    pad = (-n) % block
+
+    def blocks(a):
+        a = jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
+        return a.reshape((-1, block) + a.shape[1:])
+
+    def norms(b):
+        return _clip.per_example_norms(jax.vmap(jax.grad(cfg.loss), in_axes=(None, 0, 0))(p, *b))
+
+    return jax.lax.map(norms, (blocks(run.x), blocks(run.y))).reshape(-1)[:n]
+
+
 def _full_data_stats(cfg: ProgramConfig, run: _Run, p, key) -> tuple:
     """The statistics of every row (``stats_every >= 1``), released as :func:`_release_stats`."""
-    norms = _clip.per_example_norms(jax.vmap(jax.grad(cfg.loss), in_axes=(None, 0, 0))(p, run.x, run.y))
+    norms = _full_data_norms(cfg, run, p)
     unc = jax.vmap(functools.partial(_uncertainty, cfg), in_axes=(None, 0))(p, run.x)
     return _release_stats(run, key, _group_sums(cfg, run, norms, unc, run.s, run.full_mask))
 
