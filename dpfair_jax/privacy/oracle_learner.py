@@ -245,6 +245,15 @@ def _pld_epsilon(count_eps: float, oracle_eps: float, auditor_eps: float, steps:
     return 0.0 if total is None else float(total.get_epsilon_for_delta(delta))
 
 
+def _check_epsilons(count_epsilon: float, oracle_epsilon: float, auditor_epsilon: float) -> list[float]:
+    """The three per-release epsilons as host floats, each refused unless in ``[0, inf]``."""
+    names = ("count_epsilon", "oracle_epsilon", "auditor_epsilon")
+    eps = [V.as_float(name, x) for name, x in zip(names, (count_epsilon, oracle_epsilon, auditor_epsilon))]
+    for name, x in zip(names, eps):
+        V.check_positive(name, x, allow_zero=True, allow_inf=True)
+    return eps
+
+
 def oracle_learner_bounds(count_epsilon: float, oracle_epsilon: float, auditor_epsilon: float, steps: int,
                           delta: float) -> dict[str, float]:
     """The four valid epsilons at ``delta`` of one count release (pure ``count_epsilon``) and
@@ -255,11 +264,7 @@ def oracle_learner_bounds(count_epsilon: float, oracle_epsilon: float, auditor_e
     that is not run; ``inf`` anywhere makes every bound ``inf``. Host floats."""
     steps = V.check_int("steps", steps)
     V.check_delta(delta)
-    eps = [V.as_float(name, x) for name, x in (("count_epsilon", count_epsilon),
-                                                ("oracle_epsilon", oracle_epsilon),
-                                                ("auditor_epsilon", auditor_epsilon))]
-    for name, x in zip(("count_epsilon", "oracle_epsilon", "auditor_epsilon"), eps):
-        V.check_positive(name, x, allow_zero=True, allow_inf=True)
+    eps = _check_epsilons(count_epsilon, oracle_epsilon, auditor_epsilon)
     if any(math.isinf(x) for x in eps):
         return {"basic": math.inf, "advanced": math.inf, "zcdp": math.inf, "pld": math.inf}
     ec, eo, ea = eps
@@ -293,11 +298,7 @@ def oracle_learner_event(count_epsilon: float, oracle_epsilon: float, auditor_ep
     import dp_accounting
 
     steps = V.check_int("steps", steps)
-    eps = [V.as_float(name, x) for name, x in (("count_epsilon", count_epsilon),
-                                                ("oracle_epsilon", oracle_epsilon),
-                                                ("auditor_epsilon", auditor_epsilon))]
-    for name, x in zip(("count_epsilon", "oracle_epsilon", "auditor_epsilon"), eps):
-        V.check_positive(name, x, allow_zero=True, allow_inf=True)
+    eps = _check_epsilons(count_epsilon, oracle_epsilon, auditor_epsilon)
     if any(math.isinf(x) for x in eps):
         return dp_accounting.NonPrivateDpEvent()
     ec, eo, ea = eps
