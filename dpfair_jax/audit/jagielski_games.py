@@ -75,6 +75,7 @@ from dpfair_jax import _validation as V
 from dpfair_jax.algorithms import jagielski
 from dpfair_jax.algorithms import jagielski_in
 from dpfair_jax.audit.fit_spend import FitSpendGame, plant
+from dpfair_jax.privacy.oracle_learner import public_denominators
 
 __all__ = ["FAMILY_BUGS", "SUITE_TRIALS", "BUILDERS", "ALGORITHMS", "jagielski_game", "jagielski_mechanism",
            "jagielski_example_mechanism", "jagielski_in_game", "jagielski_in_mechanism",
@@ -219,7 +220,7 @@ def _oracle_statistic(worlds: tuple[jagielski_in.OracleData, ...], num_groups: i
 
     def stat(res) -> jax.Array:
         counts = res.diagnostics["noisy_counts"]
-        denom = jnp.maximum(counts, 1.0)  # the run's public denominators (post-processing)
+        denom = public_denominators(counts)  # the run's own denominators (post-processing)
         mu0, mu1 = (jagielski_in.rate_tables(p.astype(jnp.float32), y, s, denom)[1][0].reshape(-1)
                     for p, y, s in arrays)
         r = res.diagnostics["released"]
